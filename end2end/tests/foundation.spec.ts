@@ -1,0 +1,66 @@
+import { expect, test } from "@playwright/test";
+import { HomePage } from "./fixtures/home_page";
+
+test("the home page is rendered on the server, with the shell and the admin navigation", async ({ request }) => {
+  // A plain HTTP GET runs no JavaScript: whatever is here came from the server.
+  const response = await request.get("/");
+  expect(response.status()).toBe(200);
+  const html = await response.text();
+  expect(html).toMatch(/<h1[^>]*>The owner(&#x27;|')s front desk<\/h1>/);
+  expect(html).toContain(">StandMeet<");
+  for (const href of [
+    "/admin/tasks",
+    "/admin/access-requests",
+    "/admin/listings",
+    "/admin/corpus",
+    "/admin/mail",
+    "/admin/account",
+  ]) {
+    expect(html).toContain(`href="${href}"`);
+  }
+  expect(html).toContain('role="status"');
+  // The hydration script and the stylesheet are referenced.
+  expect(html).toContain("/pkg/standmeet.js");
+  expect(html).toContain("/pkg/standmeet.css");
+});
+
+test("after hydration, Check the service asks the server and shows a toast", async ({ page }) => {
+  const home = new HomePage(page);
+  await home.goto();
+  await home.checkService();
+  await expect(home.toasts).toContainText("database is ok");
+});
+
+test("Tailwind's stylesheet is served and applied", async ({ page, request }) => {
+  const css = await request.get("/pkg/standmeet.css");
+  expect(css.status()).toBe(200);
+  expect(css.headers()["content-type"]).toContain("text/css");
+  const text = await css.text();
+  // Utilities used in src/ are generated, unused ones are not.
+  expect(text).toContain(".bg-teal-700");
+  expect(text).not.toContain(".bg-fuchsia-900");
+
+  const home = new HomePage(page);
+  await home.goto();
+  // bg-slate-50 on <body> and bg-teal-700 on the button: the browser applied the CSS.
+  const bodyBackground = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  expect(bodyBackground).not.toBe("rgba(0, 0, 0, 0)");
+  const buttonBackground = await home.checkButton.evaluate((el) => getComputedStyle(el).backgroundColor);
+  expect(buttonBackground).not.toBe("rgba(0, 0, 0, 0)");
+});
+
+test("the admin navigation reaches every admin page and marks the current one", async ({ page }) => {
+  const home = new HomePage(page);
+  await home.goto();
+  await home.adminNav.getByRole("link", { name: "Tasks" }).click();
+  await expect(page).toHaveURL(/\/admin\/tasks$/);
+  await expect(page.getByRole("heading", { level: 1 })).toHaveText("Tasks");
+  await expect(home.adminNav.getByRole("link", { name: "Tasks" })).toHaveAttribute("aria-current", "page");
+  await expect(page).toHaveTitle("Tasks · StandMeet");
+});
+
+test("an unknown address answers 404 with a page that says so", async ({ page }) => {
+  const response = await page.goto("/no/such/page");
+  expect(response?.status()).toBe(404);
+  await expect(page.getByRole("heading", { level: 1 })).toHaveText("Page not found");
+});

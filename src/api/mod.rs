@@ -1,0 +1,7 @@
+//! The HTTP surface behind the pages: Leptos server functions (compiled for both sides:
+//! the server runs them, the browser gets a stub that calls them) and fixed endpoints
+//! (server only).
+
+#[cfg(feature = "ssr")]
+pub mod health;
+pub mod status;

@@ -1,0 +1,491 @@
+//! Every setting StandMeet reads, its default, and the validation that names a bad one.
+//!
+//! Settings come from the environment (product.md section 7). They are parsed once, at
+//! start, into [`Settings`]; everything else takes the parsed values and never reads the
+//! environment itself. A bad value stops the start with a [`ConfigError`] that names the
+//! setting, says what was wrong and what would be accepted. Secret values (passwords,
+//! tokens, database URLs) are never echoed back in such a message.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use url::Url;
+
+use crate::domain::types::EmailAddress;
+
+/// Where mail goes (`STANDMEET_MAIL`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MailSupplier {
+    /// The default: mail is written to the log and to the mail log page, nothing is sent.
+    Log,
+    /// No mail at all: operations that must mail answer 400 at once.
+    None,
+    /// A real SMTP server, `smtp://host:port` (STARTTLS when offered) or `smtps://host:port`.
+    Smtp(Url),
+}
+
+/// The parsed settings of one StandMeet process.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// `DATABASE_URL`; `None` means "start and own the private cluster".
+    pub database_url: Option<String>,
+    /// `STANDMEET_DATA_DIR`: the private cluster lives under `<data_dir>/pg`.
+    pub data_dir: PathBuf,
+    /// `LEPTOS_SITE_ADDR`: the address the HTTP server binds.
+    pub site_addr: SocketAddr,
+    /// `STANDMEET_PUBLIC_URL`: how people reach StandMeet (links in mail, cookie flags).
+    /// Defaults to `http://<site_addr>`.
+    pub public_url: Url,
+    /// `STANDMEET_MAIL`.
+    pub mail: MailSupplier,
+    /// `STANDMEET_MAIL_FROM`: the sender of every mail.
+    pub mail_from: EmailAddress,
+    /// `STANDMEET_OWNER_EMAIL`: who is told about new access requests (else the first admin).
+    pub owner_email: Option<EmailAddress>,
+    /// `STANDMEET_ADMIN_EMAIL` + `STANDMEET_ADMIN_PASSWORD`: an admin created or updated at start.
+    pub admin: Option<AdminBootstrap>,
+    /// `STANDMEET_MCP_TOKEN`: the bearer token of `/mcp`; `None` disables MCP.
+    pub mcp_token: Option<String>,
+    /// `STANDMEET_APPROVE_WAIT_MS`: how long an approval waits for its mail.
+    pub approve_wait: Duration,
+    /// `STANDMEET_FETCH_WAIT_MS`: how long "fetch new listings" waits for its jobs.
+    pub fetch_wait: Duration,
+    /// `STANDMEET_INDEX_WAIT_MS`: how long a corpus write waits for its index job.
+    pub index_wait: Duration,
+    /// `STANDMEET_MAX_WAITERS`: how many callers may wait for jobs at once.
+    pub max_waiters: usize,
+    /// `STANDMEET_RETRY_BASE_MS`: the unit of the retry backoff (base × attempt⁴).
+    pub retry_base: Duration,
+    /// `RUST_LOG`: the tracing filter (already checked to parse).
+    pub log_filter: String,
+}
+
+/// The admin that `STANDMEET_ADMIN_EMAIL` and `STANDMEET_ADMIN_PASSWORD` ask for.
+#[derive(Clone)]
+pub struct AdminBootstrap {
+    pub email: EmailAddress,
+    pub password: String,
+}
+
+impl std::fmt::Debug for AdminBootstrap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminBootstrap")
+            .field("email", &self.email)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+/// A setting that could not be used. Its message names the setting.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("invalid setting {setting}{shown}: {problem}", shown = self.shown_value())]
+pub struct ConfigError {
+    pub setting: &'static str,
+    /// The value as given, or `None` when it is secret (or missing).
+    pub value: Option<String>,
+    pub problem: String,
+}
+
+impl ConfigError {
+    fn shown_value(&self) -> String {
+        match &self.value {
+            Some(value) => format!("={value:?}"),
+            None => String::new(),
+        }
+    }
+}
+
+/// The default filter when `RUST_LOG` is unset: our own events at info, chatty
+/// dependencies only when they warn.
+pub const DEFAULT_LOG_FILTER: &str = "info,sqlx=warn,tower_http=info";
+
+impl Settings {
+    /// Reads every setting from the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads every setting through `lookup` (the environment, or a map in tests).
+    /// An empty value counts as unset, as shells make it easy to export `X=`.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let get = |name: &str| lookup(name).filter(|value| !value.trim().is_empty());
+
+        let database_url = get("DATABASE_URL")
+            .map(|raw| parse_database_url(&raw))
+            .transpose()?;
+        let data_dir = PathBuf::from(get("STANDMEET_DATA_DIR").unwrap_or_else(|| ".standmeet".into()));
+
+        let site_addr = match get("LEPTOS_SITE_ADDR") {
+            Some(raw) => raw.trim().parse::<SocketAddr>().map_err(|_| ConfigError {
+                setting: "LEPTOS_SITE_ADDR",
+                value: Some(raw.clone()),
+                problem: "expected an IP address and port, such as 127.0.0.1:3000".into(),
+            })?,
+            None => SocketAddr::from(([127, 0, 0, 1], 3000)),
+        };
+
+        let public_url = match get("STANDMEET_PUBLIC_URL") {
+            Some(raw) => parse_public_url(&raw)?,
+            None => Url::parse(&format!("http://{site_addr}")).expect("a socket address makes a URL"),
+        };
+
+        let mail = match get("STANDMEET_MAIL") {
+            Some(raw) => parse_mail_supplier(&raw)?,
+            None => MailSupplier::Log,
+        };
+
+        let mail_from = match get("STANDMEET_MAIL_FROM") {
+            Some(raw) => parse_email("STANDMEET_MAIL_FROM", &raw)?,
+            None => default_mail_from(&public_url),
+        };
+
+        let owner_email = get("STANDMEET_OWNER_EMAIL")
+            .map(|raw| parse_email("STANDMEET_OWNER_EMAIL", &raw))
+            .transpose()?;
+
+        let admin = match (get("STANDMEET_ADMIN_EMAIL"), lookup("STANDMEET_ADMIN_PASSWORD")) {
+            (None, None) => None,
+            (Some(email), Some(password)) if !password.is_empty() => {
+                let email = parse_email("STANDMEET_ADMIN_EMAIL", &email)?;
+                if password.chars().count() < 8 {
+                    return Err(ConfigError {
+                        setting: "STANDMEET_ADMIN_PASSWORD",
+                        value: None,
+                        problem: "the password must be at least 8 characters long".into(),
+                    });
+                }
+                Some(AdminBootstrap { email, password })
+            }
+            (Some(_), _) => {
+                return Err(ConfigError {
+                    setting: "STANDMEET_ADMIN_PASSWORD",
+                    value: None,
+                    problem: "it must be set when STANDMEET_ADMIN_EMAIL is set".into(),
+                });
+            }
+            (None, Some(_)) => {
+                return Err(ConfigError {
+                    setting: "STANDMEET_ADMIN_EMAIL",
+                    value: None,
+                    problem: "it must be set when STANDMEET_ADMIN_PASSWORD is set".into(),
+                });
+            }
+        };
+
+        let mcp_token = match get("STANDMEET_MCP_TOKEN") {
+            Some(token) if token.chars().any(|c| c.is_whitespace() || c.is_control()) => {
+                return Err(ConfigError {
+                    setting: "STANDMEET_MCP_TOKEN",
+                    value: None,
+                    problem: "a bearer token cannot contain spaces or control characters".into(),
+                });
+            }
+            other => other,
+        };
+
+        let approve_wait = parse_millis(&get, "STANDMEET_APPROVE_WAIT_MS", 2_000)?;
+        let fetch_wait = parse_millis(&get, "STANDMEET_FETCH_WAIT_MS", 20_000)?;
+        let index_wait = parse_millis(&get, "STANDMEET_INDEX_WAIT_MS", 2_000)?;
+        let max_waiters = parse_count(&get, "STANDMEET_MAX_WAITERS", 64, 0..=100_000)?;
+        let retry_base = parse_millis(&get, "STANDMEET_RETRY_BASE_MS", 1_000)?;
+
+        let log_filter = match get("RUST_LOG") {
+            Some(raw) => {
+                tracing_subscriber::EnvFilter::builder()
+                    .parse(&raw)
+                    .map_err(|err| ConfigError {
+                        setting: "RUST_LOG",
+                        value: Some(raw.clone()),
+                        problem: format!("not a tracing filter ({err}); try RUST_LOG=info or RUST_LOG=standmeet=debug"),
+                    })?;
+                raw
+            }
+            None => DEFAULT_LOG_FILTER.to_string(),
+        };
+
+        Ok(Settings {
+            database_url,
+            data_dir,
+            site_addr,
+            public_url,
+            mail,
+            mail_from,
+            owner_email,
+            admin,
+            mcp_token,
+            approve_wait,
+            fetch_wait,
+            index_wait,
+            max_waiters,
+            retry_base,
+            log_filter,
+        })
+    }
+
+    /// The private cluster's directory, `<STANDMEET_DATA_DIR>/pg`.
+    pub fn private_cluster_dir(&self) -> PathBuf {
+        self.data_dir.join("pg")
+    }
+}
+
+/// The longest wait any setting may ask for: past ten minutes an HTTP client has
+/// long given up, so a bigger number is a typo.
+const MAX_WAIT_MS: u64 = 600_000;
+
+fn parse_millis(
+    get: &impl Fn(&str) -> Option<String>,
+    setting: &'static str,
+    default_ms: u64,
+) -> Result<Duration, ConfigError> {
+    let Some(raw) = get(setting) else {
+        return Ok(Duration::from_millis(default_ms));
+    };
+    match raw.trim().parse::<u64>() {
+        Ok(ms) if ms <= MAX_WAIT_MS => Ok(Duration::from_millis(ms)),
+        Ok(_) => Err(ConfigError {
+            setting,
+            value: Some(raw.clone()),
+            problem: format!("at most {MAX_WAIT_MS} milliseconds (ten minutes)"),
+        }),
+        Err(_) => Err(ConfigError {
+            setting,
+            value: Some(raw.clone()),
+            problem: "expected a whole number of milliseconds, such as 2000".into(),
+        }),
+    }
+}
+
+fn parse_count(
+    get: &impl Fn(&str) -> Option<String>,
+    setting: &'static str,
+    default: usize,
+    allowed: std::ops::RangeInclusive<usize>,
+) -> Result<usize, ConfigError> {
+    let Some(raw) = get(setting) else {
+        return Ok(default);
+    };
+    match raw.trim().parse::<usize>() {
+        Ok(n) if allowed.contains(&n) => Ok(n),
+        _ => Err(ConfigError {
+            setting,
+            value: Some(raw.clone()),
+            problem: format!(
+                "expected a whole number from {} to {}",
+                allowed.start(),
+                allowed.end()
+            ),
+        }),
+    }
+}
+
+fn parse_database_url(raw: &str) -> Result<String, ConfigError> {
+    let problem = match Url::parse(raw.trim()) {
+        Ok(url) if matches!(url.scheme(), "postgres" | "postgresql") => return Ok(raw.trim().to_string()),
+        Ok(url) => format!(
+            "expected a postgres:// or postgresql:// URL, not {}://",
+            url.scheme()
+        ),
+        Err(err) => format!("not a URL ({err}); expected postgres://user:password@host:port/database"),
+    };
+    // The URL may hold a password: never repeat it.
+    Err(ConfigError {
+        setting: "DATABASE_URL",
+        value: None,
+        problem,
+    })
+}
+
+fn parse_public_url(raw: &str) -> Result<Url, ConfigError> {
+    let error = |problem: &str| ConfigError {
+        setting: "STANDMEET_PUBLIC_URL",
+        value: Some(raw.to_string()),
+        problem: problem.to_string(),
+    };
+    let url = Url::parse(raw.trim())
+        .map_err(|_| error("expected an absolute URL such as https://standmeet.example.com"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(error("expected an http:// or https:// URL"));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(error("the URL needs a host"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(error("the URL cannot have a query or a fragment"));
+    }
+    Ok(url)
+}
+
+fn parse_mail_supplier(raw: &str) -> Result<MailSupplier, ConfigError> {
+    let trimmed = raw.trim();
+    match trimmed {
+        "log" => return Ok(MailSupplier::Log),
+        "none" => return Ok(MailSupplier::None),
+        _ => {}
+    }
+    // An SMTP URL may carry credentials: show the value only when it has none.
+    let shown = Url::parse(trimmed)
+        .ok()
+        .filter(|url| url.password().is_none())
+        .map(|_| raw.to_string());
+    let error = |problem: String| ConfigError {
+        setting: "STANDMEET_MAIL",
+        value: shown.clone(),
+        problem,
+    };
+    let url = Url::parse(trimmed).map_err(|_| {
+        error("expected log, none, smtp://host:port or smtps://host:port".to_string())
+    })?;
+    if !matches!(url.scheme(), "smtp" | "smtps") {
+        return Err(error(format!(
+            "unknown mail supplier {:?}; expected log, none, smtp://host:port or smtps://host:port",
+            url.scheme()
+        )));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(error("the SMTP URL needs a host, as in smtp://127.0.0.1:2525".to_string()));
+    }
+    Ok(MailSupplier::Smtp(url))
+}
+
+fn parse_email(setting: &'static str, raw: &str) -> Result<EmailAddress, ConfigError> {
+    EmailAddress::parse(raw).map_err(|err| ConfigError {
+        setting,
+        value: Some(raw.to_string()),
+        problem: err.to_string(),
+    })
+}
+
+/// `standmeet@<public host>`, or `standmeet@localhost` when the host is an IP address.
+fn default_mail_from(public_url: &Url) -> EmailAddress {
+    let host = match public_url.host() {
+        Some(url::Host::Domain(domain)) => domain.to_string(),
+        _ => "localhost".to_string(),
+    };
+    EmailAddress::parse(&format!("standmeet@{host}"))
+        .unwrap_or_else(|_| EmailAddress::parse("standmeet@localhost").expect("a valid address"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn settings(pairs: &[(&str, &str)]) -> Result<Settings, ConfigError> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Settings::from_lookup(|name| map.get(name).cloned())
+    }
+
+    #[test]
+    fn no_settings_gives_the_documented_defaults() {
+        let s = settings(&[]).unwrap();
+        assert_eq!(s.database_url, None);
+        assert_eq!(s.data_dir, PathBuf::from(".standmeet"));
+        assert_eq!(s.site_addr.to_string(), "127.0.0.1:3000");
+        assert_eq!(s.public_url.as_str(), "http://127.0.0.1:3000/");
+        assert_eq!(s.mail, MailSupplier::Log);
+        assert_eq!(s.mail_from.as_str(), "standmeet@localhost");
+        assert_eq!(s.approve_wait, Duration::from_millis(2_000));
+        assert_eq!(s.fetch_wait, Duration::from_millis(20_000));
+        assert_eq!(s.index_wait, Duration::from_millis(2_000));
+        assert_eq!(s.max_waiters, 64);
+        assert_eq!(s.retry_base, Duration::from_millis(1_000));
+        assert!(s.admin.is_none());
+        assert!(s.mcp_token.is_none());
+    }
+
+    #[test]
+    fn a_non_numeric_max_waiters_is_refused_by_name() {
+        let err = settings(&[("STANDMEET_MAX_WAITERS", "abc")]).unwrap_err();
+        assert_eq!(err.setting, "STANDMEET_MAX_WAITERS");
+        assert!(err.to_string().contains("STANDMEET_MAX_WAITERS=\"abc\""), "{err}");
+    }
+
+    #[test]
+    fn each_wait_setting_is_checked_by_name() {
+        for name in [
+            "STANDMEET_APPROVE_WAIT_MS",
+            "STANDMEET_FETCH_WAIT_MS",
+            "STANDMEET_INDEX_WAIT_MS",
+            "STANDMEET_RETRY_BASE_MS",
+        ] {
+            assert_eq!(settings(&[(name, "-5")]).unwrap_err().setting, name);
+            assert_eq!(settings(&[(name, "2s")]).unwrap_err().setting, name);
+            assert_eq!(settings(&[(name, "99999999")]).unwrap_err().setting, name);
+            assert!(settings(&[(name, "250")]).is_ok());
+        }
+    }
+
+    #[test]
+    fn mail_suppliers_parse() {
+        assert_eq!(settings(&[("STANDMEET_MAIL", "none")]).unwrap().mail, MailSupplier::None);
+        let smtp = settings(&[("STANDMEET_MAIL", "smtp://127.0.0.1:2525")]).unwrap().mail;
+        assert!(matches!(smtp, MailSupplier::Smtp(url) if url.port() == Some(2525)));
+        let err = settings(&[("STANDMEET_MAIL", "carrier-pigeon")]).unwrap_err();
+        assert_eq!(err.setting, "STANDMEET_MAIL");
+    }
+
+    #[test]
+    fn secrets_are_never_echoed_in_errors() {
+        let err = settings(&[("DATABASE_URL", "mysql://u:hunter2@db/x")]).unwrap_err();
+        assert_eq!(err.setting, "DATABASE_URL");
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+
+        let err = settings(&[("STANDMEET_MAIL", "ftp://u:hunter2@mail")]).unwrap_err();
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+
+        let err = settings(&[("STANDMEET_ADMIN_EMAIL", "a@b.example"), ("STANDMEET_ADMIN_PASSWORD", "short")])
+            .unwrap_err();
+        assert_eq!(err.setting, "STANDMEET_ADMIN_PASSWORD");
+        assert!(!err.to_string().contains("short\""), "{err}");
+    }
+
+    #[test]
+    fn admin_email_and_password_come_together() {
+        assert_eq!(
+            settings(&[("STANDMEET_ADMIN_EMAIL", "a@b.example")]).unwrap_err().setting,
+            "STANDMEET_ADMIN_PASSWORD"
+        );
+        assert_eq!(
+            settings(&[("STANDMEET_ADMIN_PASSWORD", "long enough")]).unwrap_err().setting,
+            "STANDMEET_ADMIN_EMAIL"
+        );
+        let s = settings(&[
+            ("STANDMEET_ADMIN_EMAIL", "Owner@Example.COM"),
+            ("STANDMEET_ADMIN_PASSWORD", "long enough"),
+        ])
+        .unwrap();
+        assert_eq!(s.admin.unwrap().email.as_str(), "Owner@example.com");
+    }
+
+    #[test]
+    fn bad_addresses_urls_and_filters_are_refused_by_name() {
+        for (name, value) in [
+            ("LEPTOS_SITE_ADDR", "localhost"),
+            ("STANDMEET_PUBLIC_URL", "ftp://x.example"),
+            ("STANDMEET_PUBLIC_URL", "not a url"),
+            ("STANDMEET_MAIL_FROM", "nobody"),
+            ("STANDMEET_OWNER_EMAIL", "a@@b"),
+            ("RUST_LOG", "info,[[["),
+            ("STANDMEET_MCP_TOKEN", "two words"),
+        ] {
+            assert_eq!(settings(&[(name, value)]).unwrap_err().setting, name, "{name}={value}");
+        }
+    }
+
+    #[test]
+    fn the_public_url_names_the_sender_domain_by_default() {
+        let s = settings(&[("STANDMEET_PUBLIC_URL", "https://desk.example.org")]).unwrap();
+        assert_eq!(s.mail_from.as_str(), "standmeet@desk.example.org");
+    }
+
+    #[test]
+    fn empty_values_count_as_unset() {
+        let s = settings(&[("STANDMEET_MAX_WAITERS", ""), ("DATABASE_URL", " ")]).unwrap();
+        assert_eq!(s.max_waiters, 64);
+        assert_eq!(s.database_url, None);
+    }
+}

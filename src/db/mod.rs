@@ -1,0 +1,81 @@
+//! The database: the connection pool, migrations, and the private cluster used when
+//! `DATABASE_URL` is unset.
+
+pub mod private_cluster;
+
+use std::time::Duration;
+
+use anyhow::Context;
+use sqlx::migrate::MigrateDatabase;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, PgPool, Postgres};
+
+pub use private_cluster::PrivateCluster;
+
+/// The name of the database StandMeet uses in its private cluster.
+pub const PRIVATE_DATABASE: &str = "standmeet";
+
+/// The migrations under `migrations/`, compiled into the binary.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// Where the database comes from: the operator's server, or our own cluster.
+pub enum DatabaseSource {
+    External(String),
+    Private(PrivateCluster),
+}
+
+impl DatabaseSource {
+    pub fn url(&self) -> String {
+        match self {
+            DatabaseSource::External(url) => url.clone(),
+            DatabaseSource::Private(cluster) => cluster.database_url(PRIVATE_DATABASE),
+        }
+    }
+
+    /// Stops the private cluster if this process started it.
+    pub fn shut_down(self) -> anyhow::Result<()> {
+        match self {
+            DatabaseSource::External(_) => Ok(()),
+            DatabaseSource::Private(cluster) => cluster.stop(),
+        }
+    }
+}
+
+/// Creates the database named in `url` when it does not exist yet (a fresh private
+/// cluster, or a new database on an operator's server), then opens a pool to it.
+pub async fn connect(url: &str) -> anyhow::Result<PgPool> {
+    let exists = Postgres::database_exists(url)
+        .await
+        .context("cannot reach PostgreSQL")?;
+    if !exists {
+        tracing::info!("creating the database, which does not exist yet");
+        Postgres::create_database(url)
+            .await
+            .context("the database does not exist and cannot be created")?;
+    }
+
+    let options: PgConnectOptions = url.parse().context("DATABASE_URL is not a valid PostgreSQL URL")?;
+    let options = options
+        .application_name("standmeet")
+        // Statements are logged at debug level only, and slow ones at warn.
+        .log_statements(log::LevelFilter::Debug)
+        .log_slow_statements(log::LevelFilter::Warn, Duration::from_millis(500));
+    PgPoolOptions::new()
+        .max_connections(20)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect_with(options)
+        .await
+        .context("cannot connect to PostgreSQL")
+}
+
+/// Brings the schema up to date. Several copies of StandMeet may start at once: sqlx
+/// takes an advisory lock so that only one applies the migrations.
+pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
+    MIGRATOR.run(pool).await.context("cannot apply the database migrations")
+}
+
+/// Whether the database answers a trivial query within a second.
+pub async fn ping(pool: &PgPool) -> bool {
+    let query = sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(pool);
+    matches!(tokio::time::timeout(Duration::from_secs(1), query).await, Ok(Ok(1)))
+}

@@ -1,0 +1,142 @@
+//! Parsed newtypes: input is turned into these at the edge, and everything inside takes
+//! the parsed type, so nothing deeper has to wonder whether a value was checked.
+
+use std::fmt;
+
+/// An email address that has the shape of one: a local part, one `@`, a domain.
+///
+/// The domain is kept in lower case (domains are case-insensitive); the local part is
+/// kept as written, because some mail servers do treat it case-sensitively.
+#[derive(Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct EmailAddress(String);
+
+/// Why a text is not an email address, in words for the person who typed it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EmailAddressError {
+    #[error("an email address is required")]
+    Empty,
+    #[error("an email address has one @ between a name and a domain, as in ada@example.com")]
+    Shape,
+    #[error("an email address can be at most 254 characters long")]
+    TooLong,
+    #[error("the part before the @ is not valid in an email address")]
+    LocalPart,
+    #[error("the part after the @ is not a valid domain")]
+    Domain,
+}
+
+impl EmailAddress {
+    /// Parses `raw` (surrounding spaces are ignored).
+    pub fn parse(raw: &str) -> Result<Self, EmailAddressError> {
+        let trimmed = raw.trim();
+        if trimmed.is_empty() {
+            return Err(EmailAddressError::Empty);
+        }
+        if trimmed.chars().count() > 254 {
+            return Err(EmailAddressError::TooLong);
+        }
+        let (local, domain) = trimmed.split_once('@').ok_or(EmailAddressError::Shape)?;
+        if local.is_empty() || domain.is_empty() || domain.contains('@') {
+            return Err(EmailAddressError::Shape);
+        }
+        if !is_valid_local_part(local) {
+            return Err(EmailAddressError::LocalPart);
+        }
+        let domain = domain.to_lowercase();
+        if !is_valid_domain(&domain) {
+            return Err(EmailAddressError::Domain);
+        }
+        Ok(EmailAddress(format!("{local}@{domain}")))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The dot-atom form of RFC 5322: letters, digits and a few symbols, with single dots
+/// between them. Quoted local parts are legal but so rare that refusing them helps more
+/// people (who mistyped) than it hurts.
+fn is_valid_local_part(local: &str) -> bool {
+    const SYMBOLS: &str = "!#$%&'*+-/=?^_`{|}~";
+    local.chars().count() <= 64
+        && !local.starts_with('.')
+        && !local.ends_with('.')
+        && !local.contains("..")
+        && local
+            .chars()
+            .all(|c| c == '.' || c.is_alphanumeric() || SYMBOLS.contains(c))
+}
+
+/// Dot-separated labels of letters, digits and inner hyphens, each at most 63 long.
+/// A single label (`localhost`, an intranet host) is allowed.
+fn is_valid_domain(domain: &str) -> bool {
+    domain.len() <= 253
+        && domain.split('.').all(|label| {
+            !label.is_empty()
+                && label.chars().count() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label.chars().all(|c| c == '-' || c.is_alphanumeric())
+        })
+}
+
+impl fmt::Display for EmailAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for EmailAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "EmailAddress({})", self.0)
+    }
+}
+
+impl TryFrom<String> for EmailAddress {
+    type Error = EmailAddressError;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        EmailAddress::parse(&value)
+    }
+}
+
+impl From<EmailAddress> for String {
+    fn from(value: EmailAddress) -> Self {
+        value.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ordinary_addresses_parse_and_keep_the_local_case() {
+        assert_eq!(EmailAddress::parse(" Ada.Lovelace+desk@Example.COM ").unwrap().as_str(), "Ada.Lovelace+desk@example.com");
+        assert_eq!(EmailAddress::parse("admin@localhost").unwrap().as_str(), "admin@localhost");
+        assert_eq!(EmailAddress::parse("東京@例え.jp").unwrap().as_str(), "東京@例え.jp");
+    }
+
+    #[test]
+    fn malformed_addresses_are_refused_with_the_reason() {
+        assert_eq!(EmailAddress::parse("   "), Err(EmailAddressError::Empty));
+        assert_eq!(EmailAddress::parse("ada"), Err(EmailAddressError::Shape));
+        assert_eq!(EmailAddress::parse("a@@b"), Err(EmailAddressError::Shape));
+        assert_eq!(EmailAddress::parse("@b.example"), Err(EmailAddressError::Shape));
+        assert_eq!(EmailAddress::parse("a b@c.example"), Err(EmailAddressError::LocalPart));
+        assert_eq!(EmailAddress::parse("a..b@c.example"), Err(EmailAddressError::LocalPart));
+        assert_eq!(EmailAddress::parse("a@-c.example"), Err(EmailAddressError::Domain));
+        assert_eq!(EmailAddress::parse("a@c..example"), Err(EmailAddressError::Domain));
+        assert_eq!(EmailAddress::parse("a@c.example "), Ok(EmailAddress("a@c.example".into())));
+        let long = format!("{}@example.com", "a".repeat(250));
+        assert_eq!(EmailAddress::parse(&long), Err(EmailAddressError::TooLong));
+    }
+
+    #[test]
+    fn serde_goes_through_parse() {
+        let parsed: EmailAddress = serde_json::from_str("\"x@Y.example\"").unwrap();
+        assert_eq!(parsed.as_str(), "x@y.example");
+        assert!(serde_json::from_str::<EmailAddress>("\"nope\"").is_err());
+    }
+}

@@ -1,0 +1,93 @@
+//! The `standmeet` binary: read the settings, start tracing, run. Everything else lives
+//! in the library (see `src/lib.rs` for the tour).
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use standmeet::config::Settings;
+use standmeet::db::PrivateCluster;
+
+#[derive(Parser)]
+#[command(
+    name = "standmeet",
+    version,
+    about = "StandMeet: an owner's front desk on the web",
+    after_help = "Settings come from the environment; see the README (DATABASE_URL, \
+                  STANDMEET_DATA_DIR, LEPTOS_SITE_ADDR, STANDMEET_MAIL, ...)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve StandMeet (the default): web pages, server functions and /healthz.
+    Serve,
+    /// Manage the private PostgreSQL cluster under $STANDMEET_DATA_DIR/pg.
+    Postgres {
+        #[command(subcommand)]
+        action: PostgresAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum PostgresAction {
+    /// Start the private cluster (or find it running), leave it running, and print a
+    /// URL for one of its databases.
+    Start {
+        /// The database the printed URL names.
+        #[arg(long, default_value = standmeet::db::PRIVATE_DATABASE)]
+        database: String,
+    },
+    /// Stop the private cluster.
+    Stop,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let settings = match Settings::from_env() {
+        Ok(settings) => settings,
+        Err(err) => {
+            eprintln!("standmeet: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    standmeet::telemetry::init(&settings.log_filter);
+
+    let outcome = match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(anyhow::Error::from)
+            .and_then(|runtime| runtime.block_on(standmeet::startup::run(settings))),
+        Command::Postgres { action } => postgres(action, &settings),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("standmeet: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn postgres(action: PostgresAction, settings: &Settings) -> anyhow::Result<()> {
+    if settings.database_url.is_some() {
+        anyhow::bail!("DATABASE_URL is set, so StandMeet uses that server and has no private cluster to manage");
+    }
+    let dir = settings.private_cluster_dir();
+    match action {
+        PostgresAction::Start { database } => {
+            let cluster = PrivateCluster::start(&dir)?;
+            println!("{}", cluster.database_url(&database));
+            cluster.leave_running();
+        }
+        PostgresAction::Stop => {
+            if !PrivateCluster::stop_if_running(&dir)? {
+                eprintln!("standmeet: the private cluster in {} is not running", dir.display());
+            }
+        }
+    }
+    Ok(())
+}

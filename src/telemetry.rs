@@ -1,0 +1,39 @@
+//! Tracing: one subscriber for the process, and the span every HTTP request runs in.
+
+use std::io::IsTerminal;
+
+use axum::http::Request;
+use tracing::Span;
+use tracing_subscriber::EnvFilter;
+
+/// Installs the global subscriber with `filter` (already validated by `config`).
+/// Logs go to stderr, so that stdout carries only what a command prints on purpose
+/// (`standmeet postgres start` prints a URL). Safe to call more than once (tests):
+/// later calls leave the first subscriber.
+pub fn init(filter: &str) {
+    let filter = EnvFilter::builder()
+        .parse(filter)
+        .unwrap_or_else(|_| EnvFilter::new(crate::config::DEFAULT_LOG_FILTER));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(true)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
+}
+
+/// The span of one HTTP request: method, path and the request id that
+/// `SetRequestIdLayer` put on it. The query string is left out: it can hold tokens.
+pub fn request_span<B>(request: &Request<B>) -> Span {
+    let request_id = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("-");
+    tracing::info_span!(
+        "request",
+        method = %request.method(),
+        path = %request.uri().path(),
+        request_id = %request_id,
+    )
+}

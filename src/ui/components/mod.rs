@@ -1,0 +1,3 @@
+//! Pieces every page uses.
+
+pub mod toast;

@@ -1,0 +1,68 @@
+//! The user interface: the HTML shell, the app with its routes, the layout every page
+//! lives in, the pages and the components they share. Compiled for the server (which
+//! renders it) and for the browser (which hydrates it).
+
+pub mod components;
+pub mod layout;
+pub mod pages;
+
+use leptos::prelude::*;
+use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
+use leptos_router::components::{Route, Router, Routes};
+use leptos_router::path;
+
+use crate::ui::components::toast::{ToastRegion, Toasts};
+use crate::ui::layout::Layout;
+use crate::ui::pages::{coming_soon::ComingSoon, home::HomePage, not_found::NotFound};
+
+/// The HTML document around the app; the server renders it for every page.
+pub fn shell(options: LeptosOptions) -> impl IntoView {
+    view! {
+        <!DOCTYPE html>
+        <html lang="en">
+            <head>
+                <meta charset="utf-8"/>
+                <meta name="viewport" content="width=device-width, initial-scale=1"/>
+                <link rel="icon" type="image/svg+xml" href="/favicon.svg"/>
+                <AutoReload options=options.clone()/>
+                <HydrationScripts options/>
+                <MetaTags/>
+            </head>
+            <body class="min-h-screen bg-slate-50 text-slate-900 antialiased">
+                <App/>
+            </body>
+        </html>
+    }
+}
+
+/// Every page of StandMeet, in the shared layout.
+#[component]
+pub fn App() -> impl IntoView {
+    provide_meta_context();
+    Toasts::provide();
+
+    view! {
+        <Stylesheet id="leptos" href="/pkg/standmeet.css"/>
+        <Title formatter=|page: String| {
+            if page.is_empty() { "StandMeet".to_string() } else { format!("{page} · StandMeet") }
+        }/>
+        <Router>
+            <Layout>
+                <Routes fallback=NotFound>
+                    <Route path=path!("/") view=HomePage/>
+                    // Admin pages (product.md section 5); each arrives with its issue.
+                    <Route path=path!("/admin/tasks") view=|| view! { <ComingSoon title="Tasks"/> }/>
+                    <Route path=path!("/admin/access-requests") view=|| view! { <ComingSoon title="Access requests"/> }/>
+                    <Route path=path!("/admin/listings") view=|| view! { <ComingSoon title="Listings"/> }/>
+                    <Route path=path!("/admin/corpus") view=|| view! { <ComingSoon title="Corpus"/> }/>
+                    <Route path=path!("/admin/mail") view=|| view! { <ComingSoon title="Mail log"/> }/>
+                    <Route path=path!("/admin/account") view=|| view! { <ComingSoon title="Account"/> }/>
+                    // Visitor pages.
+                    <Route path=path!("/request-access") view=|| view! { <ComingSoon title="Request access"/> }/>
+                    <Route path=path!("/search") view=|| view! { <ComingSoon title="Search"/> }/>
+                </Routes>
+            </Layout>
+        </Router>
+        <ToastRegion/>
+    }
+}

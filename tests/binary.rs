@@ -1,0 +1,191 @@
+//! The `standmeet` binary as an operator runs it: settings checked at start, its own
+//! PostgreSQL when `DATABASE_URL` is unset (kept across restarts), the operator's server
+//! when it is set, and a clean stop on SIGTERM.
+
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use sqlx::{Connection, PgConnection};
+
+const BIN: &str = env!("CARGO_BIN_EXE_standmeet");
+
+/// A command for the binary with none of the caller's StandMeet settings leaking in.
+fn standmeet() -> Command {
+    let mut cmd = Command::new(BIN);
+    for (name, _) in std::env::vars() {
+        if name.starts_with("STANDMEET_") || name == "DATABASE_URL" || name == "LEPTOS_SITE_ADDR" {
+            cmd.env_remove(name);
+        }
+    }
+    cmd.env("RUST_LOG", "info");
+    cmd
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A scratch directory the `postgres` user can reach (the cluster runs as that user
+/// when the tests run as root).
+fn scratch_dir() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new().prefix("standmeet-bin-test").tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(mut cmd: Command) -> Server {
+        let port = free_port();
+        let child = cmd
+            .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the binary starts");
+        Server { child, port }
+    }
+
+    /// Waits until /healthz answers 200 (the server is up and its database ok).
+    async fn wait_healthy(&mut self) -> serde_json::Value {
+        let url = format!("http://127.0.0.1:{}/healthz", self.port);
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("the server exited early with {status}");
+            }
+            if let Ok(reply) = reqwest::get(&url).await {
+                if reply.status() == 200 {
+                    return reply.json().await.unwrap();
+                }
+            }
+            assert!(Instant::now() < deadline, "the server did not become healthy");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Sends SIGTERM and waits for a successful exit.
+    fn stop(mut self) {
+        kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                assert!(status.success(), "the server exited with {status} after SIGTERM");
+                return;
+            }
+            assert!(Instant::now() < deadline, "the server did not stop after SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+/// The URL of the private cluster's `standmeet` database, from the file the cluster
+/// writes for operators.
+fn private_url(data_dir: &Path) -> String {
+    let written = std::fs::read_to_string(data_dir.join("pg").join("database-url"))
+        .expect("the cluster writes its URL");
+    let mut url = url::Url::parse(written.trim()).unwrap();
+    url.set_path("standmeet");
+    url.to_string()
+}
+
+#[test]
+fn a_bad_setting_stops_the_start_and_names_the_setting() {
+    for (name, value) in [
+        ("STANDMEET_MAX_WAITERS", "abc"),
+        ("STANDMEET_APPROVE_WAIT_MS", "soon"),
+        ("LEPTOS_SITE_ADDR", "nowhere"),
+        ("STANDMEET_MAIL", "pigeon://loft"),
+        ("DATABASE_URL", "mysql://db/x"),
+    ] {
+        let output = standmeet().env(name, value).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{name}={value}: {stderr}");
+        assert!(stderr.contains(name), "{name}={value}: {stderr}");
+    }
+}
+
+#[tokio::test]
+async fn without_database_url_it_runs_its_own_cluster_and_keeps_the_data_across_restarts() {
+    let data = scratch_dir();
+    let mut cmd = standmeet();
+    cmd.env("STANDMEET_DATA_DIR", data.path());
+    let mut server = Server::start(cmd);
+    assert_eq!(server.wait_healthy().await["database"], "ok");
+
+    let url = private_url(data.path());
+    let mut conn = PgConnection::connect(&url).await.unwrap();
+    sqlx::query("CREATE TABLE restart_marker (note text)")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    sqlx::query("INSERT INTO restart_marker VALUES ('kept')")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+
+    server.stop();
+    assert!(
+        !data.path().join("pg/data/postmaster.pid").exists(),
+        "the cluster stops with the server"
+    );
+
+    let mut cmd = standmeet();
+    cmd.env("STANDMEET_DATA_DIR", data.path());
+    let mut server = Server::start(cmd);
+    server.wait_healthy().await;
+    let mut conn = PgConnection::connect(&private_url(data.path())).await.unwrap();
+    let note: String = sqlx::query_scalar("SELECT note FROM restart_marker")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(note, "kept");
+    conn.close().await.unwrap();
+    server.stop();
+}
+
+#[tokio::test]
+async fn with_database_url_it_uses_that_server_creates_the_database_and_starts_nothing() {
+    let admin_url = std::env::var("DATABASE_URL").expect("the test command sets DATABASE_URL");
+    let database = format!("standmeet_bin_{}", std::process::id());
+    let mut url = url::Url::parse(&admin_url).unwrap();
+    url.set_path(&database);
+
+    let data = scratch_dir();
+    let mut cmd = standmeet();
+    cmd.env("DATABASE_URL", url.as_str())
+        .env("STANDMEET_DATA_DIR", data.path());
+    let mut server = Server::start(cmd);
+    assert_eq!(server.wait_healthy().await["status"], "ok");
+    server.stop();
+
+    assert!(!data.path().join("pg").exists(), "no private cluster was made");
+    let mut admin = PgConnection::connect(&admin_url).await.unwrap();
+    let migrated: bool = sqlx::query_scalar(&format!(
+        "SELECT EXISTS (SELECT FROM pg_database WHERE datname = '{database}')"
+    ))
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
+    assert!(migrated, "the database was created");
+    sqlx::query(&format!("DROP DATABASE {database} WITH (FORCE)"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+}

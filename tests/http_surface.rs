@@ -1,0 +1,88 @@
+//! The HTTP surface of the foundation: /healthz, the server-rendered pages, the 404
+//! page, and the service-status server function.
+
+mod common;
+
+use axum::http::StatusCode;
+use sqlx::PgPool;
+
+#[sqlx::test]
+async fn healthz_reports_ok_json_when_the_database_answers(pool: PgPool) {
+    let app = common::app(pool);
+    let reply = common::get(&app, "/healthz").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.headers["content-type"], "application/json");
+    let body = reply.json();
+    assert_eq!(body["status"], "ok");
+    assert_eq!(body["database"], "ok");
+}
+
+#[sqlx::test]
+async fn healthz_answers_503_when_the_database_is_gone(pool: PgPool) {
+    let app = common::app(pool.clone());
+    pool.close().await;
+    let reply = common::get(&app, "/healthz").await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    let body = reply.json();
+    assert_eq!(body["status"], "degraded");
+    assert_eq!(body["database"], "unavailable");
+}
+
+#[sqlx::test]
+async fn the_home_page_is_rendered_on_the_server_with_the_shell(pool: PgPool) {
+    let app = common::app(pool);
+    let reply = common::get(&app, "/").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert!(reply.headers["content-type"].to_str().unwrap().starts_with("text/html"));
+    let html = &reply.body;
+    assert!(html.contains(">StandMeet<"), "{html}");
+    assert!(html.contains("front desk</h1>"), "{html}");
+    assert!(html.contains(r#"role="status""#), "the toast region is on every page");
+    assert!(html.contains("/pkg/standmeet.css"), "the stylesheet is linked");
+    for href in [
+        "/admin/tasks",
+        "/admin/access-requests",
+        "/admin/listings",
+        "/admin/corpus",
+        "/admin/mail",
+        "/admin/account",
+    ] {
+        assert!(html.contains(&format!(r#"href="{href}""#)), "nav link {href}");
+    }
+}
+
+#[sqlx::test]
+async fn every_admin_page_renders_in_the_layout(pool: PgPool) {
+    let app = common::app(pool);
+    for (path, title) in standmeet::ui::layout::ADMIN_PAGES {
+        let reply = common::get(&app, path).await;
+        assert_eq!(reply.status, StatusCode::OK, "{path}");
+        assert!(reply.body.contains(&format!("<h1")), "{path}");
+        assert!(reply.body.contains(title), "{path} shows {title}");
+        assert!(reply.body.contains(r#"aria-current="page""#), "{path} is marked current");
+    }
+}
+
+#[sqlx::test]
+async fn an_unknown_address_answers_404_with_a_page(pool: PgPool) {
+    let app = common::app(pool);
+    let reply = common::get(&app, "/no/such/page").await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
+    assert!(reply.body.contains("Page not found"), "{}", reply.body);
+}
+
+#[sqlx::test]
+async fn the_service_status_function_reports_the_database(pool: PgPool) {
+    let app = common::app(pool);
+    let reply = common::get(&app, "/api/service_status").await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert_eq!(reply.json()["database_ok"], true);
+}
+
+#[sqlx::test]
+async fn every_response_carries_a_request_id(pool: PgPool) {
+    let app = common::app(pool);
+    let reply = common::get(&app, "/healthz").await;
+    let id = reply.headers.get("x-request-id").expect("x-request-id");
+    assert!(!id.to_str().unwrap().is_empty());
+}
