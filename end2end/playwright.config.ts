@@ -1,5 +1,6 @@
 import { defineConfig } from "@playwright/test";
 import * as path from "node:path";
+import { ADMIN_EMAIL, ADMIN_PASSWORD } from "./tests/fixtures/admin";
 
 // The suite runs against the debug build that `scripts/test` made, started here as a
 // web server with its own database in the test cluster. `scripts/test` sets:
@@ -57,6 +58,8 @@ export default defineConfig({
       LEPTOS_SITE_ADDR: `127.0.0.1:${port}`,
       LEPTOS_SITE_ROOT: process.env.LEPTOS_SITE_ROOT ?? path.join(projectRoot, "target", "site"),
       RUST_LOG: process.env.RUST_LOG ?? "info",
+      STANDMEET_ADMIN_EMAIL: ADMIN_EMAIL,
+      STANDMEET_ADMIN_PASSWORD: ADMIN_PASSWORD,
     },
   },
 });

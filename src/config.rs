@@ -57,6 +57,9 @@ pub struct Settings {
     pub max_waiters: usize,
     /// `STANDMEET_RETRY_BASE_MS`: the unit of the retry backoff (base × attempt⁴).
     pub retry_base: Duration,
+    /// `STANDMEET_LOGIN_ATTEMPTS_PER_MINUTE`: sign-in attempts allowed per client address
+    /// and per email (a burst of this many, refilled at this rate).
+    pub login_attempts_per_minute: std::num::NonZeroU32,
     /// `RUST_LOG`: the tracing filter (already checked to parse).
     pub log_filter: String,
 }
@@ -114,7 +117,8 @@ impl Settings {
         let database_url = get("DATABASE_URL")
             .map(|raw| parse_database_url(&raw))
             .transpose()?;
-        let data_dir = PathBuf::from(get("STANDMEET_DATA_DIR").unwrap_or_else(|| ".standmeet".into()));
+        let data_dir =
+            PathBuf::from(get("STANDMEET_DATA_DIR").unwrap_or_else(|| ".standmeet".into()));
 
         let site_addr = match get("LEPTOS_SITE_ADDR") {
             Some(raw) => raw.trim().parse::<SocketAddr>().map_err(|_| ConfigError {
@@ -127,7 +131,9 @@ impl Settings {
 
         let public_url = match get("STANDMEET_PUBLIC_URL") {
             Some(raw) => parse_public_url(&raw)?,
-            None => Url::parse(&format!("http://{site_addr}")).expect("a socket address makes a URL"),
+            None => {
+                Url::parse(&format!("http://{site_addr}")).expect("a socket address makes a URL")
+            }
         };
 
         let mail = match get("STANDMEET_MAIL") {
@@ -144,7 +150,10 @@ impl Settings {
             .map(|raw| parse_email("STANDMEET_OWNER_EMAIL", &raw))
             .transpose()?;
 
-        let admin = match (get("STANDMEET_ADMIN_EMAIL"), lookup("STANDMEET_ADMIN_PASSWORD")) {
+        let admin = match (
+            get("STANDMEET_ADMIN_EMAIL"),
+            lookup("STANDMEET_ADMIN_PASSWORD"),
+        ) {
             (None, None) => None,
             (Some(email), Some(password)) if !password.is_empty() => {
                 let email = parse_email("STANDMEET_ADMIN_EMAIL", &email)?;
@@ -189,6 +198,9 @@ impl Settings {
         let index_wait = parse_millis(&get, "STANDMEET_INDEX_WAIT_MS", 2_000)?;
         let max_waiters = parse_count(&get, "STANDMEET_MAX_WAITERS", 64, 0..=100_000)?;
         let retry_base = parse_millis(&get, "STANDMEET_RETRY_BASE_MS", 1_000)?;
+        let login_attempts_per_minute =
+            parse_count(&get, "STANDMEET_LOGIN_ATTEMPTS_PER_MINUTE", 10, 1..=10_000)
+                .map(|n| std::num::NonZeroU32::new(n as u32).expect("the range starts at 1"))?;
 
         let log_filter = match get("RUST_LOG") {
             Some(raw) => {
@@ -219,8 +231,14 @@ impl Settings {
             index_wait,
             max_waiters,
             retry_base,
+            login_attempts_per_minute,
             log_filter,
         })
+    }
+
+    /// Whether people reach StandMeet over https (session cookies are then `Secure`).
+    pub fn is_https(&self) -> bool {
+        self.public_url.scheme() == "https"
     }
 
     /// The private cluster's directory, `<STANDMEET_DATA_DIR>/pg`.
@@ -281,12 +299,16 @@ fn parse_count(
 
 fn parse_database_url(raw: &str) -> Result<String, ConfigError> {
     let problem = match Url::parse(raw.trim()) {
-        Ok(url) if matches!(url.scheme(), "postgres" | "postgresql") => return Ok(raw.trim().to_string()),
+        Ok(url) if matches!(url.scheme(), "postgres" | "postgresql") => {
+            return Ok(raw.trim().to_string());
+        }
         Ok(url) => format!(
             "expected a postgres:// or postgresql:// URL, not {}://",
             url.scheme()
         ),
-        Err(err) => format!("not a URL ({err}); expected postgres://user:password@host:port/database"),
+        Err(err) => {
+            format!("not a URL ({err}); expected postgres://user:password@host:port/database")
+        }
     };
     // The URL may hold a password: never repeat it.
     Err(ConfigError {
@@ -343,7 +365,9 @@ fn parse_mail_supplier(raw: &str) -> Result<MailSupplier, ConfigError> {
         )));
     }
     if url.host_str().is_none_or(str::is_empty) {
-        return Err(error("the SMTP URL needs a host, as in smtp://127.0.0.1:2525".to_string()));
+        return Err(error(
+            "the SMTP URL needs a host, as in smtp://127.0.0.1:2525".to_string(),
+        ));
     }
     Ok(MailSupplier::Smtp(url))
 }
@@ -393,6 +417,7 @@ mod tests {
         assert_eq!(s.index_wait, Duration::from_millis(2_000));
         assert_eq!(s.max_waiters, 64);
         assert_eq!(s.retry_base, Duration::from_millis(1_000));
+        assert_eq!(s.login_attempts_per_minute.get(), 10);
         assert!(s.admin.is_none());
         assert!(s.mcp_token.is_none());
     }
@@ -401,7 +426,10 @@ mod tests {
     fn a_non_numeric_max_waiters_is_refused_by_name() {
         let err = settings(&[("STANDMEET_MAX_WAITERS", "abc")]).unwrap_err();
         assert_eq!(err.setting, "STANDMEET_MAX_WAITERS");
-        assert!(err.to_string().contains("STANDMEET_MAX_WAITERS=\"abc\""), "{err}");
+        assert!(
+            err.to_string().contains("STANDMEET_MAX_WAITERS=\"abc\""),
+            "{err}"
+        );
     }
 
     #[test]
@@ -421,8 +449,13 @@ mod tests {
 
     #[test]
     fn mail_suppliers_parse() {
-        assert_eq!(settings(&[("STANDMEET_MAIL", "none")]).unwrap().mail, MailSupplier::None);
-        let smtp = settings(&[("STANDMEET_MAIL", "smtp://127.0.0.1:2525")]).unwrap().mail;
+        assert_eq!(
+            settings(&[("STANDMEET_MAIL", "none")]).unwrap().mail,
+            MailSupplier::None
+        );
+        let smtp = settings(&[("STANDMEET_MAIL", "smtp://127.0.0.1:2525")])
+            .unwrap()
+            .mail;
         assert!(matches!(smtp, MailSupplier::Smtp(url) if url.port() == Some(2525)));
         let err = settings(&[("STANDMEET_MAIL", "carrier-pigeon")]).unwrap_err();
         assert_eq!(err.setting, "STANDMEET_MAIL");
@@ -437,8 +470,11 @@ mod tests {
         let err = settings(&[("STANDMEET_MAIL", "ftp://u:hunter2@mail")]).unwrap_err();
         assert!(!err.to_string().contains("hunter2"), "{err}");
 
-        let err = settings(&[("STANDMEET_ADMIN_EMAIL", "a@b.example"), ("STANDMEET_ADMIN_PASSWORD", "short")])
-            .unwrap_err();
+        let err = settings(&[
+            ("STANDMEET_ADMIN_EMAIL", "a@b.example"),
+            ("STANDMEET_ADMIN_PASSWORD", "short"),
+        ])
+        .unwrap_err();
         assert_eq!(err.setting, "STANDMEET_ADMIN_PASSWORD");
         assert!(!err.to_string().contains("short\""), "{err}");
     }
@@ -446,11 +482,15 @@ mod tests {
     #[test]
     fn admin_email_and_password_come_together() {
         assert_eq!(
-            settings(&[("STANDMEET_ADMIN_EMAIL", "a@b.example")]).unwrap_err().setting,
+            settings(&[("STANDMEET_ADMIN_EMAIL", "a@b.example")])
+                .unwrap_err()
+                .setting,
             "STANDMEET_ADMIN_PASSWORD"
         );
         assert_eq!(
-            settings(&[("STANDMEET_ADMIN_PASSWORD", "long enough")]).unwrap_err().setting,
+            settings(&[("STANDMEET_ADMIN_PASSWORD", "long enough")])
+                .unwrap_err()
+                .setting,
             "STANDMEET_ADMIN_EMAIL"
         );
         let s = settings(&[
@@ -471,8 +511,13 @@ mod tests {
             ("STANDMEET_OWNER_EMAIL", "a@@b"),
             ("RUST_LOG", "info,[[["),
             ("STANDMEET_MCP_TOKEN", "two words"),
+            ("STANDMEET_LOGIN_ATTEMPTS_PER_MINUTE", "0"),
         ] {
-            assert_eq!(settings(&[(name, value)]).unwrap_err().setting, name, "{name}={value}");
+            assert_eq!(
+                settings(&[(name, value)]).unwrap_err().setting,
+                name,
+                "{name}={value}"
+            );
         }
     }
 

@@ -24,7 +24,10 @@
 //! - `db`: the connection pool, migrations, and the private PostgreSQL cluster that
 //!   StandMeet starts itself when `DATABASE_URL` is unset.
 //! - `domain`: what StandMeet does, in its own types (`domain::types` holds the parsed
-//!   newtypes such as `EmailAddress`).
+//!   newtypes such as `EmailAddress`; `domain::admins` the admin accounts).
+//! - `security`: what every request passes through: the admin guard (pages redirect to
+//!   `/login`, server functions answer 401, deny by default), cross-site refusal,
+//!   security headers, and sign-in attempt limits.
 //!
 //! The browser's entry point is [`hydrate`].
 
@@ -39,6 +42,8 @@ pub mod db;
 pub mod domain;
 #[cfg(feature = "ssr")]
 pub mod error;
+#[cfg(feature = "ssr")]
+pub mod security;
 #[cfg(feature = "ssr")]
 pub mod startup;
 #[cfg(feature = "ssr")]

@@ -74,7 +74,9 @@ fn main() -> ExitCode {
 
 fn postgres(action: PostgresAction, settings: &Settings) -> anyhow::Result<()> {
     if settings.database_url.is_some() {
-        anyhow::bail!("DATABASE_URL is set, so StandMeet uses that server and has no private cluster to manage");
+        anyhow::bail!(
+            "DATABASE_URL is set, so StandMeet uses that server and has no private cluster to manage"
+        );
     }
     let dir = settings.private_cluster_dir();
     match action {
@@ -85,7 +87,10 @@ fn postgres(action: PostgresAction, settings: &Settings) -> anyhow::Result<()> {
         }
         PostgresAction::Stop => {
             if !PrivateCluster::stop_if_running(&dir)? {
-                eprintln!("standmeet: the private cluster in {} is not running", dir.display());
+                eprintln!(
+                    "standmeet: the private cluster in {} is not running",
+                    dir.display()
+                );
             }
         }
     }

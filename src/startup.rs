@@ -7,21 +7,35 @@ use std::time::Duration;
 use anyhow::Context;
 use axum::Router;
 use axum::extract::FromRef;
-use axum::routing::get;
+use axum::middleware;
+use axum::response::Redirect;
+use axum::routing::{get, post};
 use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
+use tower_sessions::cookie::SameSite;
+use tower_sessions::{Expiry, SessionManagerLayer};
+use tower_sessions_sqlx_store::PostgresStore;
 
 use crate::config::Settings;
 use crate::db::{self, DatabaseSource, PrivateCluster};
+use crate::security::rate_limit::AttemptLimiter;
+use crate::security::{csrf, guard, headers};
 use crate::ui::{App, shell};
 
 /// How long in-flight requests may run on after a stop signal before their
 /// connections are closed.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// An admin's session ends after this long without a request.
+const SESSION_IDLE_TIMEOUT: tower_sessions::cookie::time::Duration =
+    tower_sessions::cookie::time::Duration::hours(8);
+
+/// The session cookie's name.
+pub const SESSION_COOKIE: &str = "standmeet_session";
 
 /// What every handler and server function can reach. Cheap to clone: every field is
 /// a handle.
@@ -30,6 +44,8 @@ pub struct AppState {
     pub leptos_options: LeptosOptions,
     pub pool: PgPool,
     pub settings: Arc<Settings>,
+    /// Sign-in attempts per client address and per email.
+    pub sign_in_limiter: Arc<AttemptLimiter>,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -49,32 +65,67 @@ impl AppState {
         Ok(AppState {
             leptos_options,
             pool,
+            sign_in_limiter: Arc::new(AttemptLimiter::per_minute(
+                settings.login_attempts_per_minute,
+            )),
             settings: Arc::new(settings),
         })
     }
 }
 
 /// The whole HTTP surface: fixed endpoints, the Leptos pages and server functions,
-/// static files, and the layers every request passes through.
+/// static files, and the layers every request passes through (outermost last):
+/// request id → trace span → security headers → cross-site refusal → session → admin
+/// guard → the route.
 pub fn router(state: AppState) -> Router {
     let routes = generate_route_list(App);
     let leptos_options = state.leptos_options.clone();
 
+    let sessions = SessionManagerLayer::new(session_store(&state.pool))
+        .with_name(SESSION_COOKIE)
+        .with_http_only(true)
+        .with_same_site(SameSite::Strict)
+        .with_secure(state.settings.is_https())
+        .with_expiry(Expiry::OnInactivity(SESSION_IDLE_TIMEOUT));
+
     Router::new()
         .route("/healthz", get(crate::api::health::healthz))
+        .route("/login", post(crate::api::auth::sign_in))
+        .route("/logout", post(crate::api::auth::sign_out))
+        .route("/admin", get(|| async { Redirect::to("/admin/tasks") }))
         .leptos_routes_with_context(
             &state,
             routes,
-            // `leptos_routes_with_context` already provides `AppState` to pages and
-            // server functions; nothing else is needed per request yet.
-            || {},
+            // Runs for every page render, after leptos_axum made the page's nonce.
+            headers::set_page_policy,
             move || shell(leptos_options.clone()),
         )
-        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        .fallback(leptos_axum::file_and_error_handler_with_context::<
+            AppState,
+            _,
+        >(headers::set_page_policy, shell))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            guard::require_admin_where_needed,
+        ))
+        .layer(sessions)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            csrf::refuse_cross_site,
+        ))
+        .layer(middleware::from_fn(headers::add_security_headers))
         .layer(TraceLayer::new_for_http().make_span_with(crate::telemetry::request_span))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .with_state(state)
+}
+
+/// Sessions in the `sessions` table (see the migration).
+fn session_store(pool: &PgPool) -> PostgresStore {
+    PostgresStore::new(pool.clone())
+        .with_schema_name("public")
+        .and_then(|store| store.with_table_name("sessions"))
+        .expect("constant, valid identifiers")
 }
 
 /// Runs StandMeet until SIGINT or SIGTERM: starts (or finds) the database, migrates,
@@ -97,7 +148,10 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         .await
         .context("the private cluster's shut-down task failed")?;
     if let Err(err) = stopped {
-        tracing::error!(error = format!("{err:#}"), "could not stop the private PostgreSQL cluster");
+        tracing::error!(
+            error = format!("{err:#}"),
+            "could not stop the private PostgreSQL cluster"
+        );
     }
     result
 }
@@ -105,9 +159,13 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
 async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
     let pool = db::connect(&database_url).await?;
     db::migrate(&pool).await?;
+    if let Some(generated) = crate::domain::admins::bootstrap(&pool, &settings).await? {
+        announce_generated_admin(&generated, &settings.public_url);
+    }
 
     let addr = settings.site_addr;
     let state = AppState::new(pool.clone(), settings)?;
+    let state_for_housekeeping = state.clone();
     let app = router(state);
 
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
@@ -125,6 +183,9 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
         }
     });
 
+    tokio::spawn(housekeeping(state_for_housekeeping, stop.clone()));
+
+    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     let server = axum::serve(listener, app).with_graceful_shutdown(stop.clone().cancelled_owned());
     tokio::select! {
         served = server => served.context("the HTTP server failed")?,
@@ -136,6 +197,40 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
     pool.close().await;
     tracing::info!("StandMeet stopped");
     Ok(())
+}
+
+/// Shows the generated admin's password on the console, once: on stdout, not through
+/// tracing, so it never lands in a log collector.
+fn announce_generated_admin(admin: &crate::domain::admins::GeneratedAdmin, public_url: &url::Url) {
+    let login = public_url
+        .join("login")
+        .map(String::from)
+        .unwrap_or_else(|_| "/login".into());
+    println!();
+    println!("  StandMeet created the first admin. Sign in at {login} with:");
+    println!("    email:    {}", admin.email);
+    println!("    password: {}", admin.password);
+    println!("  This password is shown only now. Set STANDMEET_ADMIN_EMAIL and");
+    println!("  STANDMEET_ADMIN_PASSWORD to choose your own.");
+    println!();
+}
+
+/// Periodic chores until `stop`: deleting expired sessions, forgetting idle
+/// rate-limit keys.
+async fn housekeeping(state: AppState, stop: CancellationToken) {
+    use tower_sessions::ExpiredDeletion;
+    let store = session_store(&state.pool);
+    let mut tick = tokio::time::interval(Duration::from_secs(60));
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        if let Err(err) = store.delete_expired().await {
+            tracing::warn!(error = %err, "cannot delete expired sessions");
+        }
+        state.sign_in_limiter.forget_idle();
+    }
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM.

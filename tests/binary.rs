@@ -27,13 +27,20 @@ fn standmeet() -> Command {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A scratch directory the `postgres` user can reach (the cluster runs as that user
 /// when the tests run as root).
 fn scratch_dir() -> tempfile::TempDir {
-    let dir = tempfile::Builder::new().prefix("standmeet-bin-test").tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("standmeet-bin-test")
+        .tempdir()
+        .unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     dir
 }
@@ -41,18 +48,36 @@ fn scratch_dir() -> tempfile::TempDir {
 struct Server {
     child: Child,
     port: u16,
+    /// What the server printed on stdout (the console) and stderr (the log).
+    stdout: tempfile::NamedTempFile,
+    stderr: tempfile::NamedTempFile,
 }
 
 impl Server {
     fn start(mut cmd: Command) -> Server {
         let port = free_port();
+        let stdout = tempfile::NamedTempFile::new().unwrap();
+        let stderr = tempfile::NamedTempFile::new().unwrap();
         let child = cmd
             .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stdout(Stdio::from(stdout.reopen().unwrap()))
+            .stderr(Stdio::from(stderr.reopen().unwrap()))
             .spawn()
             .expect("the binary starts");
-        Server { child, port }
+        Server {
+            child,
+            port,
+            stdout,
+            stderr,
+        }
+    }
+
+    fn console(&self) -> String {
+        std::fs::read_to_string(self.stdout.path()).unwrap()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.stderr.path()).unwrap()
     }
 
     /// Waits until /healthz answers 200 (the server is up and its database ok).
@@ -61,28 +86,38 @@ impl Server {
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
-                panic!("the server exited early with {status}");
+                panic!("the server exited early with {status}: {}", self.log());
             }
-            if let Ok(reply) = reqwest::get(&url).await {
-                if reply.status() == 200 {
-                    return reply.json().await.unwrap();
-                }
+            if let Ok(reply) = reqwest::get(&url).await
+                && reply.status() == 200
+            {
+                return reply.json().await.unwrap();
             }
-            assert!(Instant::now() < deadline, "the server did not become healthy");
+            assert!(
+                Instant::now() < deadline,
+                "the server did not become healthy"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 
-    /// Sends SIGTERM and waits for a successful exit.
-    fn stop(mut self) {
+    /// Sends SIGTERM and waits for a successful exit; answers (console, log).
+    fn stop(mut self) -> (String, String) {
         kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM).unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
-                assert!(status.success(), "the server exited with {status} after SIGTERM");
-                return;
+                assert!(
+                    status.success(),
+                    "the server exited with {status} after SIGTERM: {}",
+                    self.log()
+                );
+                return (self.console(), self.log());
             }
-            assert!(Instant::now() < deadline, "the server did not stop after SIGTERM");
+            assert!(
+                Instant::now() < deadline,
+                "the server did not stop after SIGTERM"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -120,6 +155,14 @@ fn a_bad_setting_stops_the_start_and_names_the_setting() {
     }
 }
 
+/// The generated admin password in what the server printed, if any.
+fn generated_password(console: &str) -> Option<String> {
+    console
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("password:"))
+        .map(|password| password.trim().to_string())
+}
+
 #[tokio::test]
 async fn without_database_url_it_runs_its_own_cluster_and_keeps_the_data_across_restarts() {
     let data = scratch_dir();
@@ -140,24 +183,36 @@ async fn without_database_url_it_runs_its_own_cluster_and_keeps_the_data_across_
         .unwrap();
     conn.close().await.unwrap();
 
-    server.stop();
+    let (console, log) = server.stop();
     assert!(
         !data.path().join("pg/data/postmaster.pid").exists(),
         "the cluster stops with the server"
+    );
+    // No admin settings: the first start made admin@localhost and showed its password
+    // on the console, never in the log.
+    assert!(console.contains("admin@localhost"), "{console}");
+    let password = generated_password(&console).expect("a generated password is shown");
+    assert!(password.len() >= 16);
+    assert!(
+        !log.contains(&password),
+        "the password stays out of the log"
     );
 
     let mut cmd = standmeet();
     cmd.env("STANDMEET_DATA_DIR", data.path());
     let mut server = Server::start(cmd);
     server.wait_healthy().await;
-    let mut conn = PgConnection::connect(&private_url(data.path())).await.unwrap();
+    let mut conn = PgConnection::connect(&private_url(data.path()))
+        .await
+        .unwrap();
     let note: String = sqlx::query_scalar("SELECT note FROM restart_marker")
         .fetch_one(&mut conn)
         .await
         .unwrap();
     assert_eq!(note, "kept");
     conn.close().await.unwrap();
-    server.stop();
+    let (console, _) = server.stop();
+    assert_eq!(generated_password(&console), None, "shown once, not again");
 }
 
 #[tokio::test]
@@ -175,7 +230,10 @@ async fn with_database_url_it_uses_that_server_creates_the_database_and_starts_n
     assert_eq!(server.wait_healthy().await["status"], "ok");
     server.stop();
 
-    assert!(!data.path().join("pg").exists(), "no private cluster was made");
+    assert!(
+        !data.path().join("pg").exists(),
+        "no private cluster was made"
+    );
     let mut admin = PgConnection::connect(&admin_url).await.unwrap();
     let migrated: bool = sqlx::query_scalar(&format!(
         "SELECT EXISTS (SELECT FROM pg_database WHERE datname = '{database}')"

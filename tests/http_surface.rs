@@ -33,12 +33,23 @@ async fn the_home_page_is_rendered_on_the_server_with_the_shell(pool: PgPool) {
     let app = common::app(pool);
     let reply = common::get(&app, "/").await;
     assert_eq!(reply.status, StatusCode::OK);
-    assert!(reply.headers["content-type"].to_str().unwrap().starts_with("text/html"));
+    assert!(
+        reply.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
     let html = &reply.body;
     assert!(html.contains(">StandMeet<"), "{html}");
     assert!(html.contains("front desk</h1>"), "{html}");
-    assert!(html.contains(r#"role="status""#), "the toast region is on every page");
-    assert!(html.contains("/pkg/standmeet.css"), "the stylesheet is linked");
+    assert!(
+        html.contains(r#"role="status""#),
+        "the toast region is on every page"
+    );
+    assert!(
+        html.contains("/pkg/standmeet.css"),
+        "the stylesheet is linked"
+    );
     for href in [
         "/admin/tasks",
         "/admin/access-requests",
@@ -47,19 +58,26 @@ async fn the_home_page_is_rendered_on_the_server_with_the_shell(pool: PgPool) {
         "/admin/mail",
         "/admin/account",
     ] {
-        assert!(html.contains(&format!(r#"href="{href}""#)), "nav link {href}");
+        assert!(
+            html.contains(&format!(r#"href="{href}""#)),
+            "nav link {href}"
+        );
     }
 }
 
 #[sqlx::test]
-async fn every_admin_page_renders_in_the_layout(pool: PgPool) {
-    let app = common::app(pool);
+async fn every_admin_page_renders_in_the_layout_for_a_signed_in_admin(pool: PgPool) {
+    let app = common::app(pool.clone());
+    let cookie = common::signed_in_cookie(&app, &pool).await;
     for (path, title) in standmeet::ui::layout::ADMIN_PAGES {
-        let reply = common::get(&app, path).await;
+        let reply = common::get_with_cookie(&app, path, &cookie).await;
         assert_eq!(reply.status, StatusCode::OK, "{path}");
-        assert!(reply.body.contains(&format!("<h1")), "{path}");
+        assert!(reply.body.contains("<h1"), "{path}");
         assert!(reply.body.contains(title), "{path} shows {title}");
-        assert!(reply.body.contains(r#"aria-current="page""#), "{path} is marked current");
+        assert!(
+            reply.body.contains(r#"aria-current="page""#),
+            "{path} is marked current"
+        );
     }
 }
 

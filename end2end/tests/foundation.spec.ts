@@ -1,4 +1,5 @@
 import { expect, test } from "@playwright/test";
+import { signInAsAdmin } from "./fixtures/admin";
 import { HomePage } from "./fixtures/home_page";
 
 test("the home page is rendered on the server, with the shell and the admin navigation", async ({ request }) => {
@@ -50,8 +51,8 @@ test("Tailwind's stylesheet is served and applied", async ({ page, request }) =>
 });
 
 test("the admin navigation reaches every admin page and marks the current one", async ({ page }) => {
+  await signInAsAdmin(page, "/");
   const home = new HomePage(page);
-  await home.goto();
   await home.adminNav.getByRole("link", { name: "Tasks" }).click();
   await expect(page).toHaveURL(/\/admin\/tasks$/);
   await expect(page.getByRole("heading", { level: 1 })).toHaveText("Tasks");

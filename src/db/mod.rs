@@ -54,7 +54,9 @@ pub async fn connect(url: &str) -> anyhow::Result<PgPool> {
             .context("the database does not exist and cannot be created")?;
     }
 
-    let options: PgConnectOptions = url.parse().context("DATABASE_URL is not a valid PostgreSQL URL")?;
+    let options: PgConnectOptions = url
+        .parse()
+        .context("DATABASE_URL is not a valid PostgreSQL URL")?;
     let options = options
         .application_name("standmeet")
         // Statements are logged at debug level only, and slow ones at warn.
@@ -71,11 +73,17 @@ pub async fn connect(url: &str) -> anyhow::Result<PgPool> {
 /// Brings the schema up to date. Several copies of StandMeet may start at once: sqlx
 /// takes an advisory lock so that only one applies the migrations.
 pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
-    MIGRATOR.run(pool).await.context("cannot apply the database migrations")
+    MIGRATOR
+        .run(pool)
+        .await
+        .context("cannot apply the database migrations")
 }
 
 /// Whether the database answers a trivial query within a second.
 pub async fn ping(pool: &PgPool) -> bool {
     let query = sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(pool);
-    matches!(tokio::time::timeout(Duration::from_secs(1), query).await, Ok(Ok(1)))
+    matches!(
+        tokio::time::timeout(Duration::from_secs(1), query).await,
+        Ok(Ok(1))
+    )
 }

@@ -97,8 +97,12 @@ impl PrivateCluster {
         } else {
             None
         };
-        fs::create_dir_all(root)
-            .with_context(|| format!("cannot create the private cluster directory {}", root.display()))?;
+        fs::create_dir_all(root).with_context(|| {
+            format!(
+                "cannot create the private cluster directory {}",
+                root.display()
+            )
+        })?;
         let root = root
             .canonicalize()
             .with_context(|| format!("cannot resolve {}", root.display()))?;
@@ -152,7 +156,10 @@ impl PrivateCluster {
         self.stopped = true;
         let data = self.data_dir();
         let output = self.pg_tool("pg_ctl", |cmd| {
-            cmd.arg("stop").arg("-D").arg(&data).args(["-m", "fast", "-w", "-t", "60"]);
+            cmd.arg("stop")
+                .arg("-D")
+                .arg(&data)
+                .args(["-m", "fast", "-w", "-t", "60"]);
         })?;
         if !output.status.success() {
             bail!("pg_ctl stop failed: {}", describe_output(&output));
@@ -172,7 +179,9 @@ impl PrivateCluster {
     /// As root, hands `pg/` to the postgres user and checks that it can reach it (every
     /// parent directory must let it through).
     fn prepare_ownership(&self) -> anyhow::Result<()> {
-        let Some(user) = &self.run_as else { return Ok(()) };
+        let Some(user) = &self.run_as else {
+            return Ok(());
+        };
         let account = nix::unistd::User::from_name(user)
             .context("cannot look up the postgres user")?
             .ok_or_else(|| {
@@ -322,13 +331,18 @@ impl PrivateCluster {
     }
 
     fn write_database_url_file(&self) -> anyhow::Result<()> {
-        write_private_file(&self.root.join("database-url"), &self.database_url(SUPERUSER))
+        write_private_file(
+            &self.root.join("database-url"),
+            &self.database_url(SUPERUSER),
+        )
     }
 
     fn give_to_run_as_user(&self, path: &Path) -> anyhow::Result<()> {
-        let Some(user) = &self.run_as else { return Ok(()) };
-        let account = nix::unistd::User::from_name(user)?
-            .ok_or_else(|| anyhow!("no {user} user"))?;
+        let Some(user) = &self.run_as else {
+            return Ok(());
+        };
+        let account =
+            nix::unistd::User::from_name(user)?.ok_or_else(|| anyhow!("no {user} user"))?;
         nix::unistd::chown(path, Some(account.uid), Some(account.gid))
             .with_context(|| format!("cannot hand {} to {user}", path.display()))?;
         Ok(())
@@ -378,12 +392,12 @@ pub fn find_bin_dir() -> anyhow::Result<PathBuf> {
 pub fn find_bin_dir_in(pg_config: &str, versions_root: &Path) -> anyhow::Result<PathBuf> {
     let has_tools = |dir: &Path| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file();
 
-    if let Ok(output) = Command::new(pg_config).arg("--bindir").output() {
-        if output.status.success() {
-            let dir = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
-            if has_tools(&dir) {
-                return Ok(dir);
-            }
+    if let Ok(output) = Command::new(pg_config).arg("--bindir").output()
+        && output.status.success()
+    {
+        let dir = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+        if has_tools(&dir) {
+            return Ok(dir);
         }
     }
     let mut versions: Vec<(u32, PathBuf)> = fs::read_dir(versions_root)
@@ -409,7 +423,8 @@ pub fn find_bin_dir_in(pg_config: &str, versions_root: &Path) -> anyhow::Result<
 }
 
 fn free_loopback_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).context("cannot find a free port")?;
+    let listener =
+        std::net::TcpListener::bind(("127.0.0.1", 0)).context("cannot find a free port")?;
     Ok(listener.local_addr()?.port())
 }
 
@@ -439,7 +454,11 @@ fn write_private_file(path: &Path, contents: &str) -> anyhow::Result<()> {
 fn describe_output(output: &Output) -> String {
     let stderr = String::from_utf8_lossy(&output.stderr);
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let text = if stderr.trim().is_empty() { stdout } else { stderr };
+    let text = if stderr.trim().is_empty() {
+        stdout
+    } else {
+        stderr
+    };
     format!("{} ({})", text.trim(), output.status)
 }
 

@@ -2,4 +2,5 @@
 //! pages and MCP tools. Pages and tools call these operations; job handlers call them
 //! too. Only this layer (and `jobs`) talks to the database.
 
+pub mod admins;
 pub mod types;

@@ -113,9 +113,20 @@ mod tests {
 
     #[test]
     fn ordinary_addresses_parse_and_keep_the_local_case() {
-        assert_eq!(EmailAddress::parse(" Ada.Lovelace+desk@Example.COM ").unwrap().as_str(), "Ada.Lovelace+desk@example.com");
-        assert_eq!(EmailAddress::parse("admin@localhost").unwrap().as_str(), "admin@localhost");
-        assert_eq!(EmailAddress::parse("東京@例え.jp").unwrap().as_str(), "東京@例え.jp");
+        assert_eq!(
+            EmailAddress::parse(" Ada.Lovelace+desk@Example.COM ")
+                .unwrap()
+                .as_str(),
+            "Ada.Lovelace+desk@example.com"
+        );
+        assert_eq!(
+            EmailAddress::parse("admin@localhost").unwrap().as_str(),
+            "admin@localhost"
+        );
+        assert_eq!(
+            EmailAddress::parse("東京@例え.jp").unwrap().as_str(),
+            "東京@例え.jp"
+        );
     }
 
     #[test]
@@ -123,12 +134,30 @@ mod tests {
         assert_eq!(EmailAddress::parse("   "), Err(EmailAddressError::Empty));
         assert_eq!(EmailAddress::parse("ada"), Err(EmailAddressError::Shape));
         assert_eq!(EmailAddress::parse("a@@b"), Err(EmailAddressError::Shape));
-        assert_eq!(EmailAddress::parse("@b.example"), Err(EmailAddressError::Shape));
-        assert_eq!(EmailAddress::parse("a b@c.example"), Err(EmailAddressError::LocalPart));
-        assert_eq!(EmailAddress::parse("a..b@c.example"), Err(EmailAddressError::LocalPart));
-        assert_eq!(EmailAddress::parse("a@-c.example"), Err(EmailAddressError::Domain));
-        assert_eq!(EmailAddress::parse("a@c..example"), Err(EmailAddressError::Domain));
-        assert_eq!(EmailAddress::parse("a@c.example "), Ok(EmailAddress("a@c.example".into())));
+        assert_eq!(
+            EmailAddress::parse("@b.example"),
+            Err(EmailAddressError::Shape)
+        );
+        assert_eq!(
+            EmailAddress::parse("a b@c.example"),
+            Err(EmailAddressError::LocalPart)
+        );
+        assert_eq!(
+            EmailAddress::parse("a..b@c.example"),
+            Err(EmailAddressError::LocalPart)
+        );
+        assert_eq!(
+            EmailAddress::parse("a@-c.example"),
+            Err(EmailAddressError::Domain)
+        );
+        assert_eq!(
+            EmailAddress::parse("a@c..example"),
+            Err(EmailAddressError::Domain)
+        );
+        assert_eq!(
+            EmailAddress::parse("a@c.example "),
+            Ok(EmailAddress("a@c.example".into()))
+        );
         let long = format!("{}@example.com", "a".repeat(250));
         assert_eq!(EmailAddress::parse(&long), Err(EmailAddressError::TooLong));
     }

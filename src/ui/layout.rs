@@ -1,8 +1,11 @@
-//! The frame around every page: the header with the product name and the admin
-//! navigation, and the main column.
+//! The frame around every page: the header with the product name, the admin
+//! navigation and who is signed in, and the main column.
 
 use leptos::prelude::*;
 use leptos_router::components::A;
+
+use crate::api::auth::current_admin;
+use crate::ui::components::form::SECONDARY_BUTTON;
 
 /// The admin pages, in the order the navigation shows them.
 pub const ADMIN_PAGES: [(&str, &str); 6] = [
@@ -23,13 +26,16 @@ pub fn Layout(children: Children) -> impl IntoView {
                     <span aria-hidden="true" class="inline-block h-2.5 w-2.5 rounded-full bg-teal-600"></span>
                     "StandMeet"
                 </a>
-                <nav aria-label="Admin" class="flex flex-wrap gap-1 text-sm">
+                <nav aria-label="Admin" class="flex flex-1 flex-wrap gap-1 text-sm">
                     {ADMIN_PAGES
                         .into_iter()
                         .map(|(href, label)| {
+                            // rel="external": a full page load, so the server's admin
+                            // guard sees every visit to an admin page.
                             view! {
                                 <A
                                     href=href
+                                    attr:rel="external"
                                     attr:class="rounded-md px-3 py-1.5 text-slate-600 hover:bg-slate-100 hover:text-slate-900 aria-[current=page]:bg-slate-900 aria-[current=page]:text-white"
                                 >
                                     {label}
@@ -38,8 +44,46 @@ pub fn Layout(children: Children) -> impl IntoView {
                         })
                         .collect_view()}
                 </nav>
+                <SignedIn/>
             </div>
         </header>
         <main class="mx-auto max-w-6xl px-6 py-10">{children()}</main>
+    }
+}
+
+/// Who is signed in, with "Sign out"; or a "Sign in" link.
+#[component]
+fn SignedIn() -> impl IntoView {
+    let admin = Resource::new(|| (), |_| current_admin());
+    view! {
+        <div class="flex items-center gap-3 text-sm" data-testid="signed-in">
+            <Transition fallback=|| ()>
+                {move || {
+                    admin
+                        .get()
+                        .map(|admin| match admin {
+                            Ok(Some(email)) => {
+                                view! {
+                                    <span class="text-slate-500" data-testid="signed-in-email">{email}</span>
+                                    <form method="post" action="/logout">
+                                        <button type="submit" class=SECONDARY_BUTTON>
+                                            "Sign out"
+                                        </button>
+                                    </form>
+                                }
+                                    .into_any()
+                            }
+                            _ => {
+                                view! {
+                                    <a href="/login" class="rounded-md px-3 py-1.5 font-medium text-teal-700 hover:bg-teal-50">
+                                        "Sign in"
+                                    </a>
+                                }
+                                    .into_any()
+                            }
+                        })
+                }}
+            </Transition>
+        </div>
     }
 }

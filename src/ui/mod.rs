@@ -13,7 +13,9 @@ use leptos_router::path;
 
 use crate::ui::components::toast::{ToastRegion, Toasts};
 use crate::ui::layout::Layout;
-use crate::ui::pages::{coming_soon::ComingSoon, home::HomePage, not_found::NotFound};
+use crate::ui::pages::{
+    coming_soon::ComingSoon, home::HomePage, login::LoginPage, not_found::NotFound,
+};
 
 /// The HTML document around the app; the server renders it for every page.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -50,6 +52,7 @@ pub fn App() -> impl IntoView {
             <Layout>
                 <Routes fallback=NotFound>
                     <Route path=path!("/") view=HomePage/>
+                    <Route path=path!("/login") view=LoginPage/>
                     // Admin pages (product.md section 5); each arrives with its issue.
                     <Route path=path!("/admin/tasks") view=|| view! { <ComingSoon title="Tasks"/> }/>
                     <Route path=path!("/admin/access-requests") view=|| view! { <ComingSoon title="Access requests"/> }/>

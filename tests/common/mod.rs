@@ -16,10 +16,80 @@ pub fn default_settings() -> Settings {
     Settings::from_lookup(|_| None).expect("the defaults are valid")
 }
 
+/// Settings as the environment would give them with `pairs` set.
+pub fn settings_with(pairs: &[(&str, &str)]) -> Settings {
+    let pairs: Vec<(String, String)> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Settings::from_lookup(|name| {
+        pairs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    })
+    .expect("valid test settings")
+}
+
 /// The whole router, on `pool` (a database of its own, made by `#[sqlx::test]`).
 pub fn app(pool: PgPool) -> Router {
-    let state = AppState::new(pool, default_settings()).expect("app state");
-    router(state)
+    app_with(pool, default_settings())
+}
+
+/// The whole router with `settings`, as if every request came from 203.0.113.7.
+pub fn app_with(pool: PgPool, settings: Settings) -> Router {
+    let state = AppState::new(pool, settings).expect("app state");
+    router(state).layer(axum::extract::connect_info::MockConnectInfo(
+        std::net::SocketAddr::from(([203, 0, 113, 7], 40000)),
+    ))
+}
+
+/// An admin that tests can sign in as.
+pub const ADMIN_EMAIL: &str = "owner@example.com";
+pub const ADMIN_PASSWORD: &str = "correct horse battery staple";
+
+pub async fn create_admin(pool: &PgPool) -> i64 {
+    let email = standmeet::domain::types::EmailAddress::parse(ADMIN_EMAIL).unwrap();
+    standmeet::domain::admins::admin_upsert(pool, &email, ADMIN_PASSWORD)
+        .await
+        .expect("admin created")
+}
+
+/// Posts a sign-in form from our own origin; answers the reply.
+pub async fn sign_in(app: &Router, email: &str, password: &str) -> Reply {
+    let body = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("email", email)
+        .append_pair("password", password)
+        .finish();
+    send(
+        app,
+        Request::post("/login")
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("sec-fetch-site", "same-origin")
+            .body(Body::from(body))
+            .unwrap(),
+    )
+    .await
+}
+
+/// Signs in as the test admin (creating it) and answers the session cookie
+/// (`name=value`), ready for a `Cookie` header.
+pub async fn signed_in_cookie(app: &Router, pool: &PgPool) -> String {
+    create_admin(pool).await;
+    let reply = sign_in(app, ADMIN_EMAIL, ADMIN_PASSWORD).await;
+    assert_eq!(reply.location(), Some("/admin/tasks"), "sign-in succeeds");
+    reply.session_cookie().expect("a session cookie")
+}
+
+pub async fn get_with_cookie(app: &Router, path: &str, cookie: &str) -> Reply {
+    send(
+        app,
+        Request::get(path)
+            .header("cookie", cookie)
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await
 }
 
 pub struct Reply {
@@ -29,6 +99,29 @@ pub struct Reply {
 }
 
 impl Reply {
+    /// Where a redirect points.
+    pub fn location(&self) -> Option<&str> {
+        self.headers
+            .get("location")
+            .and_then(|value| value.to_str().ok())
+    }
+
+    /// The `Set-Cookie` header of the session cookie, whole.
+    pub fn session_set_cookie(&self) -> Option<String> {
+        self.headers
+            .get_all("set-cookie")
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .find(|value| value.starts_with(&format!("{}=", standmeet::startup::SESSION_COOKIE)))
+            .map(str::to_string)
+    }
+
+    /// The session cookie as `name=value`.
+    pub fn session_cookie(&self) -> Option<String> {
+        self.session_set_cookie()
+            .map(|set| set.split(';').next().unwrap_or_default().to_string())
+    }
+
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_str(&self.body)
             .unwrap_or_else(|err| panic!("not JSON ({err}): {}", self.body))
@@ -37,7 +130,11 @@ impl Reply {
 
 /// Sends `request` through the router and reads the whole answer.
 pub async fn send(app: &Router, request: Request<Body>) -> Reply {
-    let response = app.clone().oneshot(request).await.expect("the router answers");
+    let response = app
+        .clone()
+        .oneshot(request)
+        .await
+        .expect("the router answers");
     let status = response.status();
     let headers = response.headers().clone();
     let bytes = axum::body::to_bytes(response.into_body(), 16 * 1024 * 1024)

@@ -1,3 +1,4 @@
 //! Pieces every page uses.
 
+pub mod form;
 pub mod toast;

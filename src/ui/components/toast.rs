@@ -58,7 +58,11 @@ impl Toasts {
             })
         });
         let toasts = *self;
-        let show_for = if kind == ToastKind::Error { SHOW_ERRORS_FOR } else { SHOW_FOR };
+        let show_for = if kind == ToastKind::Error {
+            SHOW_ERRORS_FOR
+        } else {
+            SHOW_FOR
+        };
         set_timeout(move || toasts.dismiss(id), show_for);
     }
 
@@ -76,7 +80,9 @@ impl Toasts {
 
     fn dismiss(&self, id: u64) {
         // The page may be gone by the time a timer fires.
-        let _ = self.list.try_update(|list| list.retain(|toast| toast.id != id));
+        let _ = self
+            .list
+            .try_update(|list| list.retain(|toast| toast.id != id));
     }
 }
 

@@ -5,6 +5,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 
 use crate::api::status::service_status;
+use crate::ui::components::form::PRIMARY_BUTTON;
 use crate::ui::components::toast::use_toasts;
 
 #[component]
@@ -18,7 +19,9 @@ pub fn HomePage() -> impl IntoView {
 
     let check = Action::new(|_: &()| service_status());
     Effect::new(move |_| match check.value().get() {
-        Some(Ok(status)) if status.database_ok => toasts.success("The service is up and its database is ok."),
+        Some(Ok(status)) if status.database_ok => {
+            toasts.success("The service is up and its database is ok.")
+        }
         Some(Ok(_)) => toasts.error("The service is up, but its database is not answering."),
         Some(Err(_)) => toasts.error("The service did not answer. Is it running?"),
         None => {}
@@ -48,7 +51,7 @@ pub fn HomePage() -> impl IntoView {
                 <p class="mt-3 text-sm text-slate-600">"Ask the server whether it can reach its database."</p>
                 <button
                     type="button"
-                    class="mt-4 rounded-md bg-teal-700 px-4 py-2 text-sm font-medium text-white shadow-sm hover:bg-teal-800 disabled:cursor-not-allowed disabled:opacity-50"
+                    class=format!("mt-4 {PRIMARY_BUTTON}")
                     disabled=move || !hydrated.get() || check.pending().get()
                     on:click=move |_| {
                         check.dispatch(());

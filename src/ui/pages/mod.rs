@@ -2,4 +2,5 @@
 
 pub mod coming_soon;
 pub mod home;
+pub mod login;
 pub mod not_found;

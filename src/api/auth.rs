@@ -1,0 +1,120 @@
+//! Signing in and out. The form posts are plain HTTP handlers (they work before the
+//! page is hydrated, and answer with a redirect, as a form post should); the header asks
+//! `current_admin` who is signed in.
+
+use leptos::prelude::*;
+use leptos::server_fn::codec::GetUrl;
+
+/// The signed-in admin's email, or `None` for everyone else. Public: it tells a visitor
+/// only that they are not signed in.
+#[server(endpoint = "current_admin", input = GetUrl)]
+pub async fn current_admin() -> Result<Option<String>, ServerFnError> {
+    use axum::Extension;
+    let admin = leptos_axum::extract::<Option<Extension<crate::domain::admins::Admin>>>().await?;
+    Ok(admin.map(|Extension(admin)| admin.email))
+}
+
+/// Why the sign-in page is shown again, as the `error` query parameter says.
+pub fn sign_in_problem(code: &str) -> Option<&'static str> {
+    match code {
+        "invalid" => Some("Wrong email or password."),
+        "missing" => Some("Enter your email and your password."),
+        "rate_limited" => Some("Too many sign-in attempts. Wait a minute, then try again."),
+        "unavailable" => Some("StandMeet cannot check passwords right now. Try again shortly."),
+        _ => None,
+    }
+}
+
+#[cfg(feature = "ssr")]
+pub use server::{sign_in, sign_out};
+
+#[cfg(feature = "ssr")]
+mod server {
+    use std::net::SocketAddr;
+
+    use axum::Form;
+    use axum::extract::rejection::ExtensionRejection;
+    use axum::extract::{ConnectInfo, State};
+    use axum::response::Redirect;
+    use serde::Deserialize;
+    use tower_sessions::Session;
+
+    use crate::domain::admins;
+    use crate::security::guard::{SESSION_ADMIN_ID, safe_next};
+    use crate::startup::AppState;
+
+    #[derive(Debug, Deserialize)]
+    pub struct SignInForm {
+        #[serde(default)]
+        email: String,
+        #[serde(default)]
+        password: String,
+        #[serde(default)]
+        next: Option<String>,
+    }
+
+    /// `POST /login`: on success a fresh session (a new id, so a session fixed by
+    /// someone else before sign-in is worthless) and a redirect to `next`; otherwise
+    /// back to the sign-in page with the reason. A wrong email and a wrong password get
+    /// the same answer.
+    pub async fn sign_in(
+        State(state): State<AppState>,
+        // Absent when the server was not started with connection info (some tests).
+        connection: Result<ConnectInfo<SocketAddr>, ExtensionRejection>,
+        session: Session,
+        Form(form): Form<SignInForm>,
+    ) -> Redirect {
+        let next = safe_next(form.next.as_deref());
+        let again = |error: &str| {
+            let mut query = url::form_urlencoded::Serializer::new(String::new());
+            query.append_pair("error", error);
+            if !form.email.trim().is_empty() {
+                query.append_pair("email", form.email.trim());
+            }
+            query.append_pair("next", &next);
+            Redirect::to(&format!("/login?{}", query.finish()))
+        };
+
+        if form.email.trim().is_empty() || form.password.is_empty() {
+            return again("missing");
+        }
+        let address = connection.ok().map(|ConnectInfo(addr)| addr.ip());
+        if let Err(wait) = state.sign_in_limiter.check(address, &form.email) {
+            tracing::warn!(
+                ?address,
+                wait_secs = wait.as_secs(),
+                "sign-in rate limit reached"
+            );
+            return again("rate_limited");
+        }
+        let admin = match admins::authenticate(&state.pool, &form.email, &form.password).await {
+            Ok(Some(admin)) => admin,
+            Ok(None) => {
+                tracing::info!(?address, "a sign-in failed");
+                return again("invalid");
+            }
+            Err(err) => {
+                tracing::error!(error = format!("{err:#}"), "sign-in could not be checked");
+                return again("unavailable");
+            }
+        };
+        let stored = async {
+            session.cycle_id().await?;
+            session.insert(SESSION_ADMIN_ID, admin.id).await
+        };
+        if let Err(err) = stored.await {
+            tracing::error!(error = %err, "cannot store the session");
+            return again("unavailable");
+        }
+        tracing::info!(admin.id = admin.id, "an admin signed in");
+        Redirect::to(&next)
+    }
+
+    /// `POST /logout`: ends the session, back to the sign-in page.
+    pub async fn sign_out(session: Session) -> Redirect {
+        if let Err(err) = session.flush().await {
+            tracing::error!(error = %err, "cannot delete the session");
+        }
+        Redirect::to("/login")
+    }
+}

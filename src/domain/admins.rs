@@ -1,0 +1,189 @@
+//! Admin accounts: who may sign in, their password hashes, and the admin made at start.
+//!
+//! Passwords are hashed with argon2id (the `password-auth` crate's defaults). Hashing
+//! is deliberately slow (tens of milliseconds of CPU), so it runs on the blocking pool,
+//! never on the async runtime's threads.
+
+use std::sync::LazyLock;
+
+use anyhow::Context;
+use sqlx::PgPool;
+
+use crate::config::Settings;
+use crate::domain::types::EmailAddress;
+
+/// A signed-in admin, as the request guard finds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Admin {
+    pub id: i64,
+    pub email: String,
+}
+
+/// The address of the admin StandMeet creates when no admin is configured.
+pub const DEFAULT_ADMIN_EMAIL: &str = "admin@localhost";
+
+/// A hash to verify against when the email is unknown, so that a wrong email and a
+/// wrong password take the same time (and an attacker cannot tell them apart).
+static DECOY_HASH: LazyLock<String> =
+    LazyLock::new(|| password_auth::generate_hash("decoy password, never anyone's"));
+
+/// Hashes `password` on the blocking pool.
+pub async fn hash_password(password: String) -> anyhow::Result<String> {
+    tokio::task::spawn_blocking(move || password_auth::generate_hash(password))
+        .await
+        .context("the password hashing task failed")
+}
+
+/// Checks `password` against `hash` on the blocking pool.
+async fn password_matches(password: String, hash: String) -> bool {
+    tokio::task::spawn_blocking(move || password_auth::verify_password(password, &hash).is_ok())
+        .await
+        .unwrap_or(false)
+}
+
+/// The admin with this email and password, or `None` when either is wrong. Both
+/// cases cost one password verification.
+#[tracing::instrument(skip_all)]
+pub async fn authenticate(
+    pool: &PgPool,
+    email: &str,
+    password: &str,
+) -> anyhow::Result<Option<Admin>> {
+    let found = match EmailAddress::parse(email) {
+        Ok(email) => sqlx::query!(
+            r#"SELECT id, email, password_hash FROM admins WHERE lower(email) = lower($1)"#,
+            email.as_str()
+        )
+        .fetch_optional(pool)
+        .await
+        .context("cannot look up the admin")?,
+        Err(_) => None,
+    };
+    let Some(row) = found else {
+        password_matches(password.to_string(), DECOY_HASH.clone()).await;
+        return Ok(None);
+    };
+    if !password_matches(password.to_string(), row.password_hash).await {
+        return Ok(None);
+    }
+    sqlx::query!(
+        "UPDATE admins SET last_signed_in_at = now() WHERE id = $1",
+        row.id
+    )
+    .execute(pool)
+    .await
+    .context("cannot record the sign-in")?;
+    Ok(Some(Admin {
+        id: row.id,
+        email: row.email,
+    }))
+}
+
+/// The admin with this id, if there still is one.
+pub async fn admin_find(pool: &PgPool, id: i64) -> Result<Option<Admin>, sqlx::Error> {
+    sqlx::query_as!(Admin, "SELECT id, email FROM admins WHERE id = $1", id)
+        .fetch_optional(pool)
+        .await
+}
+
+/// Creates the admin `email`, or sets its password when it exists. Answers its id.
+pub async fn admin_upsert(
+    pool: &PgPool,
+    email: &EmailAddress,
+    password: &str,
+) -> anyhow::Result<i64> {
+    let hash = hash_password(password.to_string()).await?;
+    let id = sqlx::query_scalar!(
+        r#"
+        INSERT INTO admins (email, password_hash) VALUES ($1, $2)
+        ON CONFLICT ((lower(email)))
+        DO UPDATE SET password_hash = EXCLUDED.password_hash, updated_at = now()
+        RETURNING id
+        "#,
+        email.as_str(),
+        hash
+    )
+    .fetch_one(pool)
+    .await
+    .context("cannot create or update the admin")?;
+    Ok(id)
+}
+
+/// An admin made at start with a generated password, to be shown to the operator once.
+pub struct GeneratedAdmin {
+    pub email: String,
+    pub password: String,
+}
+
+/// Makes sure someone can sign in:
+/// - with `STANDMEET_ADMIN_EMAIL` and `STANDMEET_ADMIN_PASSWORD`, that admin is created
+///   or its password set;
+/// - with neither, and no admin at all yet, `admin@localhost` is created with a
+///   generated password, which is returned so the caller can show it once.
+///
+/// Several copies starting at once create at most one admin: the insert only happens
+/// while the table is empty, and the unique email index settles a tie.
+pub async fn bootstrap(
+    pool: &PgPool,
+    settings: &Settings,
+) -> anyhow::Result<Option<GeneratedAdmin>> {
+    if let Some(admin) = &settings.admin {
+        admin_upsert(pool, &admin.email, &admin.password).await?;
+        tracing::info!(email = %admin.email, "the admin from STANDMEET_ADMIN_EMAIL is ready");
+        return Ok(None);
+    }
+
+    let any_admin = sqlx::query_scalar!(r#"SELECT EXISTS (SELECT FROM admins) AS "exists!""#)
+        .fetch_one(pool)
+        .await
+        .context("cannot count the admins")?;
+    if any_admin {
+        return Ok(None);
+    }
+    let password = generate_password();
+    let hash = hash_password(password.clone()).await?;
+    let created = sqlx::query_scalar!(
+        r#"
+        INSERT INTO admins (email, password_hash)
+        SELECT $1, $2 WHERE NOT EXISTS (SELECT FROM admins)
+        ON CONFLICT DO NOTHING
+        RETURNING id
+        "#,
+        DEFAULT_ADMIN_EMAIL,
+        hash
+    )
+    .fetch_optional(pool)
+    .await
+    .context("cannot create the first admin")?;
+    Ok(created.map(|_| GeneratedAdmin {
+        email: DEFAULT_ADMIN_EMAIL.to_string(),
+        password,
+    }))
+}
+
+/// 20 characters from an alphabet without look-alikes (no 0/O, 1/l/I): about 115 bits.
+fn generate_password() -> String {
+    use rand::seq::IndexedRandom;
+    const ALPHABET: &[u8] = b"abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+    let mut rng = rand::rng();
+    (0..20)
+        .map(|_| *ALPHABET.choose(&mut rng).expect("a non-empty alphabet") as char)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_passwords_are_long_and_differ() {
+        let a = generate_password();
+        let b = generate_password();
+        assert_eq!(a.len(), 20);
+        assert_ne!(a, b);
+        assert!(
+            a.chars()
+                .all(|c| c.is_ascii_alphanumeric() && !"0O1lI".contains(c))
+        );
+    }
+}

@@ -1,0 +1,60 @@
+//! Security headers on every response.
+//!
+//! Pages get a Content-Security-Policy that admits only our own files plus the one
+//! inline script Leptos writes to start hydration, which carries a nonce made fresh for
+//! each page (leptos_axum makes it; we put it in the header). Everything else (JSON,
+//! static files) gets a policy that allows nothing at all.
+
+use axum::extract::Request;
+use axum::http::HeaderValue;
+use axum::http::header::{
+    CONTENT_SECURITY_POLICY, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
+};
+use axum::middleware::Next;
+use axum::response::Response;
+use leptos::nonce::use_nonce;
+use leptos::prelude::use_context;
+use leptos_axum::ResponseOptions;
+
+/// The policy of a rendered page whose inline script carries `nonce`.
+/// `'wasm-unsafe-eval'` lets the browser compile our wasm; it allows no `eval` of text.
+pub fn page_policy(nonce: &str) -> String {
+    format!(
+        "default-src 'self'; script-src 'self' 'nonce-{nonce}' 'wasm-unsafe-eval'; \
+         style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; \
+         object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    )
+}
+
+/// The policy of every response that is not a page.
+pub const NOTHING_POLICY: &str =
+    "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// Runs inside Leptos' rendering of a page (as "additional context"): puts the page's
+/// policy, with this page's nonce, on the response.
+pub fn set_page_policy() {
+    let (Some(nonce), Some(response)) = (use_nonce(), use_context::<ResponseOptions>()) else {
+        return;
+    };
+    if let Ok(value) = HeaderValue::from_str(&page_policy(&nonce)) {
+        response.insert_header(CONTENT_SECURITY_POLICY, value);
+    }
+}
+
+/// Adds the headers every response carries; keeps a page's own policy.
+pub async fn add_security_headers(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    if !headers.contains_key(CONTENT_SECURITY_POLICY) {
+        headers.insert(
+            CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(NOTHING_POLICY),
+        );
+    }
+    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    // Our URLs can hold tokens (email confirmation links): never tell other sites.
+    headers.insert(REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    // For browsers older than frame-ancestors.
+    headers.insert(X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    response
+}

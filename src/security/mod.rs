@@ -1,0 +1,14 @@
+//! The protections every request passes through, so that a page or server function
+//! added later is safe without remembering to be:
+//!
+//! - `guard`: `/admin/*` pages need a signed-in admin (else a redirect to `/login`), and
+//!   every server function needs one too unless it is listed as public (else 401).
+//! - `csrf`: a state-changing request that says it came from another site is refused.
+//! - `headers`: a Content-Security-Policy (with the page's nonce for the hydration
+//!   script), `nosniff`, a referrer policy and no framing, on every response.
+//! - `rate_limit`: sign-in attempts per client address and per email.
+
+pub mod csrf;
+pub mod guard;
+pub mod headers;
+pub mod rate_limit;

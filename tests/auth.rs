@@ -1,0 +1,395 @@
+//! Admin sign-in and the protections every request inherits: the admin guard, session
+//! cookie flags, sign-in rate limits, cross-site refusal and security headers.
+
+mod common;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use sqlx::PgPool;
+use standmeet::domain::admins;
+use standmeet::ui::layout::ADMIN_PAGES;
+
+#[sqlx::test]
+async fn anonymous_visitors_of_every_admin_page_are_sent_to_login_with_next(pool: PgPool) {
+    let app = common::app(pool);
+    let mut paths: Vec<String> = ADMIN_PAGES
+        .iter()
+        .map(|(path, _)| path.to_string())
+        .collect();
+    paths.push("/admin".into());
+    paths.push("/admin/tasks?state=running".into());
+    for path in paths {
+        let reply = common::get(&app, &path).await;
+        assert_eq!(reply.status, StatusCode::SEE_OTHER, "{path}");
+        let expected = format!(
+            "/login?next={}",
+            url::form_urlencoded::byte_serialize(path.as_bytes()).collect::<String>()
+        );
+        assert_eq!(reply.location(), Some(expected.as_str()), "{path}");
+    }
+}
+
+#[sqlx::test]
+async fn anonymous_calls_of_admin_server_functions_get_401_and_public_ones_work(pool: PgPool) {
+    let app = common::app(pool);
+    // Every server function not listed as public is an admin one, including any that
+    // is added later: here, one that does not exist yet.
+    for path in ["/api/approve_access_request", "/api/anything_added_later"] {
+        let reply = common::send(
+            &app,
+            Request::post(path)
+                .header("sec-fetch-site", "same-origin")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{path}");
+        assert!(reply.body.contains("Sign in"), "{path}: {}", reply.body);
+    }
+    for path in standmeet::security::guard::PUBLIC_SERVER_FUNCTIONS {
+        let reply = common::get(&app, path).await;
+        assert_eq!(reply.status, StatusCode::OK, "{path}: {}", reply.body);
+    }
+}
+
+#[sqlx::test]
+async fn signing_in_sets_a_strict_http_only_cookie_and_opens_the_admin_pages(pool: PgPool) {
+    let app = common::app(pool.clone());
+    common::create_admin(&pool).await;
+
+    let reply = common::sign_in(&app, common::ADMIN_EMAIL, common::ADMIN_PASSWORD).await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER);
+    assert_eq!(reply.location(), Some("/admin/tasks"));
+    let set_cookie = reply.session_set_cookie().expect("a session cookie");
+    assert!(set_cookie.contains("HttpOnly"), "{set_cookie}");
+    assert!(set_cookie.contains("SameSite=Strict"), "{set_cookie}");
+    assert!(!set_cookie.contains("Secure"), "plain http: {set_cookie}");
+    assert!(
+        set_cookie.contains("Max-Age="),
+        "expires on inactivity: {set_cookie}"
+    );
+
+    let cookie = reply.session_cookie().unwrap();
+    let page = common::get_with_cookie(&app, "/admin/tasks", &cookie).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body.contains(common::ADMIN_EMAIL),
+        "the header names the admin"
+    );
+    assert!(page.body.contains("Sign out"));
+}
+
+#[sqlx::test]
+async fn the_session_cookie_is_secure_when_the_public_url_is_https(pool: PgPool) {
+    let settings = common::settings_with(&[("STANDMEET_PUBLIC_URL", "https://desk.example.org")]);
+    let app = common::app_with(pool.clone(), settings);
+    common::create_admin(&pool).await;
+    let reply = common::sign_in(&app, common::ADMIN_EMAIL, common::ADMIN_PASSWORD).await;
+    let set_cookie = reply.session_set_cookie().expect("a session cookie");
+    assert!(set_cookie.contains("Secure"), "{set_cookie}");
+}
+
+#[sqlx::test]
+async fn sign_in_returns_to_next_only_when_it_is_on_this_site(pool: PgPool) {
+    let app = common::app(pool.clone());
+    common::create_admin(&pool).await;
+    for (next, expected) in [
+        ("/admin/mail?page=2", "/admin/mail?page=2"),
+        ("//evil.example/phish", "/admin/tasks"),
+        ("https://evil.example/", "/admin/tasks"),
+    ] {
+        let body = url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("email", common::ADMIN_EMAIL)
+            .append_pair("password", common::ADMIN_PASSWORD)
+            .append_pair("next", next)
+            .finish();
+        let reply = common::send(
+            &app,
+            Request::post("/login")
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(Body::from(body))
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(reply.location(), Some(expected), "next={next}");
+    }
+}
+
+#[sqlx::test]
+async fn a_wrong_password_and_an_unknown_email_get_the_same_answer_and_no_session(pool: PgPool) {
+    let app = common::app(pool.clone());
+    common::create_admin(&pool).await;
+
+    let wrong_password = common::sign_in(&app, common::ADMIN_EMAIL, "not the password").await;
+    let unknown_email = common::sign_in(&app, "nobody@example.com", "not the password").await;
+    assert_eq!(wrong_password.status, StatusCode::SEE_OTHER);
+    assert_eq!(unknown_email.status, StatusCode::SEE_OTHER);
+    let strip_email = |location: &str| location.split("&email=").next().unwrap().to_string();
+    assert_eq!(
+        strip_email(wrong_password.location().unwrap()),
+        strip_email(unknown_email.location().unwrap())
+    );
+    assert!(
+        wrong_password
+            .location()
+            .unwrap()
+            .starts_with("/login?error=invalid")
+    );
+    assert!(wrong_password.session_cookie().is_none());
+    assert!(unknown_email.session_cookie().is_none());
+
+    let page = common::get(&app, wrong_password.location().unwrap()).await;
+    assert!(
+        page.body.contains("Wrong email or password."),
+        "{}",
+        page.body
+    );
+}
+
+#[sqlx::test]
+async fn the_eleventh_quick_wrong_sign_in_from_one_address_is_rate_limited(pool: PgPool) {
+    let app = common::app(pool.clone());
+    common::create_admin(&pool).await;
+    for attempt in 1..=10 {
+        let reply = common::sign_in(&app, &format!("guess{attempt}@example.com"), "wrong").await;
+        assert!(
+            reply
+                .location()
+                .unwrap()
+                .starts_with("/login?error=invalid"),
+            "attempt {attempt}"
+        );
+    }
+    let reply = common::sign_in(&app, "guess11@example.com", "wrong").await;
+    let location = reply.location().unwrap();
+    assert!(
+        location.starts_with("/login?error=rate_limited"),
+        "{location}"
+    );
+    // Even the right password waits now: the limit is on attempts, not on failures.
+    let reply = common::sign_in(&app, common::ADMIN_EMAIL, common::ADMIN_PASSWORD).await;
+    assert!(
+        reply
+            .location()
+            .unwrap()
+            .starts_with("/login?error=rate_limited")
+    );
+    assert!(reply.session_cookie().is_none());
+
+    let page = common::get(&app, location).await;
+    assert!(
+        page.body.contains("Too many sign-in attempts"),
+        "{}",
+        page.body
+    );
+}
+
+#[sqlx::test]
+async fn one_email_is_rate_limited_across_addresses(pool: PgPool) {
+    let settings = common::settings_with(&[("STANDMEET_LOGIN_ATTEMPTS_PER_MINUTE", "3")]);
+    let state = standmeet::startup::AppState::new(pool.clone(), settings).unwrap();
+    let app = standmeet::startup::router(state);
+    // No connection info at all: only the per-email limit applies.
+    for _ in 0..3 {
+        let reply = common::sign_in(&app, "target@example.com", "wrong").await;
+        assert!(
+            reply
+                .location()
+                .unwrap()
+                .starts_with("/login?error=invalid")
+        );
+    }
+    let reply = common::sign_in(&app, "TARGET@example.com", "wrong").await;
+    assert!(
+        reply
+            .location()
+            .unwrap()
+            .starts_with("/login?error=rate_limited")
+    );
+}
+
+#[sqlx::test]
+async fn signing_out_ends_the_session(pool: PgPool) {
+    let app = common::app(pool.clone());
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let reply = common::send(
+        &app,
+        Request::post("/logout")
+            .header("cookie", &cookie)
+            .header("sec-fetch-site", "same-origin")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(reply.location(), Some("/login"));
+    let page = common::get_with_cookie(&app, "/admin/tasks", &cookie).await;
+    assert_eq!(
+        page.status,
+        StatusCode::SEE_OTHER,
+        "the old cookie opens nothing"
+    );
+}
+
+#[sqlx::test]
+async fn a_cross_site_post_is_refused_with_403_and_changes_nothing(pool: PgPool) {
+    let app = common::app(pool.clone());
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    for (name, value) in [
+        ("origin", "https://evil.example"),
+        ("sec-fetch-site", "cross-site"),
+    ] {
+        let reply = common::send(
+            &app,
+            Request::post("/logout")
+                .header("cookie", &cookie)
+                .header("host", "127.0.0.1:3000")
+                .header(name, value)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(reply.status, StatusCode::FORBIDDEN, "{name}: {value}");
+        assert!(reply.body.contains("another site"), "{}", reply.body);
+    }
+    // The session survived both attempts.
+    let page = common::get_with_cookie(&app, "/admin/tasks", &cookie).await;
+    assert_eq!(page.status, StatusCode::OK);
+
+    // A same-origin post passes.
+    let reply = common::send(
+        &app,
+        Request::post("/logout")
+            .header("cookie", &cookie)
+            .header("host", "127.0.0.1:3000")
+            .header("origin", "http://127.0.0.1:3000")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER);
+}
+
+#[sqlx::test]
+async fn pages_carry_a_nonce_policy_that_admits_the_hydration_script(pool: PgPool) {
+    let app = common::app(pool);
+    for path in ["/", "/login", "/no/such/page"] {
+        let reply = common::get(&app, path).await;
+        let policy = reply.headers["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            policy.contains("frame-ancestors 'none'"),
+            "{path}: {policy}"
+        );
+        assert!(policy.contains("'wasm-unsafe-eval'"), "{path}: {policy}");
+        let nonce = policy
+            .split("'nonce-")
+            .nth(1)
+            .and_then(|rest| rest.split('\'').next())
+            .unwrap_or_else(|| panic!("{path}: no nonce in {policy}"));
+        assert!(
+            reply
+                .body
+                .contains(&format!(r#"<script type="module" nonce="{nonce}">"#)),
+            "{path}"
+        );
+        assert!(!policy.contains("unsafe-inline"), "{path}: {policy}");
+        assert_eq!(reply.headers["x-content-type-options"], "nosniff", "{path}");
+        assert_eq!(reply.headers["referrer-policy"], "same-origin", "{path}");
+    }
+    // Two pages, two nonces.
+    let a = common::get(&app, "/").await.headers["content-security-policy"].clone();
+    let b = common::get(&app, "/").await.headers["content-security-policy"].clone();
+    assert_ne!(a, b);
+}
+
+#[sqlx::test]
+async fn responses_that_are_not_pages_allow_nothing(pool: PgPool) {
+    let app = common::app(pool);
+    let reply = common::get(&app, "/healthz").await;
+    let policy = reply.headers["content-security-policy"].to_str().unwrap();
+    assert!(policy.starts_with("default-src 'none'"), "{policy}");
+    assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
+    assert_eq!(reply.headers["x-content-type-options"], "nosniff");
+}
+
+#[sqlx::test]
+async fn with_no_admin_settings_the_first_start_generates_one_admin_once(pool: PgPool) {
+    let settings = common::default_settings();
+    let generated = admins::bootstrap(&pool, &settings)
+        .await
+        .unwrap()
+        .expect("an admin is generated");
+    assert_eq!(generated.email, "admin@localhost");
+    assert!(generated.password.len() >= 16);
+    assert!(
+        admins::bootstrap(&pool, &settings).await.unwrap().is_none(),
+        "only the first start"
+    );
+
+    let admin = admins::authenticate(&pool, "admin@localhost", &generated.password)
+        .await
+        .unwrap();
+    assert_eq!(admin.map(|a| a.email).as_deref(), Some("admin@localhost"));
+}
+
+#[sqlx::test]
+async fn admin_settings_create_that_admin_and_later_change_its_password(pool: PgPool) {
+    let first = common::settings_with(&[
+        ("STANDMEET_ADMIN_EMAIL", "Boss@Example.com"),
+        ("STANDMEET_ADMIN_PASSWORD", "first password"),
+    ]);
+    assert!(
+        admins::bootstrap(&pool, &first).await.unwrap().is_none(),
+        "nothing generated"
+    );
+    assert!(
+        admins::authenticate(&pool, "boss@example.com", "first password")
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    let second = common::settings_with(&[
+        ("STANDMEET_ADMIN_EMAIL", "boss@example.com"),
+        ("STANDMEET_ADMIN_PASSWORD", "second password"),
+    ]);
+    admins::bootstrap(&pool, &second).await.unwrap();
+    assert!(
+        admins::authenticate(&pool, "boss@example.com", "first password")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        admins::authenticate(&pool, "boss@example.com", "second password")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM admins")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(count, 1, "updated, not duplicated");
+
+    // With an admin configured, no admin@localhost appears.
+    assert!(
+        admins::bootstrap(&pool, &common::default_settings())
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[sqlx::test]
+async fn passwords_are_stored_as_argon2id_hashes(pool: PgPool) {
+    common::create_admin(&pool).await;
+    let hash: String = sqlx::query_scalar("SELECT password_hash FROM admins")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(hash.starts_with("$argon2id$"), "{hash}");
+    assert!(!hash.contains(common::ADMIN_PASSWORD));
+}
