@@ -57,6 +57,13 @@ pub struct Settings {
     pub max_waiters: usize,
     /// `STANDMEET_RETRY_BASE_MS`: the unit of the retry backoff (base × attempt⁴).
     pub retry_base: Duration,
+    /// `STANDMEET_JOB_LEASE_MS`: how long a running job stays its worker's without the
+    /// worker renewing it; a dead worker's jobs are taken back after this.
+    pub job_lease: Duration,
+    /// `STANDMEET_KEEP_COMPLETED_HOURS`: how long completed and cancelled jobs are kept.
+    pub keep_completed: Duration,
+    /// `STANDMEET_KEEP_DISCARDED_HOURS`: how long discarded jobs are kept.
+    pub keep_discarded: Duration,
     /// `STANDMEET_LOGIN_ATTEMPTS_PER_MINUTE`: sign-in attempts allowed per client address
     /// and per email (a burst of this many, refilled at this rate).
     pub login_attempts_per_minute: std::num::NonZeroU32,
@@ -198,6 +205,19 @@ impl Settings {
         let index_wait = parse_millis(&get, "STANDMEET_INDEX_WAIT_MS", 2_000)?;
         let max_waiters = parse_count(&get, "STANDMEET_MAX_WAITERS", 64, 0..=100_000)?;
         let retry_base = parse_millis(&get, "STANDMEET_RETRY_BASE_MS", 1_000)?;
+        let job_lease = parse_millis(&get, "STANDMEET_JOB_LEASE_MS", 30_000)?;
+        if job_lease < Duration::from_millis(300) {
+            return Err(ConfigError {
+                setting: "STANDMEET_JOB_LEASE_MS",
+                value: get("STANDMEET_JOB_LEASE_MS"),
+                problem: "at least 300 milliseconds".into(),
+            });
+        }
+        let hours = |n: usize| Duration::from_secs(n as u64 * 3600);
+        let keep_completed =
+            parse_count(&get, "STANDMEET_KEEP_COMPLETED_HOURS", 24, 1..=24 * 365).map(hours)?;
+        let keep_discarded =
+            parse_count(&get, "STANDMEET_KEEP_DISCARDED_HOURS", 7 * 24, 1..=24 * 365).map(hours)?;
         let login_attempts_per_minute =
             parse_count(&get, "STANDMEET_LOGIN_ATTEMPTS_PER_MINUTE", 10, 1..=10_000)
                 .map(|n| std::num::NonZeroU32::new(n as u32).expect("the range starts at 1"))?;
@@ -231,6 +251,9 @@ impl Settings {
             index_wait,
             max_waiters,
             retry_base,
+            job_lease,
+            keep_completed,
+            keep_discarded,
             login_attempts_per_minute,
             log_filter,
         })
@@ -418,6 +441,9 @@ mod tests {
         assert_eq!(s.max_waiters, 64);
         assert_eq!(s.retry_base, Duration::from_millis(1_000));
         assert_eq!(s.login_attempts_per_minute.get(), 10);
+        assert_eq!(s.job_lease, Duration::from_secs(30));
+        assert_eq!(s.keep_completed, Duration::from_secs(24 * 3600));
+        assert_eq!(s.keep_discarded, Duration::from_secs(7 * 24 * 3600));
         assert!(s.admin.is_none());
         assert!(s.mcp_token.is_none());
     }
@@ -512,6 +538,8 @@ mod tests {
             ("RUST_LOG", "info,[[["),
             ("STANDMEET_MCP_TOKEN", "two words"),
             ("STANDMEET_LOGIN_ATTEMPTS_PER_MINUTE", "0"),
+            ("STANDMEET_JOB_LEASE_MS", "10"),
+            ("STANDMEET_KEEP_COMPLETED_HOURS", "0"),
         ] {
             assert_eq!(
                 settings(&[(name, value)]).unwrap_err().setting,

@@ -25,6 +25,9 @@
 //!   StandMeet starts itself when `DATABASE_URL` is unset.
 //! - `domain`: what StandMeet does, in its own types (`domain::types` holds the parsed
 //!   newtypes such as `EmailAddress`; `domain::admins` the admin accounts).
+//! - `jobs`: the durable job queue in PostgreSQL (states, attempts, error history,
+//!   output, backoff, rescue, fenced completion, cleanup) and the process's one LISTEN
+//!   connection. Its module documentation says who moves jobs between states.
 //! - `security`: what every request passes through: the admin guard (pages redirect to
 //!   `/login`, server functions answer 401, deny by default), cross-site refusal,
 //!   security headers, and sign-in attempt limits.
@@ -42,6 +45,8 @@ pub mod db;
 pub mod domain;
 #[cfg(feature = "ssr")]
 pub mod error;
+#[cfg(feature = "ssr")]
+pub mod jobs;
 #[cfg(feature = "ssr")]
 pub mod security;
 #[cfg(feature = "ssr")]

@@ -22,6 +22,7 @@ use tower_sessions_sqlx_store::PostgresStore;
 
 use crate::config::Settings;
 use crate::db::{self, DatabaseSource, PrivateCluster};
+use crate::jobs::{self, Engine, EngineConfig, Registry, Signals};
 use crate::security::rate_limit::AttemptLimiter;
 use crate::security::{csrf, guard, headers};
 use crate::ui::{App, shell};
@@ -46,6 +47,8 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     /// Sign-in attempts per client address and per email.
     pub sign_in_limiter: Arc<AttemptLimiter>,
+    /// What the job listener wakes in this process.
+    pub signals: Arc<Signals>,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -68,6 +71,7 @@ impl AppState {
             sign_in_limiter: Arc::new(AttemptLimiter::per_minute(
                 settings.login_attempts_per_minute,
             )),
+            signals: Signals::new(),
             settings: Arc::new(settings),
         })
     }
@@ -166,6 +170,18 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
     let addr = settings.site_addr;
     let state = AppState::new(pool.clone(), settings)?;
     let state_for_housekeeping = state.clone();
+
+    // The job engine and the one LISTEN connection that wakes it.
+    let background = CancellationToken::new();
+    let job_listener =
+        jobs::listener::spawn_listener(&pool, state.signals.clone(), background.clone());
+    let engine = Engine::start(
+        pool.clone(),
+        job_registry(),
+        EngineConfig::from_settings(&state.settings),
+        state.signals.clone(),
+    );
+
     let app = router(state);
 
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
@@ -194,9 +210,18 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
         }
     }
 
+    // Requests are done; now the jobs: running attempts finish or are interrupted.
+    engine.shutdown().await;
+    background.cancel();
+    let _ = job_listener.await;
     pool.close().await;
     tracing::info!("StandMeet stopped");
     Ok(())
+}
+
+/// Every job kind this StandMeet runs.
+pub fn job_registry() -> Registry {
+    jobs::builtin::registry()
 }
 
 /// Shows the generated admin's password on the console, once: on stdout, not through

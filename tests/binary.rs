@@ -2,6 +2,8 @@
 //! PostgreSQL when `DATABASE_URL` is unset (kept across restarts), the operator's server
 //! when it is set, and a clean stop on SIGTERM.
 
+mod common;
+
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -242,6 +244,64 @@ async fn with_database_url_it_uses_that_server_creates_the_database_and_starts_n
     .await
     .unwrap();
     assert!(migrated, "the database was created");
+    sqlx::query(&format!("DROP DATABASE {database} WITH (FORCE)"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn the_job_of_a_killed_process_is_rescued_and_completed_by_another_process() {
+    use standmeet::jobs::builtin::{Sleep, SleepArgs};
+    use standmeet::jobs::{JobState, insert};
+
+    let admin_url = std::env::var("DATABASE_URL").expect("the test command sets DATABASE_URL");
+    let database = format!("standmeet_kill_{}", std::process::id());
+    let mut url = url::Url::parse(&admin_url).unwrap();
+    url.set_path(&database);
+
+    // The first process: a StandMeet that renews its leases every third of a second.
+    let mut cmd = standmeet();
+    cmd.env("DATABASE_URL", url.as_str())
+        .env("STANDMEET_JOB_LEASE_MS", "1000");
+    let mut first = Server::start(cmd);
+    first.wait_healthy().await;
+    let child_pid = first.child.id();
+
+    let pool = sqlx::PgPool::connect(url.as_str()).await.unwrap();
+    let id = insert::<Sleep>(&pool, &SleepArgs { ms: 1_500 })
+        .await
+        .unwrap();
+    let row = common::jobs::wait_for_state(&pool, id, JobState::Running).await;
+    assert!(
+        row.attempted_by
+            .as_deref()
+            .unwrap()
+            .contains(&format!(":{child_pid}:")),
+        "held by the first process: {row:?}"
+    );
+
+    // It dies mid-attempt, without a chance to clean up.
+    kill(Pid::from_raw(child_pid as i32), Signal::SIGKILL).unwrap();
+    first.child.wait().unwrap();
+
+    // The second process (this one) takes the job back and finishes it.
+    let engine = common::jobs::start_engine(
+        &pool,
+        standmeet::jobs::builtin::registry(),
+        common::jobs::quick_config(2),
+    )
+    .await;
+    let row = common::jobs::wait_for_state(&pool, id, JobState::Completed).await;
+    assert_eq!(row.attempt, 2);
+    let errors = row.attempt_errors();
+    assert_eq!(errors.len(), 1);
+    assert!(errors[0].error.starts_with("worker lost"), "{errors:?}");
+    assert_eq!(row.output, Some(serde_json::json!({"slept_ms": 1500})));
+    engine.shutdown().await;
+    pool.close().await;
+
+    let mut admin = PgConnection::connect(&admin_url).await.unwrap();
     sqlx::query(&format!("DROP DATABASE {database} WITH (FORCE)"))
         .execute(&mut admin)
         .await

@@ -1,0 +1,57 @@
+//! Job kinds every StandMeet has, for health checks, benchmarks and trying the queue.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::kind::{JobContext, JobError, JobKind};
+
+/// `system.noop`: completes at once, with its arguments as output.
+pub struct Noop;
+
+impl JobKind for Noop {
+    const KIND: &'static str = "system.noop";
+    type Args = serde_json::Value;
+    type Output = serde_json::Value;
+
+    async fn run(
+        &self,
+        _job: JobContext,
+        args: serde_json::Value,
+    ) -> Result<serde_json::Value, JobError> {
+        Ok(args)
+    }
+}
+
+/// `system.sleep {ms}`: waits that long (stopping early when cancelled), then
+/// completes with `{slept_ms}`. For trying timeouts, cancels and rescues.
+pub struct Sleep;
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SleepArgs {
+    pub ms: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SleepOutput {
+    pub slept_ms: u64,
+}
+
+impl JobKind for Sleep {
+    const KIND: &'static str = "system.sleep";
+    const TIMEOUT: Duration = Duration::from_secs(600);
+    type Args = SleepArgs;
+    type Output = SleepOutput;
+
+    async fn run(&self, job: JobContext, args: SleepArgs) -> Result<SleepOutput, JobError> {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(args.ms)) => Ok(SleepOutput { slept_ms: args.ms }),
+            _ = job.cancelled() => Err(JobError::cancel("stopped while sleeping")),
+        }
+    }
+}
+
+/// The registry of the built-in kinds; the app adds its own to it.
+pub fn registry() -> super::Registry {
+    super::Registry::new().register(Noop).register(Sleep)
+}

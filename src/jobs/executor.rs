@@ -1,0 +1,148 @@
+//! One attempt of one job: find its handler, run it in its own task (so a panic is
+//! caught as an error, not lost with the worker), within its timeout, stoppable by an
+//! admin's cancel or by shutdown; then decide what to write.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use sqlx::PgPool;
+use tracing::Instrument;
+
+use super::kind::{JobContext, JobError};
+use super::listener::{Signals, StopReason};
+use super::registry::Registry;
+use super::retry::{self, AttemptResult};
+use super::store::{FetchedJob, Outcome};
+
+/// How long a cancelled handler may take to wind down on its own before it is dropped.
+const CANCEL_GRACE: Duration = Duration::from_secs(5);
+
+/// What an attempt needs from its surroundings.
+pub(crate) struct ExecutorContext {
+    pub pool: PgPool,
+    pub registry: Registry,
+    pub signals: Arc<Signals>,
+    pub retry_base: Duration,
+}
+
+/// Runs one attempt of `job` and answers what to write (`None`: the handler already
+/// completed the job in its own transaction).
+pub(crate) async fn execute(job: FetchedJob, context: &ExecutorContext) -> Option<Outcome> {
+    let span = tracing::info_span!(
+        "job",
+        job.id = job.id.0,
+        job.kind = %job.kind,
+        job.attempt = job.attempt,
+    );
+    async {
+        let started = std::time::Instant::now();
+        let result = run_attempt(&job, context).await;
+        log_result(&result, started.elapsed());
+        let plan = retry::plan(
+            result,
+            job.attempt,
+            job.max_attempts,
+            context.retry_base,
+            retry::jitter(),
+        )?;
+        Some(Outcome {
+            id: job.id,
+            attempt: job.attempt,
+            state: plan.state,
+            output: plan.output,
+            error: plan.error,
+            delay: plan.delay,
+            extra_attempts: plan.extra_attempts,
+        })
+    }
+    .instrument(span)
+    .await
+}
+
+async fn run_attempt(job: &FetchedJob, context: &ExecutorContext) -> AttemptResult {
+    let Some(handler) = context.registry.handler(&job.kind) else {
+        return AttemptResult::Failed(JobError::discard(format!(
+            "no handler for the job kind {:?} in this StandMeet",
+            job.kind
+        )));
+    };
+    let running = context.signals.register_running(job.id);
+    let completed_in_tx = Arc::new(AtomicBool::new(false));
+    let job_context = JobContext {
+        id: job.id,
+        kind: job.kind.clone(),
+        attempt: job.attempt,
+        max_attempts: job.max_attempts,
+        pool: context.pool.clone(),
+        cancel: running.token.clone(),
+        completed_in_tx: completed_in_tx.clone(),
+    };
+    let timeout = handler.timeout();
+    let future = handler.run(job_context, job.args.clone());
+    let mut task = tokio::spawn(future.in_current_span());
+
+    let finished = |joined: Result<Result<serde_json::Value, JobError>, tokio::task::JoinError>| {
+        match joined {
+            Ok(Ok(_)) if completed_in_tx.load(Ordering::Acquire) => {
+                AttemptResult::CompletedInTransaction
+            }
+            Ok(Ok(output)) => AttemptResult::Succeeded(output),
+            Ok(Err(error)) => AttemptResult::Failed(error),
+            Err(join_error) if join_error.is_panic() => AttemptResult::Failed(JobError::retry(
+                format!("the handler panicked: {}", panic_message(join_error)),
+            )),
+            Err(_) => AttemptResult::Failed(JobError::retry("the handler was aborted")),
+        }
+    };
+
+    let result = tokio::select! {
+        joined = &mut task => finished(joined),
+        _ = tokio::time::sleep(timeout) => {
+            task.abort();
+            AttemptResult::Failed(JobError::retry(format!("timed out after {timeout:?}")))
+        }
+        _ = running.token.cancelled() => {
+            // The handler sees the cancel too; give it a moment to finish on its own.
+            let result = match tokio::time::timeout(CANCEL_GRACE, &mut task).await {
+                Ok(joined) => finished(joined),
+                Err(_) => {
+                    task.abort();
+                    AttemptResult::Failed(JobError::cancel("stopped"))
+                }
+            };
+            match (result, running.reason()) {
+                // It finished its work after all: that stands.
+                (done @ (AttemptResult::Succeeded(_) | AttemptResult::CompletedInTransaction), _) => done,
+                (_, StopReason::Shutdown) => AttemptResult::Interrupted,
+                _ => AttemptResult::CancelledWhileRunning,
+            }
+        }
+    };
+    context.signals.unregister_running(job.id);
+    result
+}
+
+fn panic_message(error: tokio::task::JoinError) -> String {
+    let payload = error.into_panic();
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        text.to_string()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "(no message)".to_string()
+    }
+}
+
+fn log_result(result: &AttemptResult, took: Duration) {
+    match result {
+        AttemptResult::Succeeded(_) | AttemptResult::CompletedInTransaction => {
+            tracing::debug!(took_ms = took.as_millis() as u64, "attempt succeeded")
+        }
+        AttemptResult::Failed(error) => {
+            tracing::warn!(took_ms = took.as_millis() as u64, action = ?error.action, error = %error.message, "attempt failed")
+        }
+        AttemptResult::CancelledWhileRunning => tracing::info!("attempt cancelled by an admin"),
+        AttemptResult::Interrupted => tracing::info!("attempt interrupted by shutdown"),
+    }
+}

@@ -1,0 +1,156 @@
+//! What a job type declares ([`JobKind`]), what its handler gets ([`JobContext`]) and
+//! what it may answer ([`JobError`] for anything but success).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use sqlx::{PgConnection, PgPool};
+use tokio_util::sync::CancellationToken;
+
+use super::JobId;
+use super::store;
+
+/// A kind of job: its name, its queue, its limits, its arguments and output, and the
+/// handler that runs it. The handler value itself holds whatever the job needs (a
+/// mailer, a pool), so one `impl` is both the declaration and the code.
+pub trait JobKind: Send + Sync + 'static {
+    /// The `kind` column: stable, dotted, such as `access_request.approval_mail`.
+    const KIND: &'static str;
+    /// The queue its jobs go to.
+    const QUEUE: &'static str = "default";
+    /// Attempts before a failing job is discarded.
+    const MAX_ATTEMPTS: i16 = 25;
+    /// How long one attempt may take before it is stopped and counted as failed.
+    const TIMEOUT: Duration = Duration::from_secs(60);
+    /// 1 runs first, 4 last.
+    const PRIORITY: i16 = 1;
+
+    type Args: Serialize + DeserializeOwned + Send + 'static;
+    type Output: Serialize + Send + 'static;
+
+    /// Runs one attempt. `Ok` completes the job with the output (unless the handler
+    /// already completed it with [`JobContext::complete_tx`]); an error asks for a
+    /// retry, a discard, a cancel or a snooze.
+    fn run(
+        &self,
+        job: JobContext,
+        args: Self::Args,
+    ) -> impl Future<Output = Result<Self::Output, JobError>> + Send;
+}
+
+/// What a handler knows about the attempt it runs, and what it can do about it.
+#[derive(Clone)]
+pub struct JobContext {
+    pub id: JobId,
+    pub kind: String,
+    /// This attempt's number, from 1.
+    pub attempt: i16,
+    pub max_attempts: i16,
+    pub(crate) pool: PgPool,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) completed_in_tx: Arc<AtomicBool>,
+}
+
+impl JobContext {
+    /// Whether an admin cancelled this job or the process is shutting down: a long
+    /// handler should check now and then and stop early.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// Resolves when [`is_cancelled`](Self::is_cancelled) becomes true.
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await
+    }
+
+    /// A pool for the handler's own queries.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Completes this job inside the handler's transaction `tx`, so that its business
+    /// write and the job's `completed` commit together. Fenced: when the job is no
+    /// longer running this attempt (an admin cancelled it, the rescuer took it back),
+    /// this fails and the handler's `?` rolls its transaction back.
+    pub async fn complete_tx<O: Serialize>(
+        &self,
+        tx: &mut PgConnection,
+        output: &O,
+    ) -> Result<Completed, JobError> {
+        let output = serde_json::to_value(output)
+            .map_err(|err| JobError::discard(format!("the output cannot be stored: {err}")))?;
+        let changed = store::job_complete_in_tx(tx, self.id, self.attempt, &output).await?;
+        if !changed {
+            return Err(JobError::retry(
+                "the job is no longer running this attempt (cancelled or rescued meanwhile)",
+            ));
+        }
+        self.completed_in_tx.store(true, Ordering::Release);
+        Ok(Completed(()))
+    }
+}
+
+/// Proof that [`JobContext::complete_tx`] ran.
+#[derive(Debug)]
+pub struct Completed(());
+
+/// What a failing attempt asks for.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ErrorAction {
+    /// Try again after the backoff (discarded once out of attempts).
+    Retry,
+    /// Give up now: retrying cannot help.
+    Discard,
+    /// Stop for good, as `cancelled`.
+    Cancel,
+    /// Not a failure: run again after this long, without using up an attempt.
+    Snooze(Duration),
+}
+
+/// A handler's answer other than success. Any error converts into a retry with its
+/// message, so `?` does the usual thing.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobError {
+    pub action: ErrorAction,
+    pub message: String,
+}
+
+impl JobError {
+    pub fn retry(message: impl Into<String>) -> Self {
+        JobError {
+            action: ErrorAction::Retry,
+            message: message.into(),
+        }
+    }
+
+    pub fn discard(message: impl Into<String>) -> Self {
+        JobError {
+            action: ErrorAction::Discard,
+            message: message.into(),
+        }
+    }
+
+    pub fn cancel(message: impl Into<String>) -> Self {
+        JobError {
+            action: ErrorAction::Cancel,
+            message: message.into(),
+        }
+    }
+
+    pub fn snooze(after: Duration, message: impl Into<String>) -> Self {
+        JobError {
+            action: ErrorAction::Snooze(after),
+            message: message.into(),
+        }
+    }
+}
+
+impl<E: Into<anyhow::Error>> From<E> for JobError {
+    fn from(err: E) -> Self {
+        JobError::retry(format!("{:#}", err.into()))
+    }
+}

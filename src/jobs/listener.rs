@@ -1,0 +1,263 @@
+//! The one LISTEN connection of a process, and what its notifications wake.
+//!
+//! The connection is dedicated: it comes from a pool of its own with room for exactly
+//! one connection, runs nothing but `LISTEN`, and is never inside a transaction (a
+//! connection in a transaction does not get notifications until it ends).
+//!
+//! - `standmeet_job_insert` (payload: a queue) wakes that queue's producer at once.
+//! - `standmeet_job_cancel` (payload: a job id) stops that job's attempt if this
+//!   process runs it.
+//! - `standmeet_job_final` (payload: a job id) is for the waiters.
+//!
+//! Notifications sent while the connection is down are lost, so after every reconnect
+//! every producer is woken (they look for work anyway), and lease renewal re-reads
+//! cancel requests.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::postgres::{PgListener, PgPoolOptions};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::{JobId, channels};
+
+/// Why a running attempt is being stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum StopReason {
+    None = 0,
+    /// An admin cancelled the job: the attempt ends `cancelled`.
+    Cancelled = 1,
+    /// The process is shutting down: the attempt ends `retryable`.
+    Shutdown = 2,
+}
+
+/// A job running in this process, as the listener and the lease renewal see it.
+#[derive(Clone)]
+pub(crate) struct RunningJob {
+    pub token: CancellationToken,
+    reason: Arc<AtomicU8>,
+}
+
+impl RunningJob {
+    pub fn stop(&self, reason: StopReason) {
+        // The first reason wins: a shutdown does not turn an admin's cancel into a retry.
+        let _ = self.reason.compare_exchange(
+            StopReason::None as u8,
+            reason as u8,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        self.token.cancel();
+    }
+
+    pub fn reason(&self) -> StopReason {
+        match self.reason.load(Ordering::Acquire) {
+            1 => StopReason::Cancelled,
+            2 => StopReason::Shutdown,
+            _ => StopReason::None,
+        }
+    }
+}
+
+/// What notifications (and the engine itself) signal within one process: queue
+/// wake-ups, the jobs running here, and whether the listener is connected. Shared by
+/// the listener, the producers and the maintenance loops.
+#[derive(Default)]
+pub struct Signals {
+    // std Mutexes: they are held for a map lookup only, never across an await.
+    queues: Mutex<HashMap<String, Arc<Notify>>>,
+    running: Mutex<HashMap<JobId, RunningJob>>,
+    connected: AtomicBool,
+}
+
+impl Signals {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Signals::default())
+    }
+
+    /// The wake-up of `queue`; a wake with nobody waiting is kept for the next wait,
+    /// and many wakes before a wait count as one (a natural debounce).
+    pub fn queue_wakeup(&self, queue: &str) -> Arc<Notify> {
+        self.queues
+            .lock()
+            .expect("the queue map is never poisoned")
+            .entry(queue.to_string())
+            .or_default()
+            .clone()
+    }
+
+    pub fn wake_queue(&self, queue: &str) {
+        let notify = self
+            .queues
+            .lock()
+            .expect("not poisoned")
+            .get(queue)
+            .cloned();
+        if let Some(notify) = notify {
+            notify.notify_one();
+        }
+    }
+
+    pub fn wake_all_queues(&self) {
+        let all: Vec<_> = self
+            .queues
+            .lock()
+            .expect("not poisoned")
+            .values()
+            .cloned()
+            .collect();
+        for notify in all {
+            notify.notify_one();
+        }
+    }
+
+    pub(crate) fn register_running(&self, id: JobId) -> RunningJob {
+        let job = RunningJob {
+            token: CancellationToken::new(),
+            reason: Arc::new(AtomicU8::new(StopReason::None as u8)),
+        };
+        self.running
+            .lock()
+            .expect("not poisoned")
+            .insert(id, job.clone());
+        job
+    }
+
+    pub(crate) fn unregister_running(&self, id: JobId) {
+        self.running.lock().expect("not poisoned").remove(&id);
+    }
+
+    /// Stops the attempt of job `id` if it runs in this process.
+    pub fn stop_running(&self, id: JobId, reason: StopReason) -> bool {
+        let job = self.running.lock().expect("not poisoned").get(&id).cloned();
+        match job {
+            Some(job) => {
+                job.stop(reason);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Stops every attempt running in this process.
+    pub fn stop_all_running(&self, reason: StopReason) {
+        let all: Vec<_> = self
+            .running
+            .lock()
+            .expect("not poisoned")
+            .values()
+            .cloned()
+            .collect();
+        for job in all {
+            job.stop(reason);
+        }
+    }
+
+    pub fn running_count(&self) -> usize {
+        self.running.lock().expect("not poisoned").len()
+    }
+
+    /// Whether the LISTEN connection is up.
+    pub fn listener_connected(&self) -> bool {
+        self.connected.load(Ordering::Acquire)
+    }
+
+    fn dispatch(&self, channel: &str, payload: &str) {
+        match channel {
+            channels::INSERT => self.wake_queue(payload),
+            channels::CANCEL => {
+                if let Ok(id) = payload.parse::<i64>() {
+                    self.stop_running(JobId(id), StopReason::Cancelled);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn after_reconnect(&self) {
+        self.wake_all_queues();
+    }
+}
+
+/// The longest pause between two reconnection attempts.
+const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
+
+/// Runs the LISTEN connection until `stop`, reconnecting with a capped backoff.
+pub fn spawn_listener(
+    pool: &PgPool,
+    signals: Arc<Signals>,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    // A pool of one, only for this connection, so it never takes one of the app's.
+    let own_pool = PgPoolOptions::new().max_connections(1).connect_lazy_with(
+        (*pool.connect_options())
+            .clone()
+            .application_name("standmeet-listener"),
+    );
+    tokio::spawn(async move {
+        let mut delay = Duration::from_millis(50);
+        loop {
+            let connected = tokio::select! {
+                _ = stop.cancelled() => break,
+                listener = connect(&own_pool) => listener,
+            };
+            let mut listener = match connected {
+                Ok(listener) => listener,
+                Err(err) => {
+                    signals.connected.store(false, Ordering::Release);
+                    tracing::warn!(error = %err, retry_in = ?delay, "the job listener cannot connect");
+                    tokio::select! {
+                        _ = stop.cancelled() => break,
+                        _ = tokio::time::sleep(delay) => {}
+                    }
+                    delay = (delay * 2).min(MAX_RECONNECT_DELAY);
+                    continue;
+                }
+            };
+            signals.connected.store(true, Ordering::Release);
+            delay = Duration::from_millis(50);
+            signals.after_reconnect();
+
+            // Receive until the connection breaks.
+            loop {
+                let received = tokio::select! {
+                    _ = stop.cancelled() => {
+                        signals.connected.store(false, Ordering::Release);
+                        return;
+                    }
+                    received = listener.try_recv() => received,
+                };
+                match received {
+                    Ok(Some(notification)) => {
+                        signals.dispatch(notification.channel(), notification.payload())
+                    }
+                    Ok(None) => {
+                        // sqlx reconnected (and listens again): what was sent meanwhile is lost.
+                        tracing::info!("the job listener reconnected");
+                        signals.after_reconnect();
+                    }
+                    Err(err) => {
+                        tracing::warn!(error = %err, "the job listener lost its connection");
+                        signals.connected.store(false, Ordering::Release);
+                        break;
+                    }
+                }
+            }
+        }
+        signals.connected.store(false, Ordering::Release);
+    })
+}
+
+async fn connect(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
+    let mut listener = PgListener::connect_with(pool).await?;
+    listener.ignore_pool_close_event(true);
+    listener
+        .listen_all([channels::INSERT, channels::CANCEL, channels::FINAL])
+        .await?;
+    Ok(listener)
+}

@@ -1,0 +1,147 @@
+//! The job queue: durable jobs in PostgreSQL, River-style.
+//!
+//! A job is a row in `jobs` (see the migration). Business code inserts it in its own
+//! transaction ([`insert_tx`]), so the business row and its job commit together or not
+//! at all. Workers in any copy of StandMeet fetch it, run its handler and record the
+//! outcome; the row is the record that the Tasks panel and the waiters read.
+//!
+//! ## States, and who moves jobs between them
+//!
+//! - `available`: ready to run. In: [`insert`] (due now), the scheduler (a `scheduled`
+//!   or `retryable` job came due), an admin's retry. Out: a producer's fetch.
+//! - `scheduled`: waiting for `scheduled_at`. In: [`insert`] with a later time, a
+//!   handler's snooze. Out: the scheduler; an admin's cancel.
+//! - `running`: held by one worker process (`attempted_by`) under a lease it renews.
+//!   In: a producer's fetch (attempt + 1 in the same statement). Out: the completer
+//!   (fenced: only while still `running` at that attempt), the rescuer when the lease
+//!   ran out, `complete_tx` inside a handler's own transaction.
+//! - `retryable`: an attempt failed; runs again after a backoff. In: the completer, the
+//!   rescuer ("worker lost"), shutdown ("interrupted"). Out: the scheduler; an admin's
+//!   cancel.
+//! - `completed`, `discarded`, `cancelled`: terminal. In: the completer, the rescuer
+//!   (out of attempts), an admin's cancel, an operator's SQL. Every move into them sends
+//!   `pg_notify('standmeet_job_final', id)` in the same transaction (a trigger). Out:
+//!   only an admin's retry (`discarded`, `cancelled`), and the cleaner, which deletes
+//!   them after their retention.
+//!
+//! ## The pieces
+//!
+//! - [`kind`]: the [`JobKind`] trait a job type implements, the context its handler
+//!   gets, and the errors it can answer with (retry, discard, cancel, snooze).
+//! - [`insert`](mod@insert): `insert`, `insert_tx`, batch inserts, insert options.
+//! - [`store`]: every SQL statement about jobs, one documented function each.
+//! - [`retry`]: the backoff, and what an attempt's outcome makes of a job.
+//! - [`registry`]: the handlers this process can run, by kind.
+//! - [`executor`]: one attempt: span, timeout, panic capture, cancellation.
+//! - [`producer`]: one per queue: fetches in batches, runs up to N at once.
+//! - [`completer`]: writes outcomes, batching them when busy.
+//! - [`maintenance`]: the scheduler, rescuer, cleaner and lease renewal.
+//! - [`listener`]: the one LISTEN connection of the process, and what it wakes.
+//! - [`engine`]: puts it together: start, and a graceful stop.
+//! - [`builtin`]: `system.noop` and `system.sleep`.
+
+pub mod builtin;
+pub mod completer;
+pub mod engine;
+pub mod executor;
+pub mod insert;
+pub mod kind;
+pub mod listener;
+pub mod maintenance;
+pub mod producer;
+pub mod registry;
+pub mod retry;
+pub mod store;
+
+use serde::{Deserialize, Serialize};
+
+pub use engine::{Engine, EngineConfig, QueueConfig};
+pub use insert::{InsertOptions, insert, insert_many_tx, insert_tx, insert_with};
+pub use kind::{Completed, JobContext, JobError, JobKind};
+pub use listener::Signals;
+pub use registry::Registry;
+
+/// A job's id: the `jobs` primary key.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, sqlx::Type,
+)]
+#[serde(transparent)]
+#[sqlx(transparent)]
+pub struct JobId(pub i64);
+
+impl std::fmt::Display for JobId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The `job_state` enum of the database. See the module documentation for who moves a
+/// job into and out of each state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type)]
+#[sqlx(type_name = "job_state", rename_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    Available,
+    Scheduled,
+    Running,
+    Retryable,
+    Completed,
+    Discarded,
+    Cancelled,
+}
+
+impl JobState {
+    pub const ALL: [JobState; 7] = [
+        JobState::Available,
+        JobState::Scheduled,
+        JobState::Running,
+        JobState::Retryable,
+        JobState::Completed,
+        JobState::Discarded,
+        JobState::Cancelled,
+    ];
+
+    /// Completed, discarded and cancelled jobs are finished: nothing moves them again
+    /// but an admin's retry.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobState::Completed | JobState::Discarded | JobState::Cancelled
+        )
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Available => "available",
+            JobState::Scheduled => "scheduled",
+            JobState::Running => "running",
+            JobState::Retryable => "retryable",
+            JobState::Completed => "completed",
+            JobState::Discarded => "discarded",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<JobState> {
+        JobState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == text)
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The notification channels, in one place. Payloads: a queue name for `INSERT`, a job
+/// id for `FINAL` and `CANCEL`.
+pub mod channels {
+    /// A queue has available work (a trigger sends it).
+    pub const INSERT: &str = "standmeet_job_insert";
+    /// A job reached a terminal state (a trigger sends it).
+    pub const FINAL: &str = "standmeet_job_final";
+    /// An admin asked a running job to stop; its holder stops the attempt.
+    pub const CANCEL: &str = "standmeet_job_cancel";
+}

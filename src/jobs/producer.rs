@@ -1,0 +1,104 @@
+//! One producer per queue: fetches available jobs in batches, as many as it has free
+//! workers, and runs them. It wakes when the queue gets work (a notification), when a
+//! worker frees up, or at its poll interval, whichever comes first.
+//!
+//! On shutdown it stops fetching, lets running attempts finish until the grace period
+//! ends, then stops the rest so that they become `retryable` (never lost).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::engine::QueueConfig;
+use super::executor::{self, ExecutorContext};
+use super::listener::StopReason;
+use super::store::{self, Outcome};
+
+pub(crate) struct ProducerContext {
+    pub executor: ExecutorContext,
+    pub worker_id: String,
+    pub lease: Duration,
+    pub shutdown_grace: Duration,
+}
+
+pub(crate) async fn run(
+    queue: QueueConfig,
+    context: Arc<ProducerContext>,
+    outcomes: mpsc::Sender<Outcome>,
+    stop: CancellationToken,
+) {
+    let wakeup = context.executor.signals.queue_wakeup(&queue.name);
+    let mut running: JoinSet<()> = JoinSet::new();
+    let mut fetch_failures = 0u32;
+
+    while !stop.is_cancelled() {
+        let room = queue.workers.saturating_sub(running.len());
+        let mut fetched_full_batch = false;
+        if room > 0 {
+            match store::job_fetch_available(
+                &context.executor.pool,
+                &queue.name,
+                room as i64,
+                &context.worker_id,
+                context.lease,
+            )
+            .await
+            {
+                Ok(jobs) => {
+                    fetch_failures = 0;
+                    fetched_full_batch = jobs.len() == room;
+                    for job in jobs {
+                        let context = context.clone();
+                        let outcomes = outcomes.clone();
+                        running.spawn(async move {
+                            if let Some(outcome) = executor::execute(job, &context.executor).await {
+                                // Fails only when the completer is gone, i.e. never before we are.
+                                let _ = outcomes.send(outcome).await;
+                            }
+                        });
+                    }
+                }
+                Err(err) => {
+                    fetch_failures += 1;
+                    tracing::warn!(queue = %queue.name, error = %err, "cannot fetch jobs");
+                }
+            }
+        }
+        if fetched_full_batch && running.len() < queue.workers {
+            continue;
+        }
+        // After a failed fetch, wait longer (up to 5 s) before the next try.
+        let pause = if fetch_failures > 0 {
+            (queue.poll_interval * fetch_failures.min(50)).min(Duration::from_secs(5))
+        } else {
+            queue.poll_interval
+        };
+        tokio::select! {
+            _ = stop.cancelled() => {}
+            _ = wakeup.notified() => {}
+            _ = tokio::time::sleep(pause) => {}
+            Some(_) = running.join_next(), if !running.is_empty() => {}
+        }
+    }
+
+    // Shutting down: no more fetching. Let the running attempts finish in time…
+    let deadline = tokio::time::Instant::now() + context.shutdown_grace;
+    while !running.is_empty() {
+        tokio::select! {
+            _ = running.join_next() => {}
+            _ = tokio::time::sleep_until(deadline) => break,
+        }
+    }
+    // …then stop the rest; each records an "interrupted" outcome and ends.
+    if !running.is_empty() {
+        tracing::info!(queue = %queue.name, jobs = running.len(), "stopping attempts still running at shutdown");
+        context
+            .executor
+            .signals
+            .stop_all_running(StopReason::Shutdown);
+        while running.join_next().await.is_some() {}
+    }
+}

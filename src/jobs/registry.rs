@@ -1,0 +1,83 @@
+//! The handlers this process can run, by kind. Type-erased so that one producer can run
+//! jobs of every kind in its queue.
+
+use std::collections::{BTreeSet, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::kind::{JobContext, JobError, JobKind};
+
+pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// A handler with its argument and output types erased to JSON.
+pub(crate) trait ErasedHandler: Send + Sync {
+    fn timeout(&self) -> Duration;
+    fn run(
+        &self,
+        job: JobContext,
+        args: serde_json::Value,
+    ) -> BoxFuture<Result<serde_json::Value, JobError>>;
+}
+
+struct Typed<K>(Arc<K>);
+
+impl<K: JobKind> ErasedHandler for Typed<K> {
+    fn timeout(&self) -> Duration {
+        K::TIMEOUT
+    }
+
+    fn run(
+        &self,
+        job: JobContext,
+        args: serde_json::Value,
+    ) -> BoxFuture<Result<serde_json::Value, JobError>> {
+        let handler = self.0.clone();
+        Box::pin(async move {
+            // Arguments that do not parse will never parse: discard, do not retry.
+            let args: K::Args = serde_json::from_value(args).map_err(|err| {
+                JobError::discard(format!("the arguments do not fit a {} job: {err}", K::KIND))
+            })?;
+            let output = handler.run(job, args).await?;
+            serde_json::to_value(output).map_err(|err| {
+                JobError::discard(format!("the output cannot be stored as JSON: {err}"))
+            })
+        })
+    }
+}
+
+/// Which handler runs which kind, and which queues those kinds use.
+#[derive(Clone, Default)]
+pub struct Registry {
+    handlers: HashMap<&'static str, Arc<dyn ErasedHandler>>,
+    queues: BTreeSet<&'static str>,
+}
+
+impl Registry {
+    pub fn new() -> Self {
+        Registry::default()
+    }
+
+    /// Adds `handler` for its kind (replacing an earlier one of the same kind).
+    pub fn register<K: JobKind>(mut self, handler: K) -> Self {
+        self.handlers
+            .insert(K::KIND, Arc::new(Typed(Arc::new(handler))));
+        self.queues.insert(K::QUEUE);
+        self
+    }
+
+    pub(crate) fn handler(&self, kind: &str) -> Option<&Arc<dyn ErasedHandler>> {
+        self.handlers.get(kind)
+    }
+
+    /// The kinds this registry can run.
+    pub fn kinds(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.handlers.keys().copied()
+    }
+
+    /// The queues its kinds go to.
+    pub fn queues(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.queues.iter().copied()
+    }
+}

@@ -1,0 +1,481 @@
+//! Every SQL statement about jobs, one documented function each, named noun first.
+//! The state machine lives here: each statement says in its WHERE clause which states
+//! it moves jobs out of, so a job that moved meanwhile is simply not touched (fencing).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sqlx::{PgConnection, PgExecutor, PgPool};
+use time::OffsetDateTime;
+
+use super::{JobId, JobState};
+
+/// One failed attempt, as kept in `errors`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AttemptError {
+    pub attempt: i16,
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    pub error: String,
+}
+
+/// A whole `jobs` row.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct JobRow {
+    pub id: JobId,
+    pub kind: String,
+    pub queue: String,
+    pub args: serde_json::Value,
+    pub state: JobState,
+    pub attempt: i16,
+    pub max_attempts: i16,
+    pub priority: i16,
+    pub scheduled_at: OffsetDateTime,
+    pub created_at: OffsetDateTime,
+    pub attempted_at: Option<OffsetDateTime>,
+    pub finalized_at: Option<OffsetDateTime>,
+    pub errors: serde_json::Value,
+    pub output: Option<serde_json::Value>,
+    pub attempted_by: Option<String>,
+    pub cancel_requested_at: Option<OffsetDateTime>,
+}
+
+impl JobRow {
+    /// The error entries, oldest first.
+    pub fn attempt_errors(&self) -> Vec<AttemptError> {
+        serde_json::from_value(self.errors.clone()).unwrap_or_default()
+    }
+}
+
+/// A job a producer just fetched (now `running`, held by this process).
+#[derive(Clone, Debug)]
+pub struct FetchedJob {
+    pub id: JobId,
+    pub kind: String,
+    pub args: serde_json::Value,
+    pub attempt: i16,
+    pub max_attempts: i16,
+}
+
+/// Inserts one job. It is `scheduled` when `scheduled_at` lies ahead, else `available`.
+pub async fn job_insert<'e>(
+    executor: impl PgExecutor<'e>,
+    kind: &str,
+    queue: &str,
+    args: &serde_json::Value,
+    max_attempts: i16,
+    priority: i16,
+    scheduled_at: Option<OffsetDateTime>,
+) -> Result<JobId, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"
+        INSERT INTO jobs (kind, queue, args, max_attempts, priority, scheduled_at, state)
+        VALUES ($1, $2, $3, $4, $5, coalesce($6, now()),
+                CASE WHEN $6 > now() THEN 'scheduled'::job_state ELSE 'available'::job_state END)
+        RETURNING id AS "id: JobId"
+        "#,
+        kind,
+        queue,
+        args,
+        max_attempts,
+        priority,
+        scheduled_at,
+    )
+    .fetch_one(executor)
+    .await
+}
+
+/// Inserts many jobs of one kind in one statement; answers their ids in order.
+pub async fn job_insert_many(
+    conn: &mut PgConnection,
+    kind: &str,
+    queue: &str,
+    args: &[serde_json::Value],
+    max_attempts: i16,
+    priority: i16,
+) -> Result<Vec<JobId>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"
+        INSERT INTO jobs (kind, queue, args, max_attempts, priority)
+        SELECT $1, $2, a.args, $4, $5
+        FROM unnest($3::jsonb[]) WITH ORDINALITY AS a(args, n)
+        ORDER BY a.n
+        RETURNING id AS "id: JobId"
+        "#,
+        kind,
+        queue,
+        args,
+        max_attempts,
+        priority,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Takes up to `limit` available jobs of `queue` for `worker`, in priority order: one
+/// statement marks them `running`, counts the attempt and starts the lease, and
+/// `SKIP LOCKED` lets other workers take the next ones at the same moment.
+pub async fn job_fetch_available(
+    pool: &PgPool,
+    queue: &str,
+    limit: i64,
+    worker: &str,
+    lease: Duration,
+) -> Result<Vec<FetchedJob>, sqlx::Error> {
+    sqlx::query_as!(
+        FetchedJob,
+        r#"
+        WITH picked AS (
+            SELECT id FROM jobs
+            WHERE state = 'available' AND queue = $1 AND scheduled_at <= now()
+            ORDER BY priority, scheduled_at, id
+            LIMIT $2
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE jobs AS j
+        SET state = 'running',
+            attempt = j.attempt + 1,
+            attempted_at = now(),
+            attempted_by = $3,
+            lease_expires_at = now() + $4 * interval '1 millisecond',
+            cancel_requested_at = NULL
+        FROM picked
+        WHERE j.id = picked.id
+        RETURNING j.id AS "id: JobId", j.kind, j.args, j.attempt, j.max_attempts
+        "#,
+        queue,
+        limit,
+        worker,
+        lease.as_millis() as f64,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Completes a job inside the caller's transaction, fenced: only while it is still
+/// `running` at `attempt`. Answers whether it did.
+pub async fn job_complete_in_tx(
+    conn: &mut PgConnection,
+    id: JobId,
+    attempt: i16,
+    output: &serde_json::Value,
+) -> Result<bool, sqlx::Error> {
+    let result = sqlx::query!(
+        r#"
+        UPDATE jobs
+        SET state = 'completed', output = $3, finalized_at = now(),
+            attempted_by = NULL, lease_expires_at = NULL
+        WHERE id = $1 AND state = 'running' AND attempt = $2
+        "#,
+        id.0,
+        attempt,
+        output,
+    )
+    .execute(conn)
+    .await?;
+    Ok(result.rows_affected() == 1)
+}
+
+/// What the completer writes for one attempt (see `retry::plan`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    pub id: JobId,
+    pub attempt: i16,
+    pub state: JobState,
+    pub output: Option<serde_json::Value>,
+    /// Appended to `errors` when present.
+    pub error: Option<String>,
+    /// `scheduled_at = now() + delay` when present.
+    pub delay: Option<Duration>,
+    /// Added to `max_attempts` (a snooze or an interruption does not use up an attempt).
+    pub extra_attempts: i16,
+}
+
+/// Writes many outcomes in one statement, each fenced: a job no longer `running` at
+/// that attempt (rescued, cancelled) is left alone. Answers the ids it changed.
+pub async fn job_record_outcomes(
+    executor: impl PgExecutor<'_>,
+    outcomes: &[Outcome],
+) -> Result<Vec<JobId>, sqlx::Error> {
+    let ids: Vec<i64> = outcomes.iter().map(|o| o.id.0).collect();
+    let attempts: Vec<i16> = outcomes.iter().map(|o| o.attempt).collect();
+    let states: Vec<String> = outcomes
+        .iter()
+        .map(|o| o.state.as_str().to_string())
+        .collect();
+    let outputs: Vec<Option<String>> = outcomes
+        .iter()
+        .map(|o| o.output.as_ref().map(|value| value.to_string()))
+        .collect();
+    let errors: Vec<Option<String>> = outcomes.iter().map(|o| o.error.clone()).collect();
+    let delays: Vec<Option<i64>> = outcomes
+        .iter()
+        .map(|o| o.delay.map(|delay| delay.as_millis() as i64))
+        .collect();
+    let extra: Vec<i16> = outcomes.iter().map(|o| o.extra_attempts).collect();
+    sqlx::query_scalar!(
+        r#"
+        UPDATE jobs AS j
+        SET state = c.state::job_state,
+            output = CASE WHEN c.output IS NULL THEN j.output ELSE c.output::jsonb END,
+            errors = CASE WHEN c.error IS NULL THEN j.errors
+                          ELSE j.errors || jsonb_build_array(jsonb_build_object(
+                                   'attempt', j.attempt, 'at', now(), 'error', c.error)) END,
+            scheduled_at = CASE WHEN c.delay_ms IS NULL THEN j.scheduled_at
+                                ELSE now() + c.delay_ms * interval '1 millisecond' END,
+            max_attempts = j.max_attempts + c.extra_attempts,
+            finalized_at = CASE WHEN c.state IN ('completed', 'discarded', 'cancelled') THEN now() END,
+            attempted_by = NULL,
+            lease_expires_at = NULL
+        FROM unnest($1::bigint[], $2::smallint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::smallint[])
+             AS c(id, attempt, state, output, error, delay_ms, extra_attempts)
+        WHERE j.id = c.id AND j.state = 'running' AND j.attempt = c.attempt
+        RETURNING j.id AS "id: JobId"
+        "#,
+        &ids,
+        &attempts,
+        &states,
+        &outputs as &[Option<String>],
+        &errors as &[Option<String>],
+        &delays as &[Option<i64>],
+        &extra,
+    )
+    .fetch_all(executor)
+    .await
+}
+
+/// Renews the lease of every job `worker` holds; answers those of them an admin asked
+/// to cancel (a cancel notification may have been lost).
+pub async fn job_renew_leases(
+    pool: &PgPool,
+    worker: &str,
+    lease: Duration,
+) -> Result<Vec<JobId>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"
+        UPDATE jobs
+        SET lease_expires_at = now() + $2 * interval '1 millisecond'
+        WHERE state = 'running' AND attempted_by = $1
+        RETURNING CASE WHEN cancel_requested_at IS NOT NULL THEN id END AS "id: JobId"
+        "#,
+        worker,
+        lease.as_millis() as f64,
+    )
+    .fetch_all(pool)
+    .await
+    .map(|ids| ids.into_iter().flatten().collect())
+}
+
+/// Makes up to `limit` due `scheduled` and `retryable` jobs `available` (a trigger
+/// wakes their queues). Answers how many.
+pub async fn job_schedule_due(pool: &PgPool, limit: i64) -> Result<u64, sqlx::Error> {
+    let result = sqlx::query!(
+        r#"
+        WITH due AS (
+            SELECT id FROM jobs
+            WHERE state IN ('scheduled', 'retryable') AND scheduled_at <= now()
+            ORDER BY scheduled_at
+            LIMIT $1
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE jobs AS j SET state = 'available'
+        FROM due WHERE j.id = due.id
+        "#,
+        limit,
+    )
+    .execute(pool)
+    .await?;
+    Ok(result.rows_affected())
+}
+
+/// Takes back up to `limit` running jobs whose lease ran out (their process died or
+/// lost the database): `cancelled` if an admin had asked, `discarded` when out of
+/// attempts, else `retryable` after the backoff (`retry_base` × attempt⁴, ±10 %).
+/// Safe to run in several processes at once. Answers how many.
+pub async fn job_rescue_expired(
+    pool: &PgPool,
+    limit: i64,
+    retry_base: Duration,
+) -> Result<u64, sqlx::Error> {
+    let result = sqlx::query!(
+        r#"
+        WITH lost AS (
+            SELECT id FROM jobs
+            WHERE state = 'running' AND lease_expires_at < now()
+            ORDER BY lease_expires_at
+            LIMIT $1
+            FOR UPDATE SKIP LOCKED
+        ), decided AS (
+            SELECT j.id,
+                   CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'::job_state
+                        WHEN j.attempt >= j.max_attempts THEN 'discarded'::job_state
+                        ELSE 'retryable'::job_state END AS next
+            FROM jobs j JOIN lost USING (id)
+        )
+        UPDATE jobs AS j
+        SET state = d.next,
+            errors = j.errors || jsonb_build_array(jsonb_build_object(
+                'attempt', j.attempt, 'at', now(),
+                'error', 'worker lost: ' || coalesce(j.attempted_by, 'unknown worker')
+                         || ' stopped renewing its lease')),
+            scheduled_at = CASE WHEN d.next = 'retryable'
+                                THEN now() + ($2 * power(j.attempt, 4) * (0.9 + random() * 0.2)) * interval '1 millisecond'
+                                ELSE j.scheduled_at END,
+            finalized_at = CASE WHEN d.next IN ('cancelled', 'discarded') THEN now() END,
+            attempted_by = NULL,
+            lease_expires_at = NULL
+        FROM decided d
+        WHERE j.id = d.id
+        "#,
+        limit,
+        retry_base.as_millis() as f64,
+    )
+    .execute(pool)
+    .await?;
+    Ok(result.rows_affected())
+}
+
+/// Deletes up to `limit` finished jobs past their retention. Answers how many.
+pub async fn job_delete_finished(
+    pool: &PgPool,
+    keep_completed: Duration,
+    keep_discarded: Duration,
+    limit: i64,
+) -> Result<u64, sqlx::Error> {
+    let result = sqlx::query!(
+        r#"
+        DELETE FROM jobs WHERE id IN (
+            SELECT id FROM jobs
+            WHERE (state IN ('completed', 'cancelled') AND finalized_at < now() - $1 * interval '1 millisecond')
+               OR (state = 'discarded' AND finalized_at < now() - $2 * interval '1 millisecond')
+            LIMIT $3
+        )
+        "#,
+        keep_completed.as_millis() as f64,
+        keep_discarded.as_millis() as f64,
+        limit,
+    )
+    .execute(pool)
+    .await?;
+    Ok(result.rows_affected())
+}
+
+/// What an admin's cancel did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// It had not started: now `cancelled`.
+    Cancelled,
+    /// It is running: its holder was asked to stop the attempt.
+    Requested,
+    /// It had already finished, in this state.
+    AlreadyFinal(JobState),
+    NotFound,
+}
+
+/// Cancels a job: at once when it is not running, else by asking its holder (the row
+/// records the request, and a notification reaches the holder now).
+pub async fn job_cancel(pool: &PgPool, id: JobId) -> Result<CancelOutcome, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let current = sqlx::query_scalar!(
+        r#"SELECT state AS "state: JobState" FROM jobs WHERE id = $1 FOR UPDATE"#,
+        id.0
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    let outcome = match current {
+        None => CancelOutcome::NotFound,
+        Some(state) if state.is_terminal() => CancelOutcome::AlreadyFinal(state),
+        Some(JobState::Running) => {
+            sqlx::query!(
+                "UPDATE jobs SET cancel_requested_at = now() WHERE id = $1",
+                id.0
+            )
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query!(
+                "SELECT pg_notify($1, $2)",
+                super::channels::CANCEL,
+                id.0.to_string()
+            )
+            .execute(&mut *tx)
+            .await?;
+            CancelOutcome::Requested
+        }
+        Some(_) => {
+            sqlx::query!(
+                r#"
+                UPDATE jobs
+                SET state = 'cancelled', finalized_at = now(),
+                    errors = errors || jsonb_build_array(jsonb_build_object(
+                        'attempt', attempt, 'at', now(), 'error', 'cancelled by an admin before it ran'))
+                WHERE id = $1
+                "#,
+                id.0
+            )
+            .execute(&mut *tx)
+            .await?;
+            CancelOutcome::Cancelled
+        }
+    };
+    tx.commit().await?;
+    Ok(outcome)
+}
+
+/// What an admin's retry did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RetryOutcome {
+    /// It is `available` again, with room for one more attempt.
+    Retried,
+    /// It is in a state a retry does not apply to.
+    NotRetryable(JobState),
+    NotFound,
+}
+
+/// Makes a `retryable`, `discarded` or `cancelled` job `available` now, with room for
+/// at least one more attempt.
+pub async fn job_retry(pool: &PgPool, id: JobId) -> Result<RetryOutcome, sqlx::Error> {
+    let retried = sqlx::query!(
+        r#"
+        UPDATE jobs
+        SET state = 'available', scheduled_at = now(), finalized_at = NULL,
+            max_attempts = greatest(max_attempts, attempt + 1),
+            cancel_requested_at = NULL
+        WHERE id = $1 AND state IN ('retryable', 'discarded', 'cancelled')
+        "#,
+        id.0
+    )
+    .execute(pool)
+    .await?;
+    if retried.rows_affected() == 1 {
+        return Ok(RetryOutcome::Retried);
+    }
+    let state = sqlx::query_scalar!(
+        r#"SELECT state AS "state: JobState" FROM jobs WHERE id = $1"#,
+        id.0
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(match state {
+        Some(state) => RetryOutcome::NotRetryable(state),
+        None => RetryOutcome::NotFound,
+    })
+}
+
+/// One job, whole.
+pub async fn job_get(
+    executor: impl PgExecutor<'_>,
+    id: JobId,
+) -> Result<Option<JobRow>, sqlx::Error> {
+    sqlx::query_as!(
+        JobRow,
+        r#"
+        SELECT id AS "id: JobId", kind, queue, args, state AS "state: JobState", attempt,
+               max_attempts, priority, scheduled_at, created_at, attempted_at, finalized_at,
+               errors, output, attempted_by, cancel_requested_at
+        FROM jobs WHERE id = $1
+        "#,
+        id.0
+    )
+    .fetch_optional(executor)
+    .await
+}

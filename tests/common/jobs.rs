@@ -1,0 +1,222 @@
+//! Helpers for job tests: an engine with quick timings, test job kinds, and waiting for
+//! a job to reach a state (by re-reading its row, never by sleeping a fixed time).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use standmeet::jobs::store::{self, JobRow};
+use standmeet::jobs::{
+    Engine, EngineConfig, JobContext, JobError, JobId, JobKind, JobState, QueueConfig, Registry,
+    Signals,
+};
+use tokio_util::sync::CancellationToken;
+
+/// An engine and its listener, as one process would run them.
+pub struct TestEngine {
+    pub engine: Engine,
+    pub signals: Arc<Signals>,
+    listener_stop: CancellationToken,
+    listener: tokio::task::JoinHandle<()>,
+}
+
+impl TestEngine {
+    pub async fn shutdown(self) {
+        self.engine.shutdown().await;
+        self.listener_stop.cancel();
+        let _ = self.listener.await;
+    }
+}
+
+/// Quick timings: retries after ~10 ms × attempt⁴, leases of a second, and a default
+/// queue that polls only every 10 s (so that prompt pickup proves the notification).
+pub fn quick_config(workers: usize) -> EngineConfig {
+    EngineConfig {
+        queues: vec![QueueConfig::new(
+            "default",
+            workers,
+            Duration::from_secs(10),
+        )],
+        retry_base: Duration::from_millis(10),
+        lease: Duration::from_millis(1_000),
+        schedule_interval: Duration::from_millis(20),
+        rescue_interval: Duration::from_millis(100),
+        clean_interval: Duration::from_secs(3600),
+        keep_completed: Duration::from_secs(24 * 3600),
+        keep_discarded: Duration::from_secs(7 * 24 * 3600),
+        shutdown_grace: Duration::from_millis(500),
+        worker_id: standmeet::jobs::engine::worker_id(),
+    }
+}
+
+pub async fn start_engine(pool: &PgPool, registry: Registry, config: EngineConfig) -> TestEngine {
+    let signals = Signals::new();
+    let listener_stop = CancellationToken::new();
+    let listener =
+        standmeet::jobs::listener::spawn_listener(pool, signals.clone(), listener_stop.clone());
+    // The engine's first fetch may race the listener's LISTEN: wait until it listens.
+    wait_until(Duration::from_secs(10), || async {
+        signals.listener_connected()
+    })
+    .await;
+    let engine = Engine::start(pool.clone(), registry, config, signals.clone());
+    TestEngine {
+        engine,
+        signals,
+        listener_stop,
+        listener,
+    }
+}
+
+/// Waits until `condition` holds, checking every 10 ms; panics after `limit`.
+pub async fn wait_until<F, Fut>(limit: Duration, condition: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    while !condition().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the condition did not hold within {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Waits until job `id` is in `state`; answers its row.
+pub async fn wait_for_state(pool: &PgPool, id: JobId, state: JobState) -> JobRow {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let row = store::job_get(pool, id)
+            .await
+            .unwrap()
+            .expect("the job exists");
+        if row.state == state {
+            return row;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "job {id} stayed {} (wanted {state}): {row:?}",
+            row.state
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+pub async fn job(pool: &PgPool, id: JobId) -> JobRow {
+    store::job_get(pool, id)
+        .await
+        .unwrap()
+        .expect("the job exists")
+}
+
+/// How often each job ran, shared by test handlers.
+pub type RunCounts = Arc<Mutex<HashMap<JobId, u32>>>;
+
+/// `test.flaky {succeed_on}`: fails its attempts before `succeed_on`, then completes
+/// with `{"attempt": n}`.
+pub struct Flaky;
+
+#[derive(Serialize, Deserialize)]
+pub struct FlakyArgs {
+    pub succeed_on: i16,
+}
+
+impl JobKind for Flaky {
+    const KIND: &'static str = "test.flaky";
+    const MAX_ATTEMPTS: i16 = 3;
+    type Args = FlakyArgs;
+    type Output = serde_json::Value;
+
+    async fn run(&self, job: JobContext, args: FlakyArgs) -> Result<serde_json::Value, JobError> {
+        if job.attempt < args.succeed_on {
+            return Err(JobError::retry(format!(
+                "attempt {} failed on purpose",
+                job.attempt
+            )));
+        }
+        Ok(serde_json::json!({ "attempt": job.attempt }))
+    }
+}
+
+/// `test.counted`: counts its runs and completes.
+pub struct Counted(pub RunCounts);
+
+impl JobKind for Counted {
+    const KIND: &'static str = "test.counted";
+    type Args = serde_json::Value;
+    type Output = ();
+
+    async fn run(&self, job: JobContext, _args: serde_json::Value) -> Result<(), JobError> {
+        *self.0.lock().unwrap().entry(job.id).or_default() += 1;
+        Ok(())
+    }
+}
+
+/// `test.panics {until}`: panics on attempts before `until`.
+pub struct Panics;
+
+impl JobKind for Panics {
+    const KIND: &'static str = "test.panics";
+    type Args = serde_json::Value;
+    type Output = ();
+
+    async fn run(&self, job: JobContext, args: serde_json::Value) -> Result<(), JobError> {
+        if i64::from(job.attempt) < args["until"].as_i64().unwrap_or(0) {
+            panic!("boom on attempt {}", job.attempt);
+        }
+        Ok(())
+    }
+}
+
+/// `test.slow`: takes longer than its 200 ms timeout.
+pub struct Slow;
+
+impl JobKind for Slow {
+    const KIND: &'static str = "test.slow";
+    const TIMEOUT: Duration = Duration::from_millis(200);
+    const MAX_ATTEMPTS: i16 = 1;
+    type Args = serde_json::Value;
+    type Output = ();
+
+    async fn run(&self, _job: JobContext, _args: serde_json::Value) -> Result<(), JobError> {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        Ok(())
+    }
+}
+
+/// `test.action {action}`: answers with the named action (discard, cancel, snooze).
+pub struct Actions;
+
+impl JobKind for Actions {
+    const KIND: &'static str = "test.action";
+    type Args = serde_json::Value;
+    type Output = serde_json::Value;
+
+    async fn run(
+        &self,
+        job: JobContext,
+        args: serde_json::Value,
+    ) -> Result<serde_json::Value, JobError> {
+        match (args["action"].as_str(), job.attempt) {
+            (Some("discard"), _) => Err(JobError::discard("cannot ever work")),
+            (Some("cancel"), _) => Err(JobError::cancel("not wanted any more")),
+            // Snoozes once, then completes.
+            (Some("snooze"), 1) => Err(JobError::snooze(Duration::from_millis(200), "not yet")),
+            _ => Ok(serde_json::json!({ "attempt": job.attempt })),
+        }
+    }
+}
+
+/// The built-in kinds plus every test kind.
+pub fn test_registry(runs: RunCounts) -> Registry {
+    standmeet::jobs::builtin::registry()
+        .register(Flaky)
+        .register(Counted(runs))
+        .register(Panics)
+        .register(Slow)
+        .register(Actions)
+}

@@ -1,0 +1,690 @@
+//! The job engine on a real database: every transition a job can take, fencing,
+//! cancellation, retries, rescue, cleanup, graceful shutdown, and exactly-once runs
+//! across engine instances.
+
+mod common;
+
+use std::time::Duration;
+
+use common::jobs::{
+    Actions, Counted, Flaky, FlakyArgs, Panics, RunCounts, Slow, job, quick_config, start_engine,
+    test_registry, wait_for_state, wait_until,
+};
+use serde_json::json;
+use sqlx::PgPool;
+use standmeet::jobs::builtin::{Noop, Sleep, SleepArgs};
+use standmeet::jobs::store::{self, CancelOutcome, Outcome, RetryOutcome};
+use standmeet::jobs::{
+    InsertOptions, JobId, JobState, insert, insert_many_tx, insert_tx, insert_with,
+};
+
+fn registry() -> standmeet::jobs::Registry {
+    test_registry(RunCounts::default())
+}
+
+#[sqlx::test]
+async fn an_insert_inside_a_rolled_back_transaction_leaves_no_job(pool: PgPool) {
+    let mut tx = pool.begin().await.unwrap();
+    let id = insert_tx::<Noop>(&mut tx, &json!({"n": 1})).await.unwrap();
+    assert!(
+        store::job_get(&mut *tx, id).await.unwrap().is_some(),
+        "visible inside"
+    );
+    tx.rollback().await.unwrap();
+    assert!(
+        store::job_get(&pool, id).await.unwrap().is_none(),
+        "gone with the rollback"
+    );
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(count, 0);
+}
+
+#[sqlx::test]
+async fn an_insert_commits_with_the_callers_transaction(pool: PgPool) {
+    let mut tx = pool.begin().await.unwrap();
+    let id = insert_tx::<Noop>(&mut tx, &json!({"n": 1})).await.unwrap();
+    tx.commit().await.unwrap();
+    let row = job(&pool, id).await;
+    assert_eq!(row.state, JobState::Available);
+    assert_eq!(row.kind, "system.noop");
+    assert_eq!(row.queue, "default");
+    assert_eq!(row.attempt, 0);
+    assert_eq!(row.args, json!({"n": 1}));
+}
+
+#[sqlx::test]
+async fn a_batch_insert_answers_ids_in_the_order_of_its_arguments(pool: PgPool) {
+    let args: Vec<serde_json::Value> = (0..50).map(|n| json!({ "n": n })).collect();
+    let mut tx = pool.begin().await.unwrap();
+    let ids = insert_many_tx::<Noop>(&mut tx, &args).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(ids.len(), 50);
+    for (n, id) in ids.iter().enumerate() {
+        assert_eq!(job(&pool, *id).await.args, json!({ "n": n }));
+    }
+}
+
+#[sqlx::test]
+async fn a_noop_job_completes_with_its_args_as_output_and_no_errors(pool: PgPool) {
+    let engine = start_engine(&pool, registry(), quick_config(4)).await;
+    let id = insert::<Noop>(&pool, &json!({"hello": "world"}))
+        .await
+        .unwrap();
+    let row = wait_for_state(&pool, id, JobState::Completed).await;
+    assert_eq!(row.output, Some(json!({"hello": "world"})));
+    assert_eq!(row.attempt, 1);
+    assert!(row.finalized_at.is_some());
+    assert!(row.attempted_at.is_some());
+    assert!(row.attempt_errors().is_empty());
+    assert_eq!(row.attempted_by, None, "released by its worker");
+    engine.shutdown().await;
+}
+
+#[sqlx::test]
+async fn a_job_inserted_by_plain_sql_is_picked_up_at_once(pool: PgPool) {
+    // The default queue polls only every 10 s here: pickup within the wait below
+    // comes from the insert notification.
+    let engine = start_engine(&pool, registry(), quick_config(4)).await;
+    let started = std::time::Instant::now();
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO jobs (kind, args) VALUES ('system.noop', '{\"by\": \"sql\"}') RETURNING id",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let row = wait_for_state(&pool, JobId(id), JobState::Completed).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(row.output, Some(json!({"by": "sql"})));
+    engine.shutdown().await;
+}
+
+#[sqlx::test]
+async fn a_failing_job_is_retried_with_its_errors_kept_and_then_completes(pool: PgPool) {
+    let engine = start_engine(&pool, registry(), quick_config(4)).await;
+    let id = insert::<Flaky>(&pool, &FlakyArgs { succeed_on: 3 })
+        .await
+        .unwrap();
+    let row = wait_for_state(&pool, id, JobState::Completed).await;
+    assert_eq!(row.attempt, 3);
+    assert_eq!(row.output, Some(json!({"attempt": 3})));
+    let errors = row.attempt_errors();
+    assert_eq!(errors.len(), 2);
+    assert_eq!(errors[0].attempt, 1);
+    assert_eq!(errors[0].error, "attempt 1 failed on purpose");
+    assert_eq!(errors[1].attempt, 2);
+    assert!(errors[0].at <= errors[1].at);
+    engine.shutdown().await;
+}
+
+#[sqlx::test]
+async fn a_job_out_of_attempts_is_discarded_with_one_error_per_attempt(pool: PgPool) {
+    let engine = start_engine(&pool, registry(), quick_config(4)).await;
+    let id = insert::<Flaky>(&pool, &FlakyArgs { succeed_on: 99 })
+        .await
+        .unwrap();
+    let row = wait_for_state(&pool, id, JobState::Discarded).await;
+    assert_eq!(row.attempt, 3);
+    assert_eq!(row.max_attempts, 3);
+    let attempts: Vec<i16> = row.attempt_errors().iter().map(|e| e.attempt).collect();
+    assert_eq!(attempts, vec![1, 2, 3]);
+    assert!(row.finalized_at.is_some());
+    engine.shutdown().await;
+}
+
+#[sqlx::test]
+async fn an_unknown_kind_or_unreadable_args_are_discarded_without_retrying(pool: PgPool) {
+    let engine = start_engine(&pool, registry(), quick_config(4)).await;
+    let unknown: i64 = sqlx::query_scalar(
+        "INSERT INTO jobs (kind, args) VALUES ('nobody.knows', '{}') RETURNING id",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let bad_args: i64 =
+        sqlx::query_scalar("INSERT INTO jobs (kind, args) VALUES ('test.flaky', '{\"succeed_on\": \"soon\"}') RETURNING id")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+
+    let row = wait_for_state(&pool, JobId(unknown), JobState::Discarded).await;
+    assert_eq!(row.attempt, 1, "no retry loop");
+    assert!(
+        row.attempt_errors()[0]
+            .error
+            .contains("no handler for the job kind \"nobody.knows\"")
+    );
+
+    let row = wait_for_state(&pool, JobId(bad_args), JobState::Discarded).await;
+    assert_eq!(row.attempt, 1);
+    assert!(
+        row.attempt_errors()[0]
+            .error
+            .contains("the arguments do not fit a test.flaky job"),
+        "{row:?}"
+    );
+    engine.shutdown().await;
+}
+
+#[sqlx::test]
+async fn a_panicking_handler_becomes_an_error_entry_and_the_worker_goes_on(pool: PgPool) {
+    let engine = start_engine(&pool, registry(), quick_config(1)).await;
+    let id = insert::<Panics>(&pool, &json!({"until": 2})).await.unwrap();
+    let row = wait_for_state(&pool, id, JobState::Completed).await;
+    let errors = row.attempt_errors();
+    assert_eq!(errors.len(), 1);
+    assert!(
+        errors[0]
+            .error
+            .contains("the handler panicked: boom on attempt 1"),
+        "{errors:?}"
+    );
+    // The one worker is still there for the next job.
+    let next = insert::<Noop>(&pool, &json!({})).await.unwrap();
+    wait_for_state(&pool, next, JobState::Completed).await;
+    engine.shutdown().await;
+}
+
+#[sqlx::test]
+async fn an_attempt_past_its_timeout_is_stopped_and_counted_as_failed(pool: PgPool) {
+    let engine = start_engine(&pool, registry(), quick_config(1)).await;
+    let id = insert::<Slow>(&pool, &json!({})).await.unwrap();
+    let row = wait_for_state(&pool, id, JobState::Discarded).await;
+    assert!(
+        row.attempt_errors()[0]
+            .error
+            .contains("timed out after 200ms"),
+        "{row:?}"
+    );
+    engine.shutdown().await;
+}
+
+#[sqlx::test]
+async fn a_handler_can_discard_cancel_or_snooze(pool: PgPool) {
+    let engine = start_engine(&pool, registry(), quick_config(4)).await;
+    let discard = insert::<Actions>(&pool, &json!({"action": "discard"}))
+        .await
+        .unwrap();
+    let cancel = insert::<Actions>(&pool, &json!({"action": "cancel"}))
+        .await
+        .unwrap();
+    let snooze = insert::<Actions>(&pool, &json!({"action": "snooze"}))
+        .await
+        .unwrap();
+
+    let row = wait_for_state(&pool, discard, JobState::Discarded).await;
+    assert_eq!(row.attempt, 1);
+    assert_eq!(row.attempt_errors()[0].error, "cannot ever work");
+
+    let row = wait_for_state(&pool, cancel, JobState::Cancelled).await;
+    assert_eq!(row.attempt_errors()[0].error, "not wanted any more");
+
+    let row = wait_for_state(&pool, snooze, JobState::Completed).await;
+    assert_eq!(row.attempt, 2, "the snoozed attempt ran, then the real one");
+    assert_eq!(row.max_attempts, 26, "a snooze gives its attempt back");
+    assert!(row.attempt_errors().is_empty(), "a snooze is not a failure");
+    engine.shutdown().await;
+}
+
+#[sqlx::test]
+async fn a_job_scheduled_for_later_waits_then_runs(pool: PgPool) {
+    let engine = start_engine(&pool, registry(), quick_config(4)).await;
+    let at = time::OffsetDateTime::now_utc() + Duration::from_millis(300);
+    // Read back inside the inserting transaction, where the scheduler cannot get at it
+    // yet, so the check does not race the clock on a busy machine.
+    let mut tx = pool.begin().await.unwrap();
+    let id = insert_with::<Noop>(
+        &mut *tx,
+        &json!({}),
+        InsertOptions {
+            scheduled_at: Some(at),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        store::job_get(&mut *tx, id).await.unwrap().unwrap().state,
+        JobState::Scheduled
+    );
+    tx.commit().await.unwrap();
+    let row = wait_for_state(&pool, id, JobState::Completed).await;
+    assert!(row.attempted_at.unwrap() >= at, "not run before its time");
+    engine.shutdown().await;
+}
+
+#[sqlx::test]
+async fn cancelling_a_job_that_has_not_run_finishes_it_at_once(pool: PgPool) {
+    let at = time::OffsetDateTime::now_utc() + Duration::from_secs(3600);
+    let scheduled = insert_with::<Noop>(
+        &pool,
+        &json!({}),
+        InsertOptions {
+            scheduled_at: Some(at),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let available = insert::<Noop>(&pool, &json!({})).await.unwrap();
+    for id in [scheduled, available] {
+        assert_eq!(
+            store::job_cancel(&pool, id).await.unwrap(),
+            CancelOutcome::Cancelled
+        );
+        let row = job(&pool, id).await;
+        assert_eq!(row.state, JobState::Cancelled);
+        assert!(row.finalized_at.is_some());
+        assert_eq!(
+            store::job_cancel(&pool, id).await.unwrap(),
+            CancelOutcome::AlreadyFinal(JobState::Cancelled)
+        );
+    }
+    assert_eq!(
+        store::job_cancel(&pool, JobId(987_654)).await.unwrap(),
+        CancelOutcome::NotFound
+    );
+}
+
+#[sqlx::test]
+async fn cancelling_a_running_job_fires_its_cancellation_and_ends_it_cancelled(pool: PgPool) {
+    let engine = start_engine(&pool, registry(), quick_config(4)).await;
+    let id = insert::<Sleep>(&pool, &SleepArgs { ms: 60_000 })
+        .await
+        .unwrap();
+    wait_for_state(&pool, id, JobState::Running).await;
+    wait_until(Duration::from_secs(5), || async {
+        engine.signals.running_count() == 1
+    })
+    .await;
+    assert_eq!(
+        store::job_cancel(&pool, id).await.unwrap(),
+        CancelOutcome::Requested
+    );
+    let row = wait_for_state(&pool, id, JobState::Cancelled).await;
+    assert!(
+        row.attempt_errors()[0].error.contains("cancelled"),
+        "{row:?}"
+    );
+    engine.shutdown().await;
+}
+
+#[sqlx::test]
+async fn an_admin_retry_brings_a_finished_job_back_with_room_for_one_more_attempt(pool: PgPool) {
+    let engine = start_engine(&pool, registry(), quick_config(4)).await;
+    let id = insert_with::<Flaky>(
+        &pool,
+        &FlakyArgs { succeed_on: 2 },
+        InsertOptions {
+            max_attempts: Some(1),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    wait_for_state(&pool, id, JobState::Discarded).await;
+    assert_eq!(
+        store::job_retry(&pool, id).await.unwrap(),
+        RetryOutcome::Retried
+    );
+    let row = wait_for_state(&pool, id, JobState::Completed).await;
+    assert_eq!(row.attempt, 2);
+    assert_eq!(row.max_attempts, 2);
+    assert_eq!(
+        store::job_retry(&pool, id).await.unwrap(),
+        RetryOutcome::NotRetryable(JobState::Completed)
+    );
+    assert_eq!(
+        store::job_retry(&pool, JobId(424_242)).await.unwrap(),
+        RetryOutcome::NotFound
+    );
+    engine.shutdown().await;
+}
+
+/// Takes a job as a worker would (running, attempt 1, leased to "ghost").
+async fn take_as_ghost(pool: &PgPool) -> JobId {
+    let id = insert::<Noop>(pool, &json!({})).await.unwrap();
+    let taken = store::job_fetch_available(pool, "default", 10, "ghost", Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].attempt, 1);
+    id
+}
+
+fn completion(id: JobId, attempt: i16) -> Outcome {
+    Outcome {
+        id,
+        attempt,
+        state: JobState::Completed,
+        output: Some(json!({"late": true})),
+        error: None,
+        delay: None,
+        extra_attempts: 0,
+    }
+}
+
+#[sqlx::test]
+async fn the_rescuer_takes_back_a_job_whose_lease_ran_out_and_a_late_completion_changes_nothing(
+    pool: PgPool,
+) {
+    let id = take_as_ghost(&pool).await;
+    // Not yet: the lease runs.
+    assert_eq!(
+        store::job_rescue_expired(&pool, 100, Duration::from_millis(10))
+            .await
+            .unwrap(),
+        0
+    );
+    sqlx::query("UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1")
+        .bind(id.0)
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        store::job_rescue_expired(&pool, 100, Duration::from_millis(10))
+            .await
+            .unwrap(),
+        1
+    );
+    let row = job(&pool, id).await;
+    assert_eq!(row.state, JobState::Retryable);
+    assert!(
+        row.attempt_errors()[0]
+            .error
+            .starts_with("worker lost: ghost"),
+        "{row:?}"
+    );
+    assert_eq!(row.attempted_by, None);
+
+    // The ghost comes back and tries to complete: fenced out.
+    let changed = store::job_record_outcomes(&pool, &[completion(id, 1)])
+        .await
+        .unwrap();
+    assert!(changed.is_empty());
+    let after = job(&pool, id).await;
+    assert_eq!(after.state, JobState::Retryable);
+    assert_eq!(after.output, None);
+}
+
+#[sqlx::test]
+async fn the_rescuer_discards_a_lost_job_out_of_attempts_and_cancels_one_an_admin_cancelled(
+    pool: PgPool,
+) {
+    let out_of_attempts = take_as_ghost(&pool).await;
+    sqlx::query("UPDATE jobs SET max_attempts = 1 WHERE id = $1")
+        .bind(out_of_attempts.0)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let cancel_asked = take_as_ghost(&pool).await;
+    assert_eq!(
+        store::job_cancel(&pool, cancel_asked).await.unwrap(),
+        CancelOutcome::Requested
+    );
+    sqlx::query("UPDATE jobs SET lease_expires_at = now() - interval '1 second'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        store::job_rescue_expired(&pool, 100, Duration::from_millis(10))
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(job(&pool, out_of_attempts).await.state, JobState::Discarded);
+    assert_eq!(job(&pool, cancel_asked).await.state, JobState::Cancelled);
+}
+
+#[sqlx::test]
+async fn a_late_completion_after_a_cancel_changes_nothing(pool: PgPool) {
+    let id = take_as_ghost(&pool).await;
+    // An operator (or the rescuer of a cancel request) finishes it meanwhile.
+    sqlx::query("UPDATE jobs SET state = 'cancelled' WHERE id = $1")
+        .bind(id.0)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let row = job(&pool, id).await;
+    assert!(
+        row.finalized_at.is_some(),
+        "finalized_at is filled in for the operator"
+    );
+    let changed = store::job_record_outcomes(&pool, &[completion(id, 1)])
+        .await
+        .unwrap();
+    assert!(changed.is_empty());
+    assert_eq!(job(&pool, id).await.state, JobState::Cancelled);
+
+    // A completion for a later attempt than the one running is fenced out too.
+    let other = take_as_ghost(&pool).await;
+    assert!(
+        store::job_record_outcomes(&pool, &[completion(other, 2)])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store::job_record_outcomes(&pool, &[completion(other, 1)])
+            .await
+            .unwrap(),
+        vec![other]
+    );
+    assert_eq!(job(&pool, other).await.output, Some(json!({"late": true})));
+}
+
+#[sqlx::test]
+async fn complete_tx_commits_the_business_write_and_the_completion_together(pool: PgPool) {
+    use standmeet::jobs::{JobContext, JobError, JobKind};
+    sqlx::query("CREATE TABLE effects (job_id bigint PRIMARY KEY)")
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    struct Business;
+    impl JobKind for Business {
+        const KIND: &'static str = "test.business";
+        type Args = serde_json::Value;
+        type Output = ();
+        async fn run(&self, job: JobContext, args: serde_json::Value) -> Result<(), JobError> {
+            let mut tx = job.pool().begin().await?;
+            sqlx::query("INSERT INTO effects VALUES ($1)")
+                .bind(job.id.0)
+                .execute(&mut *tx)
+                .await?;
+            if args["wait_for_cancel"].as_bool() == Some(true) {
+                // An admin cancels while we work: our completion is fenced out and the
+                // business write rolls back with it.
+                job.cancelled().await;
+            }
+            job.complete_tx(&mut tx, &json!({"done": true})).await?;
+            tx.commit().await?;
+            Ok(())
+        }
+    }
+
+    let engine = start_engine(
+        &pool,
+        standmeet::jobs::Registry::new().register(Business),
+        quick_config(2),
+    )
+    .await;
+    let done = insert::<Business>(&pool, &json!({})).await.unwrap();
+    let row = wait_for_state(&pool, done, JobState::Completed).await;
+    assert_eq!(row.output, Some(json!({"done": true})));
+    let effects: i64 = sqlx::query_scalar("SELECT count(*) FROM effects WHERE job_id = $1")
+        .bind(done.0)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(effects, 1);
+
+    let cancelled = insert::<Business>(&pool, &json!({"wait_for_cancel": true}))
+        .await
+        .unwrap();
+    wait_for_state(&pool, cancelled, JobState::Running).await;
+    // Move it out of `running` the way an operator would, then fire the handler's
+    // cancellation: complete_tx must refuse.
+    sqlx::query("UPDATE jobs SET state = 'cancelled' WHERE id = $1")
+        .bind(cancelled.0)
+        .execute(&pool)
+        .await
+        .unwrap();
+    engine
+        .signals
+        .stop_running(cancelled, standmeet::jobs::listener::StopReason::Cancelled);
+    wait_until(Duration::from_secs(5), || async {
+        engine.signals.running_count() == 0
+    })
+    .await;
+    let effects: i64 = sqlx::query_scalar("SELECT count(*) FROM effects WHERE job_id = $1")
+        .bind(cancelled.0)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        effects, 0,
+        "the business write rolled back with the fenced completion"
+    );
+    assert_eq!(job(&pool, cancelled).await.state, JobState::Cancelled);
+    engine.shutdown().await;
+}
+
+#[sqlx::test]
+async fn the_cleaner_deletes_finished_jobs_past_their_retention_only(pool: PgPool) {
+    let mut ids = Vec::new();
+    for state in ["completed", "cancelled", "discarded"] {
+        for age_hours in [1, 30, 200] {
+            let id: i64 = sqlx::query_scalar(
+                "INSERT INTO jobs (kind, state, finalized_at) VALUES ('system.noop', $1::job_state, now() - $2 * interval '1 hour') RETURNING id",
+            )
+            .bind(state)
+            .bind(age_hours as f64)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            ids.push((state, age_hours, id));
+        }
+    }
+    let pending = insert::<Noop>(&pool, &json!({})).await.unwrap();
+    let deleted = store::job_delete_finished(
+        &pool,
+        Duration::from_secs(24 * 3600),
+        Duration::from_secs(7 * 24 * 3600),
+        1000,
+    )
+    .await
+    .unwrap();
+    assert_eq!(deleted, 5);
+    for (state, age_hours, id) in ids {
+        let kept = store::job_get(&pool, JobId(id)).await.unwrap().is_some();
+        let expected = match state {
+            "discarded" => age_hours < 168,
+            _ => age_hours < 24,
+        };
+        assert_eq!(kept, expected, "{state}, {age_hours} h old");
+    }
+    assert!(store::job_get(&pool, pending).await.unwrap().is_some());
+}
+
+#[sqlx::test]
+async fn a_graceful_shutdown_lets_short_attempts_finish_and_interrupts_long_ones_as_retryable(
+    pool: PgPool,
+) {
+    let config = standmeet::jobs::EngineConfig {
+        shutdown_grace: Duration::from_secs(2),
+        ..quick_config(4)
+    };
+    let engine = start_engine(&pool, registry(), config).await;
+    let short = insert::<Sleep>(&pool, &SleepArgs { ms: 200 })
+        .await
+        .unwrap();
+    let long = insert::<Sleep>(&pool, &SleepArgs { ms: 60_000 })
+        .await
+        .unwrap();
+    wait_for_state(&pool, short, JobState::Running).await;
+    wait_for_state(&pool, long, JobState::Running).await;
+    engine.shutdown().await;
+
+    assert_eq!(
+        job(&pool, short).await.state,
+        JobState::Completed,
+        "finished within the grace period"
+    );
+    let row = job(&pool, long).await;
+    assert_eq!(
+        row.state,
+        JobState::Retryable,
+        "interrupted, not lost: {row:?}"
+    );
+    assert!(
+        row.attempt_errors()[0].error.contains("interrupted"),
+        "{row:?}"
+    );
+    assert_eq!(
+        row.max_attempts, 26,
+        "the interruption gives its attempt back"
+    );
+}
+
+#[sqlx::test]
+async fn two_engines_with_two_workers_each_run_two_thousand_jobs_exactly_once(pool: PgPool) {
+    let runs = RunCounts::default();
+    let first = start_engine(&pool, test_registry(runs.clone()), quick_config(2)).await;
+    let second = start_engine(&pool, test_registry(runs.clone()), quick_config(2)).await;
+    let args: Vec<serde_json::Value> = (0..2_000).map(|n| json!({ "n": n })).collect();
+    let mut tx = pool.begin().await.unwrap();
+    let ids = insert_many_tx::<Counted>(&mut tx, &args).await.unwrap();
+    tx.commit().await.unwrap();
+
+    wait_until(Duration::from_secs(120), || async {
+        let done: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs WHERE state = 'completed'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        done == 2_000
+    })
+    .await;
+    first.shutdown().await;
+    second.shutdown().await;
+
+    {
+        let runs = runs.lock().unwrap();
+        assert_eq!(runs.len(), 2_000);
+        for id in ids {
+            assert_eq!(runs.get(&id), Some(&1), "job {id} ran once");
+        }
+    }
+    let workers: i64 = sqlx::query_scalar("SELECT count(DISTINCT attempted_by) FROM jobs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(workers, 0, "completed jobs are released");
+}
+
+#[sqlx::test]
+async fn a_lost_worker_s_job_is_rescued_and_run_by_a_live_engine(pool: PgPool) {
+    let id = take_as_ghost(&pool).await;
+    sqlx::query(
+        "UPDATE jobs SET lease_expires_at = now() + interval '300 milliseconds' WHERE id = $1",
+    )
+    .bind(id.0)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let engine = start_engine(&pool, registry(), quick_config(2)).await;
+    let row = wait_for_state(&pool, id, JobState::Completed).await;
+    assert_eq!(row.attempt, 2);
+    assert!(
+        row.attempt_errors()[0]
+            .error
+            .starts_with("worker lost: ghost")
+    );
+    engine.shutdown().await;
+}
