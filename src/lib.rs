@@ -28,6 +28,7 @@
 //! - `jobs`: the durable job queue in PostgreSQL (states, attempts, error history,
 //!   output, backoff, rescue, fenced completion, cleanup) and the process's one LISTEN
 //!   connection. Its module documentation says who moves jobs between states.
+//! - `bench`: `standmeet bench`, the job engine's benchmark on a fresh private cluster.
 //! - `security`: what every request passes through: the admin guard (pages redirect to
 //!   `/login`, server functions answer 401, deny by default), cross-site refusal,
 //!   security headers, and sign-in attempt limits.
@@ -37,6 +38,8 @@
 pub mod api;
 pub mod ui;
 
+#[cfg(feature = "ssr")]
+pub mod bench;
 #[cfg(feature = "ssr")]
 pub mod config;
 #[cfg(feature = "ssr")]

@@ -24,6 +24,12 @@ struct Cli {
 enum Command {
     /// Serve StandMeet (the default): web pages, server functions and /healthz.
     Serve,
+    /// Benchmark the job engine and the waiters on a fresh private PostgreSQL cluster.
+    Bench {
+        /// A small run of each measure (for CI), instead of the full one.
+        #[arg(long)]
+        quick: bool,
+    },
     /// Manage the private PostgreSQL cluster under $STANDMEET_DATA_DIR/pg.
     Postgres {
         #[command(subcommand)]
@@ -55,12 +61,19 @@ fn main() -> ExitCode {
     };
     standmeet::telemetry::init(&settings.log_filter);
 
-    let outcome = match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => tokio::runtime::Builder::new_multi_thread()
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
             .map_err(anyhow::Error::from)
-            .and_then(|runtime| runtime.block_on(standmeet::startup::run(settings))),
+    };
+    let outcome = match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => runtime().and_then(|rt| rt.block_on(standmeet::startup::run(settings))),
+        Command::Bench { quick } => runtime().and_then(|rt| {
+            rt.block_on(standmeet::bench::run(standmeet::bench::BenchOptions {
+                quick,
+            }))
+        }),
         Command::Postgres { action } => postgres(action, &settings),
     };
     match outcome {

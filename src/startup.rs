@@ -71,7 +71,7 @@ impl AppState {
             sign_in_limiter: Arc::new(AttemptLimiter::per_minute(
                 settings.login_attempts_per_minute,
             )),
-            signals: Signals::new(),
+            signals: Signals::new(settings.max_waiters),
             settings: Arc::new(settings),
         })
     }
@@ -94,6 +94,7 @@ pub fn router(state: AppState) -> Router {
 
     Router::new()
         .route("/healthz", get(crate::api::health::healthz))
+        .route("/metrics", get(crate::api::metrics::metrics))
         .route("/login", post(crate::api::auth::sign_in))
         .route("/logout", post(crate::api::auth::sign_out))
         .route("/admin", get(|| async { Redirect::to("/admin/tasks") }))
@@ -175,6 +176,19 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
     let background = CancellationToken::new();
     let job_listener =
         jobs::listener::spawn_listener(&pool, state.signals.clone(), background.clone());
+    // Serve once the listener listens, so that the first waits are woken by
+    // notifications (they would still be answered without it, by the 1 s re-read).
+    let listening = async {
+        while !state.signals.listener_connected() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    if tokio::time::timeout(Duration::from_secs(5), listening)
+        .await
+        .is_err()
+    {
+        tracing::warn!("the job listener is not connected yet; serving anyway");
+    }
     let engine = Engine::start(
         pool.clone(),
         job_registry(),

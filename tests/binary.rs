@@ -307,3 +307,62 @@ async fn the_job_of_a_killed_process_is_rescued_and_completed_by_another_process
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_waiter_in_one_process_is_woken_by_a_job_finished_in_another() {
+    use standmeet::jobs::builtin::Noop;
+    use standmeet::jobs::{WaitOutcome, insert};
+
+    let admin_url = std::env::var("DATABASE_URL").expect("the test command sets DATABASE_URL");
+    let database = format!("standmeet_two_{}", std::process::id());
+    let mut url = url::Url::parse(&admin_url).unwrap();
+    url.set_path(&database);
+
+    // The other process runs the jobs.
+    let mut cmd = standmeet();
+    cmd.env("DATABASE_URL", url.as_str());
+    let mut worker = Server::start(cmd);
+    let health = worker.wait_healthy().await;
+    assert_eq!(health["listener"], "connected", "{health}");
+    assert_eq!(health["waiters"], 0);
+
+    // This process only waits: it has a listener and no engine.
+    let pool = sqlx::PgPool::connect(url.as_str()).await.unwrap();
+    let signals = standmeet::jobs::Signals::new(64);
+    let stop = tokio_util::sync::CancellationToken::new();
+    standmeet::jobs::listener::spawn_listener(&pool, signals.clone(), stop.clone());
+    common::jobs::wait_until(Duration::from_secs(10), || async {
+        signals.listener_connected()
+    })
+    .await;
+
+    let id = insert::<Noop>(&pool, &serde_json::json!({"from": "afar"}))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let outcome = signals
+        .waiters
+        .wait(&pool, &[id], Duration::from_secs(10))
+        .await
+        .unwrap();
+    let WaitOutcome::Done(rows) = outcome else {
+        panic!("expected an answer")
+    };
+    assert_eq!(rows[0].output, Some(serde_json::json!({"from": "afar"})));
+    assert!(rows[0].attempted_by.is_none());
+    // Woken by the notification, well before the 1 s safety re-read.
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "took {:?}",
+        started.elapsed()
+    );
+
+    stop.cancel();
+    pool.close().await;
+    worker.stop();
+    let mut admin = PgConnection::connect(&admin_url).await.unwrap();
+    sqlx::query(&format!("DROP DATABASE {database} WITH (FORCE)"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+}

@@ -15,6 +15,41 @@ async fn healthz_reports_ok_json_when_the_database_answers(pool: PgPool) {
     let body = reply.json();
     assert_eq!(body["status"], "ok");
     assert_eq!(body["database"], "ok");
+    // No listener runs in this in-process app: it says so rather than pretending.
+    assert_eq!(body["listener"], "disconnected");
+    assert_eq!(body["waiters"], 0);
+    assert_eq!(body["max_waiters"], 64);
+}
+
+#[sqlx::test]
+async fn metrics_are_prometheus_text_with_jobs_waiters_receipts_and_wake_latency(pool: PgPool) {
+    sqlx::query("INSERT INTO jobs (kind, state) VALUES ('system.noop', 'completed'), ('system.noop', 'available')")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let app = common::app(pool);
+    let reply = common::get(&app, "/metrics").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert!(
+        reply.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .contains("openmetrics-text")
+    );
+    let text = &reply.body;
+    for expected in [
+        r#"standmeet_jobs{state="completed",kind="system.noop"} 1"#,
+        r#"standmeet_jobs{state="available",kind="system.noop"} 1"#,
+        "standmeet_waiters 0",
+        "standmeet_waiters_max 64",
+        "standmeet_receipts_total 0",
+        "# TYPE standmeet_wake_latency_seconds histogram",
+        r#"standmeet_wake_latency_seconds_bucket{le="0.003"} 0"#,
+        "standmeet_listener_connected 0",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+    }
+    assert!(text.ends_with("# EOF\n"));
 }
 
 #[sqlx::test]

@@ -5,4 +5,6 @@
 pub mod auth;
 #[cfg(feature = "ssr")]
 pub mod health;
+#[cfg(feature = "ssr")]
+pub mod metrics;
 pub mod status;

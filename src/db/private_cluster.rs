@@ -144,6 +144,27 @@ impl PrivateCluster {
         self.stop_inner()
     }
 
+    /// Restarts the postmaster on the same port (connections are cut; clients that
+    /// reconnect find it again). Used to test how StandMeet rides out a restart.
+    pub fn restart(&self) -> anyhow::Result<()> {
+        let data = self.data_dir();
+        let log = self.log_file();
+        let port = self.port;
+        let output = self.pg_tool("pg_ctl", |cmd| {
+            cmd.arg("restart")
+                .arg("-D")
+                .arg(&data)
+                .arg("-l")
+                .arg(&log)
+                .args(["-m", "fast", "-w", "-t", "60", "-o"])
+                .arg(format!("-p {port}"));
+        })?;
+        if !output.status.success() {
+            bail!("pg_ctl restart failed: {}", describe_output(&output));
+        }
+        Ok(())
+    }
+
     /// Lets the postmaster run on after this handle is gone (`standmeet postgres start`).
     pub fn leave_running(mut self) {
         self.owned = false;

@@ -5,9 +5,12 @@
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use sqlx::PgPool;
 use tokio::sync::mpsc;
 
+use super::listener::Signals;
 use super::store::{self, Outcome};
 
 /// The most outcomes written in one statement.
@@ -17,13 +20,16 @@ const MAX_BATCH: usize = 1_000;
 const GIVE_UP_AFTER: Duration = Duration::from_secs(60);
 
 /// Starts the completer; it ends when every sender is dropped and all is written.
-pub(crate) fn spawn(pool: PgPool) -> (mpsc::Sender<Outcome>, tokio::task::JoinHandle<()>) {
+pub(crate) fn spawn(
+    pool: PgPool,
+    signals: Arc<Signals>,
+) -> (mpsc::Sender<Outcome>, tokio::task::JoinHandle<()>) {
     let (sender, receiver) = mpsc::channel(MAX_BATCH * 4);
-    let handle = tokio::spawn(run(pool, receiver));
+    let handle = tokio::spawn(run(pool, signals, receiver));
     (sender, handle)
 }
 
-async fn run(pool: PgPool, mut receiver: mpsc::Receiver<Outcome>) {
+async fn run(pool: PgPool, signals: Arc<Signals>, mut receiver: mpsc::Receiver<Outcome>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = receiver.recv().await {
         batch.push(first);
@@ -33,12 +39,21 @@ async fn run(pool: PgPool, mut receiver: mpsc::Receiver<Outcome>) {
                 Err(_) => break,
             }
         }
-        write(&pool, &batch).await;
+        let written = write(&pool, &batch).await;
+        signals.add_recorded(written.len() as u64);
+        // Committed: wake this process's waiters now, ahead of the notification.
+        for outcome in batch
+            .iter()
+            .filter(|o| o.state.is_terminal() && written.contains(&o.id))
+        {
+            signals.waiters.job_finished(outcome.id);
+        }
         batch.clear();
     }
 }
 
-async fn write(pool: &PgPool, batch: &[Outcome]) {
+/// Writes `batch`; answers the ids it changed.
+async fn write(pool: &PgPool, batch: &[Outcome]) -> Vec<super::JobId> {
     let started = tokio::time::Instant::now();
     let mut delay = Duration::from_millis(20);
     loop {
@@ -55,7 +70,7 @@ async fn write(pool: &PgPool, batch: &[Outcome]) {
                         "outcomes of jobs that were cancelled or rescued meanwhile were not written"
                     );
                 }
-                return;
+                return changed;
             }
             Err(err) if started.elapsed() < GIVE_UP_AFTER => {
                 tracing::warn!(error = %err, retry_in = ?delay, jobs = batch.len(), "cannot record job outcomes; trying again");
@@ -64,7 +79,7 @@ async fn write(pool: &PgPool, batch: &[Outcome]) {
             }
             Err(err) => {
                 tracing::error!(error = %err, jobs = batch.len(), "gave up recording job outcomes; the rescuer will take the jobs back");
-                return;
+                return Vec::new();
             }
         }
     }

@@ -119,7 +119,7 @@ impl Engine {
             }
         }
         let stop = CancellationToken::new();
-        let (outcomes, completer) = completer::spawn(pool.clone());
+        let (outcomes, completer) = completer::spawn(pool.clone(), signals.clone());
         let context = Arc::new(ProducerContext {
             executor: ExecutorContext {
                 pool: pool.clone(),

@@ -39,6 +39,11 @@ pub(crate) async fn execute(job: FetchedJob, context: &ExecutorContext) -> Optio
         let started = std::time::Instant::now();
         let result = run_attempt(&job, context).await;
         log_result(&result, started.elapsed());
+        if result == AttemptResult::CompletedInTransaction {
+            // The handler committed its completion: wake this process's waiters now.
+            context.signals.add_recorded(1);
+            context.signals.waiters.job_finished(job.id);
+        }
         let plan = retry::plan(
             result,
             job.attempt,

@@ -7,11 +7,11 @@
 //! - `standmeet_job_insert` (payload: a queue) wakes that queue's producer at once.
 //! - `standmeet_job_cancel` (payload: a job id) stops that job's attempt if this
 //!   process runs it.
-//! - `standmeet_job_final` (payload: a job id) is for the waiters.
+//! - `standmeet_job_final` (payload: a job id) wakes the waiters of that job.
 //!
 //! Notifications sent while the connection is down are lost, so after every reconnect
-//! every producer is woken (they look for work anyway), and lease renewal re-reads
-//! cancel requests.
+//! every producer is woken (they look for work anyway), the waited-for jobs are re-read
+//! (and once a second regardless), and lease renewal re-reads cancel requests.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -23,6 +23,7 @@ use sqlx::postgres::{PgListener, PgPoolOptions};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::waiters::Waiters;
 use super::{JobId, channels};
 
 /// Why a running attempt is being stopped.
@@ -65,19 +66,33 @@ impl RunningJob {
 }
 
 /// What notifications (and the engine itself) signal within one process: queue
-/// wake-ups, the jobs running here, and whether the listener is connected. Shared by
-/// the listener, the producers and the maintenance loops.
-#[derive(Default)]
+/// wake-ups, the jobs running here, the waiters, and whether the listener is connected.
+/// Shared by the listener, the producers, the completer and the maintenance loops.
 pub struct Signals {
     // std Mutexes: they are held for a map lookup only, never across an await.
     queues: Mutex<HashMap<String, Arc<Notify>>>,
     running: Mutex<HashMap<JobId, RunningJob>>,
     connected: AtomicBool,
+    /// Callers waiting for jobs to finish.
+    pub waiters: Arc<Waiters>,
+    /// Asks the resync task to re-read the waited-for jobs now.
+    resync_now: Notify,
+    /// Attempts this process has recorded (written by its completer, or completed by
+    /// their handler's own transaction).
+    recorded: std::sync::atomic::AtomicU64,
 }
 
 impl Signals {
-    pub fn new() -> Arc<Self> {
-        Arc::new(Signals::default())
+    /// Signals with room for `max_waiters` waits at once.
+    pub fn new(max_waiters: usize) -> Arc<Self> {
+        Arc::new(Signals {
+            queues: Mutex::default(),
+            running: Mutex::default(),
+            connected: AtomicBool::new(false),
+            waiters: Waiters::new(max_waiters),
+            resync_now: Notify::new(),
+            recorded: std::sync::atomic::AtomicU64::new(0),
+        })
     }
 
     /// The wake-up of `queue`; a wake with nobody waiting is kept for the next wait,
@@ -162,6 +177,15 @@ impl Signals {
         self.running.lock().expect("not poisoned").len()
     }
 
+    /// How many attempt outcomes this process has recorded so far.
+    pub fn recorded(&self) -> u64 {
+        self.recorded.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn add_recorded(&self, count: u64) {
+        self.recorded.fetch_add(count, Ordering::Relaxed);
+    }
+
     /// Whether the LISTEN connection is up.
     pub fn listener_connected(&self) -> bool {
         self.connected.load(Ordering::Acquire)
@@ -175,24 +199,36 @@ impl Signals {
                     self.stop_running(JobId(id), StopReason::Cancelled);
                 }
             }
+            channels::FINAL => {
+                if let Ok(id) = payload.parse::<i64>() {
+                    self.waiters.job_finished(JobId(id));
+                }
+            }
             _ => {}
         }
     }
 
     fn after_reconnect(&self) {
         self.wake_all_queues();
+        self.resync_now.notify_one();
     }
 }
+
+/// How often the waited-for jobs are re-read even when no reconnect happened.
+const RESYNC_EVERY: Duration = Duration::from_secs(1);
 
 /// The longest pause between two reconnection attempts.
 const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
 
-/// Runs the LISTEN connection until `stop`, reconnecting with a capped backoff.
+/// Runs the LISTEN connection until `stop`, reconnecting with a capped backoff, and
+/// the task that re-reads waited-for jobs after reconnects and once a second (through
+/// `pool`, never through the LISTEN connection).
 pub fn spawn_listener(
     pool: &PgPool,
     signals: Arc<Signals>,
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
+    let resync = tokio::spawn(resync_waiters(pool.clone(), signals.clone(), stop.clone()));
     // A pool of one, only for this connection, so it never takes one of the app's.
     let own_pool = PgPoolOptions::new().max_connections(1).connect_lazy_with(
         (*pool.connect_options())
@@ -228,6 +264,9 @@ pub fn spawn_listener(
                 let received = tokio::select! {
                     _ = stop.cancelled() => {
                         signals.connected.store(false, Ordering::Release);
+                        drop(listener);
+                        let _ = resync.await;
+                        own_pool.close().await;
                         return;
                     }
                     received = listener.try_recv() => received,
@@ -250,7 +289,24 @@ pub fn spawn_listener(
             }
         }
         signals.connected.store(false, Ordering::Release);
+        let _ = resync.await;
+        own_pool.close().await;
     })
+}
+
+async fn resync_waiters(pool: PgPool, signals: Arc<Signals>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(RESYNC_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+            _ = signals.resync_now.notified() => {}
+        }
+        if let Err(err) = signals.waiters.resync(&pool).await {
+            tracing::debug!(error = %err, "cannot re-read the waited-for jobs");
+        }
+    }
 }
 
 async fn connect(pool: &PgPool) -> Result<PgListener, sqlx::Error> {

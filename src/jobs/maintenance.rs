@@ -104,7 +104,7 @@ pub(crate) fn spawn_all(
                     {
                         Ok(count) => {
                             deleted += count;
-                            if count < BATCH as u64 {
+                            if count == 0 {
                                 break;
                             }
                         }

@@ -37,6 +37,7 @@
 //! - [`completer`]: writes outcomes, batching them when busy.
 //! - [`maintenance`]: the scheduler, rescuer, cleaner and lease renewal.
 //! - [`listener`]: the one LISTEN connection of the process, and what it wakes.
+//! - [`waiters`]: callers waiting for jobs to finish, up to a limit, then a receipt.
 //! - [`engine`]: puts it together: start, and a graceful stop.
 //! - [`builtin`]: `system.noop` and `system.sleep`.
 
@@ -52,6 +53,7 @@ pub mod producer;
 pub mod registry;
 pub mod retry;
 pub mod store;
+pub mod waiters;
 
 use serde::{Deserialize, Serialize};
 
@@ -60,6 +62,7 @@ pub use insert::{InsertOptions, insert, insert_many_tx, insert_tx, insert_with};
 pub use kind::{Completed, JobContext, JobError, JobKind};
 pub use listener::Signals;
 pub use registry::Registry;
+pub use waiters::{WaitError, WaitOutcome, Waiters};
 
 /// A job's id: the `jobs` primary key.
 #[derive(

@@ -35,6 +35,10 @@ pub(crate) async fn run(
     let mut fetch_failures = 0u32;
 
     while !stop.is_cancelled() {
+        // Collect every attempt that ended since the last turn: a JoinSet counts
+        // finished tasks until they are joined, and uncounted room would make the
+        // next fetch needlessly small.
+        while running.try_join_next().is_some() {}
         let room = queue.workers.saturating_sub(running.len());
         let mut fetched_full_batch = false;
         if room > 0 {
@@ -48,6 +52,7 @@ pub(crate) async fn run(
             .await
             {
                 Ok(jobs) => {
+                    tracing::trace!(queue = %queue.name, room, fetched = jobs.len(), "fetched");
                     fetch_failures = 0;
                     fetched_full_batch = jobs.len() == room;
                     for job in jobs {

@@ -335,7 +335,10 @@ pub async fn job_rescue_expired(
     Ok(result.rows_affected())
 }
 
-/// Deletes up to `limit` finished jobs past their retention. Answers how many.
+/// Deletes finished jobs past their retention, looking at the `limit` oldest (by id)
+/// of each finished state. Answers how many. Jobs finish roughly in id order, so the
+/// oldest ids are the ones due; a straggler that finished late merely waits its turn,
+/// and the walk never reads more than `limit` index entries per state.
 pub async fn job_delete_finished(
     pool: &PgPool,
     keep_completed: Duration,
@@ -345,10 +348,17 @@ pub async fn job_delete_finished(
     let result = sqlx::query!(
         r#"
         DELETE FROM jobs WHERE id IN (
-            SELECT id FROM jobs
-            WHERE (state IN ('completed', 'cancelled') AND finalized_at < now() - $1 * interval '1 millisecond')
-               OR (state = 'discarded' AND finalized_at < now() - $2 * interval '1 millisecond')
-            LIMIT $3
+            SELECT id FROM (
+                (SELECT id, finalized_at, $1::float8 AS keep_ms FROM jobs
+                 WHERE state = 'completed' ORDER BY id LIMIT $3)
+                UNION ALL
+                (SELECT id, finalized_at, $1::float8 AS keep_ms FROM jobs
+                 WHERE state = 'cancelled' ORDER BY id LIMIT $3)
+                UNION ALL
+                (SELECT id, finalized_at, $2::float8 AS keep_ms FROM jobs
+                 WHERE state = 'discarded' ORDER BY id LIMIT $3)
+            ) AS oldest
+            WHERE finalized_at < now() - keep_ms * interval '1 millisecond'
         )
         "#,
         keep_completed.as_millis() as f64,
@@ -459,6 +469,61 @@ pub async fn job_retry(pool: &PgPool, id: JobId) -> Result<RetryOutcome, sqlx::E
         Some(state) => RetryOutcome::NotRetryable(state),
         None => RetryOutcome::NotFound,
     })
+}
+
+/// These jobs, whole (the ones that exist), in no particular order.
+pub async fn job_get_many(
+    executor: impl PgExecutor<'_>,
+    ids: &[JobId],
+) -> Result<Vec<JobRow>, sqlx::Error> {
+    let ids: Vec<i64> = ids.iter().map(|id| id.0).collect();
+    sqlx::query_as!(
+        JobRow,
+        r#"
+        SELECT id AS "id: JobId", kind, queue, args, state AS "state: JobState", attempt,
+               max_attempts, priority, scheduled_at, created_at, attempted_at, finalized_at,
+               errors, output, attempted_by, cancel_requested_at
+        FROM jobs WHERE id = ANY($1)
+        "#,
+        &ids
+    )
+    .fetch_all(executor)
+    .await
+}
+
+/// Which of `ids` are in a terminal state.
+pub async fn job_terminal_among(
+    executor: impl PgExecutor<'_>,
+    ids: &[JobId],
+) -> Result<Vec<JobId>, sqlx::Error> {
+    let ids: Vec<i64> = ids.iter().map(|id| id.0).collect();
+    sqlx::query_scalar!(
+        r#"
+        SELECT id AS "id: JobId" FROM jobs
+        WHERE id = ANY($1) AND state IN ('completed', 'discarded', 'cancelled')
+        "#,
+        &ids
+    )
+    .fetch_all(executor)
+    .await
+}
+
+/// How many jobs there are of each state and kind.
+pub async fn job_count_by_state_and_kind(
+    pool: &PgPool,
+) -> Result<Vec<(JobState, String, i64)>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"
+        SELECT state AS "state!: JobState", kind AS "kind!", count(*) AS "count!"
+        FROM jobs GROUP BY state, kind ORDER BY state, kind
+        "#
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| (row.state, row.kind, row.count))
+        .collect())
 }
 
 /// One job, whole.

@@ -52,7 +52,7 @@ pub fn quick_config(workers: usize) -> EngineConfig {
 }
 
 pub async fn start_engine(pool: &PgPool, registry: Registry, config: EngineConfig) -> TestEngine {
-    let signals = Signals::new();
+    let signals = Signals::new(64);
     let listener_stop = CancellationToken::new();
     let listener =
         standmeet::jobs::listener::spawn_listener(pool, signals.clone(), listener_stop.clone());

@@ -1,0 +1,407 @@
+//! `standmeet bench`: measures the job engine and the waiters on a fresh private
+//! PostgreSQL cluster (fsync on, default settings), and prints a table and one JSON
+//! line. `--quick` runs a small version of each measure (CI runs it so the benchmark
+//! keeps working; figures from a busy CI machine mean little).
+//!
+//! Measures:
+//! (a) commit → waiter woken, idle: `system.noop` jobs one after another, from the
+//!     insert's commit to the waiter getting the finished row;
+//! (b) drain: jobs/s to run N queued no-op jobs, with the terminal notification on,
+//!     then off (the trigger disabled) to show what the notification costs;
+//! (c) commit → waiter woken while 1,000 jobs/s run in the background.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::json;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+use crate::db::{self, PrivateCluster};
+use crate::jobs::builtin::Noop;
+use crate::jobs::{
+    Engine, EngineConfig, QueueConfig, Signals, WaitOutcome, insert, insert_many_tx,
+};
+
+pub struct BenchOptions {
+    pub quick: bool,
+}
+
+struct Sizes {
+    sequential: usize,
+    drain: usize,
+    drain_rounds: usize,
+    load_waits: usize,
+    load_rate_per_sec: usize,
+}
+
+impl Sizes {
+    fn for_run(quick: bool) -> Sizes {
+        if quick {
+            Sizes {
+                sequential: 100,
+                drain: 5_000,
+                drain_rounds: 1,
+                load_waits: 50,
+                load_rate_per_sec: 1_000,
+            }
+        } else {
+            Sizes {
+                sequential: 1_000,
+                drain: 100_000,
+                drain_rounds: 3,
+                load_waits: 500,
+                load_rate_per_sec: 1_000,
+            }
+        }
+    }
+}
+
+/// The engine setup of the benchmark: one queue with many workers, so that a fetch
+/// takes up to a thousand jobs at once (a local queue) and completions batch up.
+fn bench_config() -> EngineConfig {
+    EngineConfig {
+        queues: vec![QueueConfig::new("default", 1_000, Duration::from_secs(1))],
+        retry_base: Duration::from_secs(1),
+        lease: Duration::from_secs(30),
+        schedule_interval: Duration::from_millis(250),
+        rescue_interval: Duration::from_secs(15),
+        clean_interval: Duration::from_secs(3_600),
+        keep_completed: Duration::from_secs(24 * 3_600),
+        keep_discarded: Duration::from_secs(7 * 24 * 3_600),
+        shutdown_grace: Duration::from_secs(5),
+        worker_id: crate::jobs::engine::worker_id(),
+    }
+}
+
+/// A running engine with its listener.
+struct Running {
+    engine: Engine,
+    stop_listener: CancellationToken,
+    listener: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    async fn start(pool: &PgPool, signals: &Arc<Signals>) -> Running {
+        let stop_listener = CancellationToken::new();
+        let listener =
+            crate::jobs::listener::spawn_listener(pool, signals.clone(), stop_listener.clone());
+        while !signals.listener_connected() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let engine = Engine::start(
+            pool.clone(),
+            crate::jobs::builtin::registry(),
+            bench_config(),
+            signals.clone(),
+        );
+        Running {
+            engine,
+            stop_listener,
+            listener,
+        }
+    }
+
+    async fn stop(self) {
+        self.engine.shutdown().await;
+        self.stop_listener.cancel();
+        let _ = self.listener.await;
+    }
+}
+
+pub async fn run(options: BenchOptions) -> anyhow::Result<()> {
+    let sizes = Sizes::for_run(options.quick);
+    let dir = scratch_dir()?;
+    let root = dir.join("pg");
+    let cluster = tokio::task::spawn_blocking(move || PrivateCluster::start(&root)).await??;
+    let result = measure(&cluster, &sizes, options.quick).await;
+    tokio::task::spawn_blocking(move || cluster.stop()).await??;
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+fn scratch_dir() -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("standmeet-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).context("cannot make the benchmark's scratch directory")?;
+    // The postgres user (when we are root) must be able to reach the cluster below it.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+    Ok(dir)
+}
+
+async fn measure(cluster: &PrivateCluster, sizes: &Sizes, quick: bool) -> anyhow::Result<()> {
+    let pool = db::connect(&cluster.database_url("standmeet_bench")).await?;
+    db::migrate(&pool).await?;
+    let version: String = sqlx::query_scalar("SHOW server_version")
+        .fetch_one(&pool)
+        .await?;
+    let fsync: String = sqlx::query_scalar("SHOW fsync").fetch_one(&pool).await?;
+    eprintln!(
+        "bench: PostgreSQL {version}, fsync {fsync}, {} mode",
+        if quick { "quick" } else { "full" }
+    );
+    let signals = Signals::new(64);
+
+    // (a) Idle latency.
+    let running = Running::start(&pool, &signals).await;
+    warm_up(&pool, &signals).await?;
+    eprintln!("bench: (a) {} sequential no-op jobs", sizes.sequential);
+    let mut idle = Vec::with_capacity(sizes.sequential);
+    for _ in 0..sizes.sequential {
+        idle.push(commit_to_woken(&pool, &signals).await?);
+    }
+    running.stop().await;
+
+    // (b) Drain throughput, notification on and off: alternating runs, the median of
+    // each, because one run on a shared machine swings by a fifth either way.
+    let mut on = Vec::new();
+    let mut off = Vec::new();
+    for round in 1..=sizes.drain_rounds {
+        eprintln!(
+            "bench: (b) round {round}: draining {} no-op jobs, notification on",
+            sizes.drain
+        );
+        on.push(drain(&pool, &signals, sizes.drain).await?);
+        sqlx::query("ALTER TABLE jobs DISABLE TRIGGER jobs_notify_final_on_update")
+            .execute(&pool)
+            .await?;
+        eprintln!(
+            "bench: (b) round {round}: draining {} no-op jobs, notification off",
+            sizes.drain
+        );
+        let result = drain(&pool, &signals, sizes.drain).await;
+        sqlx::query("ALTER TABLE jobs ENABLE TRIGGER jobs_notify_final_on_update")
+            .execute(&pool)
+            .await?;
+        off.push(result?);
+    }
+    let drain_on = median(&mut on);
+    let drain_off = median(&mut off);
+
+    // (c) Latency under load.
+    eprintln!(
+        "bench: (c) {} waits while {} jobs/s run in the background",
+        sizes.load_waits, sizes.load_rate_per_sec
+    );
+    let running = Running::start(&pool, &signals).await;
+    let (mut loaded, background_rate) = under_load(&pool, &signals, sizes).await?;
+    running.stop().await;
+    pool.close().await;
+
+    report(
+        sizes,
+        &mut idle,
+        drain_on,
+        drain_off,
+        &mut loaded,
+        background_rate,
+    );
+    Ok(())
+}
+
+async fn warm_up(pool: &PgPool, signals: &Arc<Signals>) -> anyhow::Result<()> {
+    for _ in 0..20 {
+        commit_to_woken(pool, signals).await?;
+    }
+    Ok(())
+}
+
+/// Inserts one no-op job and waits for it; answers the time from the insert's commit
+/// to the waiter's answer.
+async fn commit_to_woken(pool: &PgPool, signals: &Arc<Signals>) -> anyhow::Result<Duration> {
+    let id = insert::<Noop>(pool, &json!({})).await?;
+    let committed = Instant::now();
+    match signals
+        .waiters
+        .wait(pool, &[id], Duration::from_secs(10))
+        .await?
+    {
+        WaitOutcome::Done(_) => Ok(committed.elapsed()),
+        WaitOutcome::Receipt => bail!("job {id} did not finish within 10 s"),
+    }
+}
+
+/// Queues `count` no-op jobs with no engine running, then starts one and measures how
+/// fast it drains them.
+async fn drain(pool: &PgPool, signals: &Arc<Signals>, count: usize) -> anyhow::Result<f64> {
+    sqlx::query("TRUNCATE jobs").execute(pool).await?;
+    let args: Vec<serde_json::Value> = (0..10_000).map(|n| json!({ "n": n })).collect();
+    let mut left = count;
+    while left > 0 {
+        let batch = left.min(args.len());
+        let mut tx = pool.begin().await?;
+        insert_many_tx::<Noop>(&mut tx, &args[..batch]).await?;
+        tx.commit().await?;
+        left -= batch;
+    }
+    sqlx::query("VACUUM ANALYZE jobs").execute(pool).await?;
+
+    // Counted in this process (the engine runs here), so that measuring does not
+    // load the database it measures.
+    let before = signals.recorded();
+    let started = Instant::now();
+    let running = Running::start(pool, signals).await;
+    while signals.recorded() - before < count as u64 {
+        if started.elapsed() > Duration::from_secs(600) {
+            bail!(
+                "{} jobs still unfinished after 10 minutes",
+                count as u64 - (signals.recorded() - before)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let took = started.elapsed();
+    running.stop().await;
+    let completed: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs WHERE state = 'completed'")
+        .fetch_one(pool)
+        .await?;
+    if completed as usize != count {
+        bail!("only {completed} of {count} jobs completed");
+    }
+    Ok(count as f64 / took.as_secs_f64())
+}
+
+/// Measures waits while a background task inserts jobs at the target rate; answers
+/// the latencies and the rate the background actually ran at.
+async fn under_load(
+    pool: &PgPool,
+    signals: &Arc<Signals>,
+    sizes: &Sizes,
+) -> anyhow::Result<(Vec<Duration>, f64)> {
+    let stop = CancellationToken::new();
+    let background = {
+        let pool = pool.clone();
+        let stop = stop.clone();
+        let per_tick = sizes.load_rate_per_sec / 100;
+        tokio::spawn(async move {
+            let args: Vec<serde_json::Value> = (0..per_tick).map(|n| json!({ "n": n })).collect();
+            let mut ticks = tokio::time::interval(Duration::from_millis(10));
+            let started = Instant::now();
+            let mut inserted = 0usize;
+            while !stop.is_cancelled() {
+                ticks.tick().await;
+                let mut tx = pool.begin().await?;
+                insert_many_tx::<Noop>(&mut tx, &args).await?;
+                tx.commit().await?;
+                inserted += per_tick;
+            }
+            anyhow::Ok(inserted as f64 / started.elapsed().as_secs_f64())
+        })
+    };
+    // Let the load settle before measuring.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut latencies = Vec::with_capacity(sizes.load_waits);
+    for _ in 0..sizes.load_waits {
+        latencies.push(commit_to_woken(pool, signals).await?);
+    }
+    stop.cancel();
+    let rate = background
+        .await
+        .context("the background load task failed")??;
+    Ok((latencies, rate))
+}
+
+fn median(samples: &mut [f64]) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort();
+    let index = ((samples.len() as f64 * p).ceil() as usize).clamp(1, samples.len()) - 1;
+    samples[index]
+}
+
+fn ms(duration: Duration) -> f64 {
+    (duration.as_secs_f64() * 1_000_000.0).round() / 1_000.0
+}
+
+fn report(
+    sizes: &Sizes,
+    idle: &mut [Duration],
+    drain_on: f64,
+    drain_off: f64,
+    loaded: &mut [Duration],
+    background_rate: f64,
+) {
+    let idle_p50 = ms(percentile(idle, 0.50));
+    let idle_p99 = ms(percentile(idle, 0.99));
+    let loaded_p50 = ms(percentile(loaded, 0.50));
+    let loaded_p99 = ms(percentile(loaded, 0.99));
+    let cost = ((drain_off - drain_on) / drain_off * 100.0).max(0.0);
+    let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
+
+    println!();
+    println!(
+        "{:<52} {:>14} {:>12} {:>7}",
+        "measure", "value", "target", ""
+    );
+    let rows = [
+        (
+            format!("(a) commit → woken, idle, p50 ({} jobs)", sizes.sequential),
+            format!("{idle_p50:.2} ms"),
+            "≤ 3 ms",
+            idle_p50 <= 3.0,
+        ),
+        (
+            "(a) commit → woken, idle, p99".to_string(),
+            format!("{idle_p99:.2} ms"),
+            "≤ 7 ms",
+            idle_p99 <= 7.0,
+        ),
+        (
+            format!(
+                "(b) drain {} jobs, notification on (median of {})",
+                sizes.drain, sizes.drain_rounds
+            ),
+            format!("{drain_on:.0} jobs/s"),
+            "≥ 27000",
+            drain_on >= 27_000.0,
+        ),
+        (
+            format!("(b) drain {} jobs, notification off", sizes.drain),
+            format!("{drain_off:.0} jobs/s"),
+            "",
+            true,
+        ),
+        (
+            "(b) cost of the notification".to_string(),
+            format!("{cost:.1} %"),
+            "≤ 10 %",
+            cost <= 10.0,
+        ),
+        (
+            format!("(c) commit → woken at {background_rate:.0} jobs/s, p50"),
+            format!("{loaded_p50:.2} ms"),
+            "",
+            true,
+        ),
+        (
+            format!("(c) commit → woken at {background_rate:.0} jobs/s, p99"),
+            format!("{loaded_p99:.2} ms"),
+            "≤ 20 ms",
+            loaded_p99 <= 20.0,
+        ),
+    ];
+    for (measure, value, target, ok) in rows {
+        let mark = if target.is_empty() { "" } else { verdict(ok) };
+        println!("{measure:<52} {value:>14} {target:>12} {mark:>7}");
+    }
+    let line = json!({
+        "bench": "jobs",
+        "sequential_jobs": sizes.sequential,
+        "idle_p50_ms": idle_p50,
+        "idle_p99_ms": idle_p99,
+        "drain_jobs": sizes.drain,
+        "drain_rounds": sizes.drain_rounds,
+        "drain_jobs_per_sec_notify_on": drain_on.round(),
+        "drain_jobs_per_sec_notify_off": drain_off.round(),
+        "notify_cost_percent": (cost * 10.0).round() / 10.0,
+        "load_jobs_per_sec": background_rate.round(),
+        "load_p50_ms": loaded_p50,
+        "load_p99_ms": loaded_p99,
+    });
+    println!("{line}");
+}

@@ -1,0 +1,287 @@
+//! Waiting for jobs to finish, up to a limit, then handing out a receipt.
+//!
+//! A caller asks [`Waiters::wait`] for some job ids and a limit. It gets the jobs'
+//! terminal rows when all of them finish in time, else a receipt (the caller answers
+//! "pending" with the ids, which can be redeemed later). How a waiter learns that a job
+//! finished, from fastest to slowest:
+//!
+//! 1. this process finished it: the completer wakes local waiters right after its
+//!    commit;
+//! 2. any process finished it: the `standmeet_job_final` notification, through this
+//!    process's one listener;
+//! 3. a notification was lost (the listener was reconnecting): after every reconnect,
+//!    and on a safety tick about every second, the ids all waiters wait for are re-read
+//!    in one query.
+//!
+//! A waiter registers before it first reads its jobs, so a job that finished a moment
+//! before is seen by that read, and one that finishes after it wakes the waiter. At
+//! most `STANDMEET_MAX_WAITERS` waits run at once; past that a caller gets its receipt
+//! at once, without touching the database. Dropping a wait (the caller went away)
+//! frees its slot and its registration.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sqlx::PgPool;
+use time::OffsetDateTime;
+use tokio::sync::{Notify, Semaphore};
+use tokio::time::Instant;
+
+use super::JobId;
+use super::store::{self, JobRow};
+
+/// What a wait ended with.
+#[derive(Debug)]
+pub enum WaitOutcome {
+    /// Every job finished: their rows, in the order of the ids asked for.
+    Done(Vec<JobRow>),
+    /// Not all finished within the limit (or too many callers wait already): come back
+    /// later with the same ids.
+    Receipt,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum WaitError {
+    #[error("no job has the id {}", .0.iter().map(|id| id.to_string()).collect::<Vec<_>>().join(", "))]
+    UnknownJobs(Vec<JobId>),
+}
+
+/// One wait in progress.
+struct Waiter {
+    /// The ids not yet known to be finished.
+    pending: Mutex<HashSet<JobId>>,
+    wake: Notify,
+    /// When it was last woken, to measure how long waking took.
+    woken_at: Mutex<Option<OffsetDateTime>>,
+}
+
+impl Waiter {
+    /// Marks `id` finished; wakes the waiter when it was one of its.
+    fn finished(&self, id: JobId) {
+        let removed = self.pending.lock().expect("not poisoned").remove(&id);
+        if removed {
+            *self.woken_at.lock().expect("not poisoned") = Some(OffsetDateTime::now_utc());
+            self.wake.notify_one();
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        self.pending.lock().expect("not poisoned").is_empty()
+    }
+}
+
+/// The waiters of one process.
+pub struct Waiters {
+    slots: Arc<Semaphore>,
+    max: usize,
+    /// Job id → the waiters waiting for it. A std Mutex: held for map updates only.
+    by_job: Mutex<HashMap<JobId, Vec<Arc<Waiter>>>>,
+    receipts: AtomicU64,
+    answered: AtomicU64,
+    /// Seconds from a job's finalization to its waiter waking.
+    wake_latency: prometheus_client::metrics::histogram::Histogram,
+}
+
+/// Buckets of the wake-latency histogram, in seconds: 0.5 ms to 5 s.
+const WAKE_BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.002, 0.003, 0.005, 0.007, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+
+impl Waiters {
+    pub fn new(max: usize) -> Arc<Self> {
+        Arc::new(Waiters {
+            slots: Arc::new(Semaphore::new(max)),
+            max,
+            by_job: Mutex::new(HashMap::new()),
+            receipts: AtomicU64::new(0),
+            answered: AtomicU64::new(0),
+            wake_latency: prometheus_client::metrics::histogram::Histogram::new(WAKE_BUCKETS),
+        })
+    }
+
+    /// Waits until every job in `ids` is finished, or `limit` passes.
+    pub async fn wait(
+        &self,
+        pool: &PgPool,
+        ids: &[JobId],
+        limit: Duration,
+    ) -> Result<WaitOutcome, WaitError> {
+        let deadline = Instant::now() + limit;
+        let mut unique: Vec<JobId> = Vec::with_capacity(ids.len());
+        for id in ids {
+            if !unique.contains(id) {
+                unique.push(*id);
+            }
+        }
+        let ids = &unique[..];
+        let Ok(_slot) = self.slots.clone().try_acquire_owned() else {
+            self.receipts.fetch_add(1, Ordering::Relaxed);
+            return Ok(WaitOutcome::Receipt);
+        };
+        let waiter = Arc::new(Waiter {
+            pending: Mutex::new(ids.iter().copied().collect()),
+            wake: Notify::new(),
+            woken_at: Mutex::new(None),
+        });
+        let _registration = self.register(&waiter, ids);
+
+        // Registered: whatever finishes from now on wakes us. Now look at what is
+        // finished already.
+        if let Ok(Ok(rows)) =
+            tokio::time::timeout_at(deadline, store::job_get_many(pool, ids)).await
+        {
+            let missing: Vec<JobId> = ids
+                .iter()
+                .filter(|id| !rows.iter().any(|row| row.id == **id))
+                .copied()
+                .collect();
+            if !missing.is_empty() {
+                return Err(WaitError::UnknownJobs(missing));
+            }
+            for row in rows.iter().filter(|row| row.state.is_terminal()) {
+                waiter.pending.lock().expect("not poisoned").remove(&row.id);
+            }
+            if waiter.is_done() {
+                self.answered.fetch_add(1, Ordering::Relaxed);
+                return Ok(WaitOutcome::Done(in_order(rows, ids)));
+            }
+        }
+        // (A failed read is no answer: the safety tick reads again while we wait.)
+
+        loop {
+            tokio::select! {
+                _ = waiter.wake.notified() => {}
+                _ = tokio::time::sleep_until(deadline) => {
+                    self.receipts.fetch_add(1, Ordering::Relaxed);
+                    return Ok(WaitOutcome::Receipt);
+                }
+            }
+            if !waiter.is_done() {
+                continue;
+            }
+            let woken_at = waiter.woken_at.lock().expect("not poisoned").take();
+            return match tokio::time::timeout_at(deadline, store::job_get_many(pool, ids)).await {
+                Ok(Ok(rows))
+                    if rows.len() == ids.len()
+                        && rows.iter().all(|row| row.state.is_terminal()) =>
+                {
+                    if let Some(woken_at) = woken_at {
+                        for row in &rows {
+                            if let Some(finalized_at) = row.finalized_at {
+                                let seconds = (woken_at - finalized_at).as_seconds_f64().max(0.0);
+                                self.wake_latency.observe(seconds);
+                            }
+                        }
+                    }
+                    self.answered.fetch_add(1, Ordering::Relaxed);
+                    Ok(WaitOutcome::Done(in_order(rows, ids)))
+                }
+                // The database did not answer in time, or a job was moved back out of
+                // its terminal state (an admin's retry): no answer yet.
+                _ => {
+                    self.receipts.fetch_add(1, Ordering::Relaxed);
+                    Ok(WaitOutcome::Receipt)
+                }
+            };
+        }
+    }
+
+    /// Marks job `id` finished for every waiter waiting for it.
+    pub fn job_finished(&self, id: JobId) {
+        let waiters = self.by_job.lock().expect("not poisoned").get(&id).cloned();
+        for waiter in waiters.into_iter().flatten() {
+            waiter.finished(id);
+        }
+    }
+
+    /// The ids any waiter still waits for.
+    pub fn pending_ids(&self) -> Vec<JobId> {
+        self.by_job
+            .lock()
+            .expect("not poisoned")
+            .keys()
+            .copied()
+            .collect()
+    }
+
+    /// Re-reads every waited-for id in one query and wakes the waiters of finished
+    /// ones: what a lost notification would have done.
+    pub async fn resync(&self, pool: &PgPool) -> Result<(), sqlx::Error> {
+        let ids = self.pending_ids();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        for id in store::job_terminal_among(pool, &ids).await? {
+            self.job_finished(id);
+        }
+        Ok(())
+    }
+
+    /// Waits in progress now.
+    pub fn waiting(&self) -> usize {
+        self.max - self.slots.available_permits()
+    }
+
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// Receipts handed out so far (a limit passed, or no slot was free).
+    pub fn receipts_given(&self) -> u64 {
+        self.receipts.load(Ordering::Relaxed)
+    }
+
+    /// Waits answered with the finished jobs so far.
+    pub fn answered(&self) -> u64 {
+        self.answered.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn wake_latency(&self) -> &prometheus_client::metrics::histogram::Histogram {
+        &self.wake_latency
+    }
+
+    fn register(&self, waiter: &Arc<Waiter>, ids: &[JobId]) -> Registration<'_> {
+        let mut by_job = self.by_job.lock().expect("not poisoned");
+        for id in ids {
+            by_job.entry(*id).or_default().push(waiter.clone());
+        }
+        Registration {
+            waiters: self,
+            waiter: waiter.clone(),
+            ids: ids.to_vec(),
+        }
+    }
+}
+
+/// Removes a waiter from the map when its wait ends, however it ends (answered,
+/// receipted, or dropped by a caller that went away).
+struct Registration<'a> {
+    waiters: &'a Waiters,
+    waiter: Arc<Waiter>,
+    ids: Vec<JobId>,
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        let mut by_job = self.waiters.by_job.lock().expect("not poisoned");
+        for id in &self.ids {
+            if let Some(list) = by_job.get_mut(id) {
+                list.retain(|other| !Arc::ptr_eq(other, &self.waiter));
+                if list.is_empty() {
+                    by_job.remove(id);
+                }
+            }
+        }
+    }
+}
+
+fn in_order(mut rows: Vec<JobRow>, ids: &[JobId]) -> Vec<JobRow> {
+    rows.sort_by_key(|row| {
+        ids.iter()
+            .position(|id| *id == row.id)
+            .unwrap_or(usize::MAX)
+    });
+    rows
+}

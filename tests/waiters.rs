@@ -1,0 +1,400 @@
+//! Waiting for jobs: answers when they finish, receipts at the limit or when every
+//! slot is taken, and no answer lost to a dropped LISTEN connection or a PostgreSQL
+//! restart.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::jobs::wait_until;
+use serde_json::json;
+use sqlx::PgPool;
+use standmeet::jobs::builtin::Noop;
+use standmeet::jobs::{JobId, JobState, Signals, WaitError, WaitOutcome, insert};
+use tokio_util::sync::CancellationToken;
+
+/// Signals with a running listener, as in a StandMeet process.
+struct Listening {
+    signals: Arc<Signals>,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Listening {
+    /// Stops the listener and waits until its connection is closed, so the test's
+    /// database can be dropped at once.
+    async fn close(self) {
+        self.stop.cancel();
+        self.task.await.unwrap();
+    }
+}
+
+async fn listening(pool: &PgPool, max_waiters: usize) -> Listening {
+    let signals = Signals::new(max_waiters);
+    let stop = CancellationToken::new();
+    let task = standmeet::jobs::listener::spawn_listener(pool, signals.clone(), stop.clone());
+    wait_until(Duration::from_secs(10), || async {
+        signals.listener_connected()
+    })
+    .await;
+    Listening {
+        signals,
+        stop,
+        task,
+    }
+}
+
+async fn finish_by_hand(pool: &PgPool, id: JobId) {
+    sqlx::query("UPDATE jobs SET state = 'completed', output = '{\"by\": \"hand\"}' WHERE id = $1")
+        .bind(id.0)
+        .execute(pool)
+        .await
+        .unwrap();
+}
+
+fn done_rows(outcome: WaitOutcome) -> Vec<standmeet::jobs::store::JobRow> {
+    match outcome {
+        WaitOutcome::Done(rows) => rows,
+        WaitOutcome::Receipt => panic!("expected the finished jobs, got a receipt"),
+    }
+}
+
+#[sqlx::test]
+async fn a_job_finished_before_the_wait_is_answered_at_once(pool: PgPool) {
+    let listening = listening(&pool, 64).await;
+    let signals = listening.signals.clone();
+    let id = insert::<Noop>(&pool, &json!({})).await.unwrap();
+    finish_by_hand(&pool, id).await;
+    let started = Instant::now();
+    let rows = done_rows(
+        signals
+            .waiters
+            .wait(&pool, &[id], Duration::from_secs(10))
+            .await
+            .unwrap(),
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(rows[0].state, JobState::Completed);
+    assert_eq!(rows[0].output, Some(json!({"by": "hand"})));
+    listening.close().await;
+}
+
+#[sqlx::test]
+async fn a_job_that_never_finishes_gets_a_receipt_at_the_limit(pool: PgPool) {
+    let listening = listening(&pool, 64).await;
+    let signals = listening.signals.clone();
+    let id = insert::<Noop>(&pool, &json!({})).await.unwrap();
+    let limit = Duration::from_millis(400);
+    let started = Instant::now();
+    let outcome = signals.waiters.wait(&pool, &[id], limit).await.unwrap();
+    let took = started.elapsed();
+    assert!(matches!(outcome, WaitOutcome::Receipt));
+    assert!(took >= limit, "not before the limit: {took:?}");
+    assert!(
+        took < limit + Duration::from_millis(250),
+        "soon after it: {took:?}"
+    );
+    assert_eq!(signals.waiters.receipts_given(), 1);
+    assert_eq!(signals.waiters.waiting(), 0);
+    listening.close().await;
+}
+
+#[sqlx::test]
+async fn a_wait_for_several_jobs_answers_when_the_last_one_finishes_in_the_order_asked(
+    pool: PgPool,
+) {
+    let listening = listening(&pool, 64).await;
+    let signals = listening.signals.clone();
+    let a = insert::<Noop>(&pool, &json!({"n": "a"})).await.unwrap();
+    let b = insert::<Noop>(&pool, &json!({"n": "b"})).await.unwrap();
+    finish_by_hand(&pool, b).await;
+    let wait = {
+        let signals = signals.clone();
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            signals
+                .waiters
+                .wait(&pool, &[a, b], Duration::from_secs(10))
+                .await
+        })
+    };
+    wait_until(Duration::from_secs(5), || async {
+        signals.waiters.waiting() == 1
+    })
+    .await;
+    finish_by_hand(&pool, a).await;
+    let rows = done_rows(wait.await.unwrap().unwrap());
+    assert_eq!(
+        rows.iter().map(|row| row.id).collect::<Vec<_>>(),
+        vec![a, b]
+    );
+    listening.close().await;
+}
+
+#[sqlx::test]
+async fn waiting_for_an_unknown_job_is_an_error(pool: PgPool) {
+    let listening = listening(&pool, 64).await;
+    let signals = listening.signals.clone();
+    let known = insert::<Noop>(&pool, &json!({})).await.unwrap();
+    let error = signals
+        .waiters
+        .wait(&pool, &[known, JobId(999_999)], Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    assert_eq!(error, WaitError::UnknownJobs(vec![JobId(999_999)]));
+    assert_eq!(error.to_string(), "no job has the id 999999");
+    listening.close().await;
+}
+
+#[sqlx::test]
+async fn with_every_slot_taken_the_next_caller_gets_a_receipt_at_once_and_a_freed_slot_serves_again(
+    pool: PgPool,
+) {
+    let listening = listening(&pool, 64).await;
+    let signals = listening.signals.clone();
+    let mut ids = Vec::new();
+    let mut waits = Vec::new();
+    for _ in 0..64 {
+        let id = insert::<Noop>(&pool, &json!({})).await.unwrap();
+        ids.push(id);
+        let signals = signals.clone();
+        let pool = pool.clone();
+        waits.push(tokio::spawn(async move {
+            signals
+                .waiters
+                .wait(&pool, &[id], Duration::from_secs(60))
+                .await
+        }));
+    }
+    wait_until(Duration::from_secs(10), || async {
+        signals.waiters.waiting() == 64
+    })
+    .await;
+
+    // The 65th: a receipt at once, and without the database (this pool is closed, so
+    // any query would fail and the wait would run to its limit instead).
+    let closed = PgPool::connect_lazy_with((*pool.connect_options()).clone());
+    closed.close().await;
+    let extra = insert::<Noop>(&pool, &json!({})).await.unwrap();
+    let started = Instant::now();
+    let outcome = signals
+        .waiters
+        .wait(&closed, &[extra], Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(matches!(outcome, WaitOutcome::Receipt));
+    assert!(
+        started.elapsed() < Duration::from_millis(50),
+        "at once: {:?}",
+        started.elapsed()
+    );
+
+    // One finishes: its waiter is answered and its slot freed for a new caller.
+    finish_by_hand(&pool, ids[0]).await;
+    let first = waits.remove(0).await.unwrap().unwrap();
+    assert_eq!(done_rows(first)[0].id, ids[0]);
+    wait_until(Duration::from_secs(5), || async {
+        signals.waiters.waiting() == 63
+    })
+    .await;
+    finish_by_hand(&pool, extra).await;
+    let rows = done_rows(
+        signals
+            .waiters
+            .wait(&pool, &[extra], Duration::from_secs(5))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(rows[0].id, extra);
+
+    for id in &ids[1..] {
+        finish_by_hand(&pool, *id).await;
+    }
+    for wait in waits {
+        assert!(matches!(wait.await.unwrap().unwrap(), WaitOutcome::Done(_)));
+    }
+    listening.close().await;
+}
+
+#[sqlx::test]
+async fn a_caller_that_goes_away_frees_its_slot(pool: PgPool) {
+    let listening = listening(&pool, 1).await;
+    let signals = listening.signals.clone();
+    let id = insert::<Noop>(&pool, &json!({})).await.unwrap();
+    let wait = {
+        let signals = signals.clone();
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            signals
+                .waiters
+                .wait(&pool, &[id], Duration::from_secs(60))
+                .await
+        })
+    };
+    wait_until(Duration::from_secs(5), || async {
+        signals.waiters.waiting() == 1
+    })
+    .await;
+    wait.abort();
+    wait_until(Duration::from_secs(5), || async {
+        signals.waiters.waiting() == 0
+    })
+    .await;
+    assert!(
+        signals.waiters.pending_ids().is_empty(),
+        "its registration is gone too"
+    );
+    finish_by_hand(&pool, id).await;
+    assert!(matches!(
+        signals
+            .waiters
+            .wait(&pool, &[id], Duration::from_secs(5))
+            .await
+            .unwrap(),
+        WaitOutcome::Done(_)
+    ));
+    listening.close().await;
+}
+
+#[sqlx::test]
+async fn a_killed_listener_backend_costs_no_answer(pool: PgPool) {
+    let listening = listening(&pool, 64).await;
+    let signals = listening.signals.clone();
+    let id = insert::<Noop>(&pool, &json!({})).await.unwrap();
+    let limit = Duration::from_secs(5);
+    let wait = {
+        let signals = signals.clone();
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let outcome = signals.waiters.wait(&pool, &[id], limit).await;
+            (outcome, started.elapsed())
+        })
+    };
+    wait_until(Duration::from_secs(5), || async {
+        signals.waiters.waiting() == 1
+    })
+    .await;
+
+    let killed: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE application_name = 'standmeet-listener' AND datname = current_database()",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(killed, vec![true], "exactly one listener connection");
+    // Finished while the listener is down: its notification is lost.
+    finish_by_hand(&pool, id).await;
+
+    let (outcome, took) = wait.await.unwrap();
+    assert!(matches!(outcome.unwrap(), WaitOutcome::Done(_)));
+    assert!(took < limit, "answered before the limit: {took:?}");
+    wait_until(Duration::from_secs(10), || async {
+        signals.listener_connected()
+    })
+    .await;
+    listening.close().await;
+}
+
+#[tokio::test]
+async fn a_postgres_restart_while_64_wait_answers_or_receipts_each_in_time_and_later_waits_work() {
+    let scratch = tempfile::Builder::new()
+        .prefix("standmeet-restart")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let root = scratch.path().join("pg");
+    let cluster = tokio::task::spawn_blocking(move || standmeet::db::PrivateCluster::start(&root))
+        .await
+        .unwrap()
+        .unwrap();
+    let pool = standmeet::db::connect(&cluster.database_url("restart"))
+        .await
+        .unwrap();
+    standmeet::db::migrate(&pool).await.unwrap();
+    let listening = listening(&pool, 64).await;
+    let signals = listening.signals.clone();
+
+    let limit = Duration::from_secs(3);
+    let mut ids = Vec::new();
+    let mut waits = Vec::new();
+    for _ in 0..64 {
+        let id = insert::<Noop>(&pool, &json!({})).await.unwrap();
+        ids.push(id);
+        let signals = signals.clone();
+        let pool = pool.clone();
+        waits.push(tokio::spawn(async move {
+            let started = Instant::now();
+            let outcome = signals.waiters.wait(&pool, &[id], limit).await;
+            (outcome, started.elapsed())
+        }));
+    }
+    wait_until(Duration::from_secs(10), || async {
+        signals.waiters.waiting() == 64
+    })
+    .await;
+
+    let cluster = tokio::task::spawn_blocking(move || {
+        cluster.restart().unwrap();
+        cluster
+    })
+    .await
+    .unwrap();
+    // Half of the jobs finish after the restart; the others never do.
+    for id in ids.iter().step_by(2) {
+        finish_by_hand(&pool, *id).await;
+    }
+
+    let mut answered = 0;
+    for wait in waits {
+        let (outcome, took) = wait.await.unwrap();
+        assert!(
+            took <= limit + Duration::from_secs(1),
+            "within the limit + 1 s: {took:?}"
+        );
+        if matches!(outcome.unwrap(), WaitOutcome::Done(_)) {
+            answered += 1;
+        }
+    }
+    assert!(
+        answered > 0,
+        "finished jobs were answered after the restart"
+    );
+    assert!(answered <= 32);
+
+    wait_until(Duration::from_secs(15), || async {
+        signals.listener_connected()
+    })
+    .await;
+    let later = insert::<Noop>(&pool, &json!({})).await.unwrap();
+    let wait = {
+        let signals = signals.clone();
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            signals
+                .waiters
+                .wait(&pool, &[later], Duration::from_secs(5))
+                .await
+        })
+    };
+    wait_until(Duration::from_secs(5), || async {
+        signals.waiters.waiting() == 1
+    })
+    .await;
+    finish_by_hand(&pool, later).await;
+    assert!(matches!(wait.await.unwrap().unwrap(), WaitOutcome::Done(_)));
+
+    listening.close().await;
+    pool.close().await;
+    tokio::task::spawn_blocking(move || cluster.stop())
+        .await
+        .unwrap()
+        .unwrap();
+}
