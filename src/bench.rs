@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::db::{self, PrivateCluster};
 use crate::jobs::builtin::Noop;
 use crate::jobs::{
-    Engine, EngineConfig, QueueConfig, Signals, WaitOutcome, insert, insert_many_tx,
+    EngineConfig, JobRuntime, QueueConfig, Signals, WaitOutcome, insert, insert_many_tx,
 };
 
 pub struct BenchOptions {
@@ -76,39 +76,14 @@ fn bench_config() -> EngineConfig {
     }
 }
 
-/// A running engine with its listener.
-struct Running {
-    engine: Engine,
-    stop_listener: CancellationToken,
-    listener: tokio::task::JoinHandle<()>,
-}
-
-impl Running {
-    async fn start(pool: &PgPool, signals: &Arc<Signals>) -> Running {
-        let stop_listener = CancellationToken::new();
-        let listener =
-            crate::jobs::listener::spawn_listener(pool, signals.clone(), stop_listener.clone());
-        while !signals.listener_connected() {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        let engine = Engine::start(
-            pool.clone(),
-            crate::jobs::builtin::registry(),
-            bench_config(),
-            signals.clone(),
-        );
-        Running {
-            engine,
-            stop_listener,
-            listener,
-        }
-    }
-
-    async fn stop(self) {
-        self.engine.shutdown().await;
-        self.stop_listener.cancel();
-        let _ = self.listener.await;
-    }
+async fn start_jobs(pool: &PgPool, signals: &Arc<Signals>) -> JobRuntime {
+    JobRuntime::start(
+        pool,
+        crate::jobs::builtin::registry(),
+        bench_config(),
+        signals.clone(),
+    )
+    .await
 }
 
 pub async fn run(options: BenchOptions) -> anyhow::Result<()> {
@@ -145,14 +120,14 @@ async fn measure(cluster: &PrivateCluster, sizes: &Sizes, quick: bool) -> anyhow
     let signals = Signals::new(64);
 
     // (a) Idle latency.
-    let running = Running::start(&pool, &signals).await;
+    let running = start_jobs(&pool, &signals).await;
     warm_up(&pool, &signals).await?;
     eprintln!("bench: (a) {} sequential no-op jobs", sizes.sequential);
     let mut idle = Vec::with_capacity(sizes.sequential);
     for _ in 0..sizes.sequential {
         idle.push(commit_to_woken(&pool, &signals).await?);
     }
-    running.stop().await;
+    running.shutdown().await;
 
     // (b) Drain throughput, notification on and off: alternating runs, the median of
     // each, because one run on a shared machine swings by a fifth either way.
@@ -185,9 +160,9 @@ async fn measure(cluster: &PrivateCluster, sizes: &Sizes, quick: bool) -> anyhow
         "bench: (c) {} waits while {} jobs/s run in the background",
         sizes.load_waits, sizes.load_rate_per_sec
     );
-    let running = Running::start(&pool, &signals).await;
+    let running = start_jobs(&pool, &signals).await;
     let (mut loaded, background_rate) = under_load(&pool, &signals, sizes).await?;
-    running.stop().await;
+    running.shutdown().await;
     pool.close().await;
 
     report(
@@ -242,7 +217,7 @@ async fn drain(pool: &PgPool, signals: &Arc<Signals>, count: usize) -> anyhow::R
     // load the database it measures.
     let before = signals.recorded();
     let started = Instant::now();
-    let running = Running::start(pool, signals).await;
+    let running = start_jobs(pool, signals).await;
     while signals.recorded() - before < count as u64 {
         if started.elapsed() > Duration::from_secs(600) {
             bail!(
@@ -253,7 +228,7 @@ async fn drain(pool: &PgPool, signals: &Arc<Signals>, count: usize) -> anyhow::R
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let took = started.elapsed();
-    running.stop().await;
+    running.shutdown().await;
     let completed: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs WHERE state = 'completed'")
         .fetch_one(pool)
         .await?;

@@ -22,7 +22,7 @@ use tower_sessions_sqlx_store::PostgresStore;
 
 use crate::config::Settings;
 use crate::db::{self, DatabaseSource, PrivateCluster};
-use crate::jobs::{self, Engine, EngineConfig, Registry, Signals};
+use crate::jobs::{self, EngineConfig, JobRuntime, Registry, Signals};
 use crate::security::rate_limit::AttemptLimiter;
 use crate::security::{csrf, guard, headers};
 use crate::ui::{App, shell};
@@ -172,29 +172,14 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
     let state = AppState::new(pool.clone(), settings)?;
     let state_for_housekeeping = state.clone();
 
-    // The job engine and the one LISTEN connection that wakes it.
-    let background = CancellationToken::new();
-    let job_listener =
-        jobs::listener::spawn_listener(&pool, state.signals.clone(), background.clone());
-    // Serve once the listener listens, so that the first waits are woken by
-    // notifications (they would still be answered without it, by the 1 s re-read).
-    let listening = async {
-        while !state.signals.listener_connected() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    };
-    if tokio::time::timeout(Duration::from_secs(5), listening)
-        .await
-        .is_err()
-    {
-        tracing::warn!("the job listener is not connected yet; serving anyway");
-    }
-    let engine = Engine::start(
-        pool.clone(),
+    // The job engine and the one LISTEN connection that wakes it and the waiters.
+    let jobs = JobRuntime::start(
+        &pool,
         job_registry(),
         EngineConfig::from_settings(&state.settings),
         state.signals.clone(),
-    );
+    )
+    .await;
 
     let app = router(state);
 
@@ -225,9 +210,7 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
     }
 
     // Requests are done; now the jobs: running attempts finish or are interrupted.
-    engine.shutdown().await;
-    background.cancel();
-    let _ = job_listener.await;
+    jobs.shutdown().await;
     pool.close().await;
     tracing::info!("StandMeet stopped");
     Ok(())

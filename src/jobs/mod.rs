@@ -39,6 +39,7 @@
 //! - [`listener`]: the one LISTEN connection of the process, and what it wakes.
 //! - [`waiters`]: callers waiting for jobs to finish, up to a limit, then a receipt.
 //! - [`engine`]: puts it together: start, and a graceful stop.
+//! - [`runtime`]: a process's listener and engine, started and stopped in order.
 //! - [`builtin`]: `system.noop` and `system.sleep`.
 
 pub mod builtin;
@@ -52,6 +53,7 @@ pub mod maintenance;
 pub mod producer;
 pub mod registry;
 pub mod retry;
+pub mod runtime;
 pub mod store;
 pub mod waiters;
 
@@ -62,6 +64,7 @@ pub use insert::{InsertOptions, insert, insert_many_tx, insert_tx, insert_with};
 pub use kind::{Completed, JobContext, JobError, JobKind};
 pub use listener::Signals;
 pub use registry::Registry;
+pub use runtime::JobRuntime;
 pub use waiters::{WaitError, WaitOutcome, Waiters};
 
 /// A job's id: the `jobs` primary key.

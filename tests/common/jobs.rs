@@ -9,26 +9,11 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use standmeet::jobs::store::{self, JobRow};
 use standmeet::jobs::{
-    Engine, EngineConfig, JobContext, JobError, JobId, JobKind, JobState, QueueConfig, Registry,
-    Signals,
+    EngineConfig, JobContext, JobError, JobId, JobKind, JobState, QueueConfig, Registry, Signals,
 };
-use tokio_util::sync::CancellationToken;
 
 /// An engine and its listener, as one process would run them.
-pub struct TestEngine {
-    pub engine: Engine,
-    pub signals: Arc<Signals>,
-    listener_stop: CancellationToken,
-    listener: tokio::task::JoinHandle<()>,
-}
-
-impl TestEngine {
-    pub async fn shutdown(self) {
-        self.engine.shutdown().await;
-        self.listener_stop.cancel();
-        let _ = self.listener.await;
-    }
-}
+pub type TestEngine = standmeet::jobs::JobRuntime;
 
 /// Quick timings: retries after ~10 ms × attempt⁴, leases of a second, and a default
 /// queue that polls only every 10 s (so that prompt pickup proves the notification).
@@ -52,22 +37,7 @@ pub fn quick_config(workers: usize) -> EngineConfig {
 }
 
 pub async fn start_engine(pool: &PgPool, registry: Registry, config: EngineConfig) -> TestEngine {
-    let signals = Signals::new(64);
-    let listener_stop = CancellationToken::new();
-    let listener =
-        standmeet::jobs::listener::spawn_listener(pool, signals.clone(), listener_stop.clone());
-    // The engine's first fetch may race the listener's LISTEN: wait until it listens.
-    wait_until(Duration::from_secs(10), || async {
-        signals.listener_connected()
-    })
-    .await;
-    let engine = Engine::start(pool.clone(), registry, config, signals.clone());
-    TestEngine {
-        engine,
-        signals,
-        listener_stop,
-        listener,
-    }
+    standmeet::jobs::JobRuntime::start(pool, registry, config, Signals::new(64)).await
 }
 
 /// Waits until `condition` holds, checking every 10 ms; panics after `limit`.
