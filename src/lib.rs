@@ -13,6 +13,7 @@
 //!
 //! Shared by server and browser:
 //! - [`ui`]: the HTML shell, the app and its routes, the layout, pages and components.
+//! - [`model`]: the words both sides share, such as `JobId` and `JobState`.
 //! - [`api`]: server functions (the browser gets stubs that call them over HTTP), and on
 //!   the server the fixed endpoints such as `/healthz`.
 //!
@@ -36,6 +37,7 @@
 //! The browser's entry point is [`hydrate`].
 
 pub mod api;
+pub mod model;
 pub mod ui;
 
 #[cfg(feature = "ssr")]

@@ -95,6 +95,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(crate::api::health::healthz))
         .route("/metrics", get(crate::api::metrics::metrics))
+        .route("/api/jobs/status", get(crate::api::tasks::job_status))
         .route("/login", post(crate::api::auth::sign_in))
         .route("/logout", post(crate::api::auth::sign_out))
         .route("/admin", get(|| async { Redirect::to("/admin/tasks") }))

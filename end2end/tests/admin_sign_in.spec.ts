@@ -56,3 +56,8 @@ test("the hydrated pages run under the Content-Security-Policy without violation
   await expect(page.getByRole("status")).toContainText("database is ok");
   expect(violations).toEqual([]);
 });
+
+test("an anonymous visitor of the Tasks panel is sent to sign in", async ({ page }) => {
+  await page.goto("/admin/tasks/1");
+  await expect(page).toHaveURL(/\/login\?next=%2Fadmin%2Ftasks%2F1$/);
+});

@@ -26,7 +26,7 @@ pub fn sign_in_problem(code: &str) -> Option<&'static str> {
 }
 
 #[cfg(feature = "ssr")]
-pub use server::{sign_in, sign_out};
+pub use server::{require_admin, sign_in, sign_out};
 
 #[cfg(feature = "ssr")]
 mod server {
@@ -108,6 +108,20 @@ mod server {
         }
         tracing::info!(admin.id = admin.id, "an admin signed in");
         Redirect::to(&next)
+    }
+
+    /// The signed-in admin of this request, for admin server functions. The guard
+    /// already answered 401 to anyone else; this is the second lock, and it hands the
+    /// function the admin's identity for its log lines.
+    pub async fn require_admin()
+    -> Result<crate::domain::admins::Admin, leptos::prelude::ServerFnError> {
+        use axum::Extension;
+        match leptos_axum::extract::<Option<Extension<crate::domain::admins::Admin>>>().await {
+            Ok(Some(Extension(admin))) => Ok(admin),
+            _ => Err(leptos::prelude::ServerFnError::new(
+                "Sign in as an admin to use this.",
+            )),
+        }
     }
 
     /// `POST /logout`: ends the session, back to the sign-in page.

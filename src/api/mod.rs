@@ -8,3 +8,4 @@ pub mod health;
 #[cfg(feature = "ssr")]
 pub mod metrics;
 pub mod status;
+pub mod tasks;

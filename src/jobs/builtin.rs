@@ -1,4 +1,5 @@
-//! Job kinds every StandMeet has, for health checks, benchmarks and trying the queue.
+//! Job kinds every StandMeet has, for health checks, benchmarks and trying the queue
+//! (an operator can insert them by hand and watch them in the Tasks panel).
 
 use std::time::Duration;
 
@@ -51,7 +52,53 @@ impl JobKind for Sleep {
     }
 }
 
+/// `system.flaky {fail_until_attempt, message?, retry_in_ms?}`: fails its attempts
+/// before `fail_until_attempt` (with `message`; the next try after `retry_in_ms` when
+/// given, else after the usual backoff), then completes with `{attempt}`. For trying
+/// retries, the Tasks panel's error history and its Retry button.
+pub struct Flaky;
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct FlakyArgs {
+    pub fail_until_attempt: i16,
+    #[serde(default)]
+    pub message: Option<String>,
+    #[serde(default)]
+    pub retry_in_ms: Option<u64>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct FlakyOutput {
+    pub attempt: i16,
+}
+
+impl JobKind for Flaky {
+    const KIND: &'static str = "system.flaky";
+    type Args = FlakyArgs;
+    type Output = FlakyOutput;
+
+    async fn run(&self, job: JobContext, args: FlakyArgs) -> Result<FlakyOutput, JobError> {
+        if job.attempt < args.fail_until_attempt {
+            let message = format!(
+                "{} (attempt {})",
+                args.message.unwrap_or_else(|| "failed on purpose".into()),
+                job.attempt
+            );
+            return Err(match args.retry_in_ms {
+                Some(ms) => JobError::retry_after(Duration::from_millis(ms), message),
+                None => JobError::retry(message),
+            });
+        }
+        Ok(FlakyOutput {
+            attempt: job.attempt,
+        })
+    }
+}
+
 /// The registry of the built-in kinds; the app adds its own to it.
 pub fn registry() -> super::Registry {
-    super::Registry::new().register(Noop).register(Sleep)
+    super::Registry::new()
+        .register(Noop)
+        .register(Sleep)
+        .register(Flaky)
 }

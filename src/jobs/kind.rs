@@ -103,6 +103,8 @@ pub struct Completed(());
 pub enum ErrorAction {
     /// Try again after the backoff (discarded once out of attempts).
     Retry,
+    /// Try again after this long instead of the backoff (discarded once out of attempts).
+    RetryAfter(Duration),
     /// Give up now: retrying cannot help.
     Discard,
     /// Stop for good, as `cancelled`.
@@ -123,6 +125,13 @@ impl JobError {
     pub fn retry(message: impl Into<String>) -> Self {
         JobError {
             action: ErrorAction::Retry,
+            message: message.into(),
+        }
+    }
+
+    pub fn retry_after(after: Duration, message: impl Into<String>) -> Self {
+        JobError {
+            action: ErrorAction::RetryAfter(after),
             message: message.into(),
         }
     }

@@ -57,8 +57,6 @@ pub mod runtime;
 pub mod store;
 pub mod waiters;
 
-use serde::{Deserialize, Serialize};
-
 pub use engine::{Engine, EngineConfig, QueueConfig};
 pub use insert::{InsertOptions, insert, insert_many_tx, insert_tx, insert_with};
 pub use kind::{Completed, JobContext, JobError, JobKind};
@@ -67,79 +65,7 @@ pub use registry::Registry;
 pub use runtime::JobRuntime;
 pub use waiters::{WaitError, WaitOutcome, Waiters};
 
-/// A job's id: the `jobs` primary key.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, sqlx::Type,
-)]
-#[serde(transparent)]
-#[sqlx(transparent)]
-pub struct JobId(pub i64);
-
-impl std::fmt::Display for JobId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-/// The `job_state` enum of the database. See the module documentation for who moves a
-/// job into and out of each state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type)]
-#[sqlx(type_name = "job_state", rename_all = "lowercase")]
-#[serde(rename_all = "lowercase")]
-pub enum JobState {
-    Available,
-    Scheduled,
-    Running,
-    Retryable,
-    Completed,
-    Discarded,
-    Cancelled,
-}
-
-impl JobState {
-    pub const ALL: [JobState; 7] = [
-        JobState::Available,
-        JobState::Scheduled,
-        JobState::Running,
-        JobState::Retryable,
-        JobState::Completed,
-        JobState::Discarded,
-        JobState::Cancelled,
-    ];
-
-    /// Completed, discarded and cancelled jobs are finished: nothing moves them again
-    /// but an admin's retry.
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            JobState::Completed | JobState::Discarded | JobState::Cancelled
-        )
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobState::Available => "available",
-            JobState::Scheduled => "scheduled",
-            JobState::Running => "running",
-            JobState::Retryable => "retryable",
-            JobState::Completed => "completed",
-            JobState::Discarded => "discarded",
-            JobState::Cancelled => "cancelled",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<JobState> {
-        JobState::ALL
-            .into_iter()
-            .find(|state| state.as_str() == text)
-    }
-}
-
-impl std::fmt::Display for JobState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::model::{JobId, JobState};
 
 /// The notification channels, in one place. Payloads: a queue name for `INSERT`, a job
 /// id for `FINAL` and `CANCEL`.

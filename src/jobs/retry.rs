@@ -79,9 +79,14 @@ pub fn plan(
             ..plain(JobState::Retryable)
         },
         AttemptResult::Failed(JobError { action, message }) => match action {
-            ErrorAction::Retry if attempt >= max_attempts => Plan {
+            ErrorAction::Retry | ErrorAction::RetryAfter(_) if attempt >= max_attempts => Plan {
                 error: Some(message),
                 ..plain(JobState::Discarded)
+            },
+            ErrorAction::RetryAfter(after) => Plan {
+                error: Some(message),
+                delay: Some(after),
+                ..plain(JobState::Retryable)
             },
             ErrorAction::Retry => Plan {
                 error: Some(message),
@@ -181,6 +186,23 @@ mod tests {
         let last = plan(failed(), 3, 3, BASE, 0.5).unwrap();
         assert_eq!(last.state, JobState::Discarded);
         assert_eq!(last.delay, None);
+    }
+
+    #[test]
+    fn a_retry_can_name_its_own_delay() {
+        let failed = |attempt| {
+            plan(
+                AttemptResult::Failed(JobError::retry_after(Duration::from_secs(3600), "later")),
+                attempt,
+                3,
+                BASE,
+                0.5,
+            )
+            .unwrap()
+        };
+        assert_eq!(failed(1).state, JobState::Retryable);
+        assert_eq!(failed(1).delay, Some(Duration::from_secs(3600)));
+        assert_eq!(failed(3).state, JobState::Discarded);
     }
 
     #[test]

@@ -526,6 +526,141 @@ pub async fn job_count_by_state_and_kind(
         .collect())
 }
 
+/// A job as a row of the Tasks panel: no arguments or output (they can be large),
+/// the last error only.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct JobSummary {
+    pub id: JobId,
+    pub kind: String,
+    pub queue: String,
+    pub state: JobState,
+    pub attempt: i16,
+    pub max_attempts: i16,
+    pub created_at: OffsetDateTime,
+    pub scheduled_at: OffsetDateTime,
+    pub finalized_at: Option<OffsetDateTime>,
+    pub last_error: Option<String>,
+}
+
+/// What the Tasks panel shows: any of state, kind and queue, and a keyset window
+/// (`before`: older than that id; `after`: newer than that id).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PanelFilter {
+    pub state: Option<JobState>,
+    pub kind: Option<String>,
+    pub queue: Option<String>,
+    pub before: Option<JobId>,
+    pub after: Option<JobId>,
+}
+
+const SUMMARY_COLUMNS: &str = "id, kind, queue, state, attempt, max_attempts, created_at, scheduled_at, \
+     finalized_at, errors -> -1 ->> 'error' AS last_error";
+
+/// The newest `limit` jobs that match `filter`, newest first.
+///
+/// Built at run time because each filter wants its own index: the primary key for
+/// none, `(state, id)` for a state, and for a kind or a queue the indexes on finished
+/// jobs plus the few unfinished ones found by state. The statement is not kept
+/// prepared, so PostgreSQL plans each one for its actual values.
+pub async fn job_list_page(
+    pool: &PgPool,
+    filter: &PanelFilter,
+    limit: i64,
+) -> Result<Vec<JobSummary>, sqlx::Error> {
+    use sqlx::{Execute, QueryBuilder};
+
+    fn conditions<'a>(query: &mut QueryBuilder<'a, sqlx::Postgres>, filter: &'a PanelFilter) {
+        if let Some(kind) = &filter.kind {
+            query.push(" AND kind = ").push_bind(kind.as_str());
+        }
+        if let Some(queue) = &filter.queue {
+            query.push(" AND queue = ").push_bind(queue.as_str());
+        }
+        if let Some(before) = filter.before {
+            query.push(" AND id < ").push_bind(before.0);
+        }
+        if let Some(after) = filter.after {
+            query.push(" AND id > ").push_bind(after.0);
+        }
+    }
+
+    let mut query = QueryBuilder::new("");
+    let by_kind_or_queue = filter.kind.is_some() || filter.queue.is_some();
+    match filter.state {
+        Some(state) => {
+            query
+                .push(format!("SELECT {SUMMARY_COLUMNS} FROM jobs WHERE state = "))
+                .push_bind(state);
+            if state.is_terminal() && by_kind_or_queue {
+                // Lets the planner use the kind/queue index on finished jobs.
+                query.push(" AND finalized_at IS NOT NULL");
+            }
+            conditions(&mut query, filter);
+            query.push(" ORDER BY id DESC LIMIT ").push_bind(limit);
+        }
+        None if by_kind_or_queue => {
+            query.push(format!(
+                "SELECT * FROM ((SELECT {SUMMARY_COLUMNS} FROM jobs WHERE finalized_at IS NOT NULL"
+            ));
+            conditions(&mut query, filter);
+            query.push(" ORDER BY id DESC LIMIT ").push_bind(limit);
+            query.push(format!(
+                ") UNION ALL (SELECT {SUMMARY_COLUMNS} FROM jobs \
+                 WHERE state IN ('available', 'scheduled', 'running', 'retryable')"
+            ));
+            conditions(&mut query, filter);
+            query.push(" ORDER BY id DESC LIMIT ").push_bind(limit);
+            query
+                .push(")) AS both_parts ORDER BY id DESC LIMIT ")
+                .push_bind(limit);
+        }
+        None => {
+            query.push(format!("SELECT {SUMMARY_COLUMNS} FROM jobs WHERE true"));
+            conditions(&mut query, filter);
+            query.push(" ORDER BY id DESC LIMIT ").push_bind(limit);
+        }
+    }
+    let built = query.build_query_as::<JobSummary>();
+    debug_assert!(!built.sql().is_empty());
+    built.persistent(false).fetch_all(pool).await
+}
+
+/// How many jobs are in each state, counting each only up to `cap` (so a page never
+/// counts a million rows: it says "10,000+" instead).
+pub async fn job_state_counts(
+    pool: &PgPool,
+    cap: i64,
+) -> Result<Vec<(JobState, i64)>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"
+        SELECT s.state AS "state!: JobState",
+               (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE jobs.state = s.state LIMIT $1) AS capped) AS "count!"
+        FROM unnest(enum_range(NULL::job_state)) AS s(state)
+        "#,
+        cap
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().map(|row| (row.state, row.count)).collect())
+}
+
+/// The panel rows of these jobs (those that exist), for the status poll.
+pub async fn job_summaries(pool: &PgPool, ids: &[JobId]) -> Result<Vec<JobSummary>, sqlx::Error> {
+    let ids: Vec<i64> = ids.iter().map(|id| id.0).collect();
+    sqlx::query_as!(
+        JobSummary,
+        r#"
+        SELECT id AS "id: JobId", kind, queue, state AS "state: JobState", attempt, max_attempts,
+               created_at, scheduled_at, finalized_at, errors -> -1 ->> 'error' AS last_error
+        FROM jobs WHERE id = ANY($1)
+        ORDER BY id DESC
+        "#,
+        &ids
+    )
+    .fetch_all(pool)
+    .await
+}
+
 /// One job, whole.
 pub async fn job_get(
     executor: impl PgExecutor<'_>,

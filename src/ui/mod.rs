@@ -9,12 +9,13 @@ pub mod pages;
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
 use leptos_router::components::{Route, Router, Routes};
-use leptos_router::path;
+use leptos_router::{SsrMode, path};
 
 use crate::ui::components::toast::{ToastRegion, Toasts};
 use crate::ui::layout::Layout;
 use crate::ui::pages::{
     coming_soon::ComingSoon, home::HomePage, login::LoginPage, not_found::NotFound,
+    task_detail::TaskDetailPage, tasks::TasksPage,
 };
 
 /// The HTML document around the app; the server renders it for every page.
@@ -54,7 +55,10 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/") view=HomePage/>
                     <Route path=path!("/login") view=LoginPage/>
                     // Admin pages (product.md section 5); each arrives with its issue.
-                    <Route path=path!("/admin/tasks") view=|| view! { <ComingSoon title="Tasks"/> }/>
+                    // Rendered whole before the first byte is sent, so that a shared link
+                    // shows the rows without JavaScript and a missing job answers 404.
+                    <Route path=path!("/admin/tasks") view=TasksPage ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/tasks/:id") view=TaskDetailPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/access-requests") view=|| view! { <ComingSoon title="Access requests"/> }/>
                     <Route path=path!("/admin/listings") view=|| view! { <ComingSoon title="Listings"/> }/>
                     <Route path=path!("/admin/corpus") view=|| view! { <ComingSoon title="Corpus"/> }/>

@@ -1,4 +1,6 @@
 //! Pieces every page uses.
 
 pub mod form;
+pub mod poll;
+pub mod status_chip;
 pub mod toast;

@@ -1,0 +1,468 @@
+//! The Tasks panel's server side: its rows and counts, one job's detail, Retry and
+//! Cancel (server functions, admins only), and the status poll
+//! `GET /api/jobs/status?ids=…` that every page with live chips uses.
+
+use leptos::prelude::*;
+use leptos::server_fn::codec::GetUrl;
+use serde::{Deserialize, Serialize};
+
+use crate::model::JobState;
+
+/// The most rows a page shows.
+pub const PAGE_SIZE: i64 = 50;
+/// Counts stop here; the page shows "10,000+".
+pub const COUNT_CAP: i64 = 10_000;
+/// The most ids one status poll may ask for.
+pub const MAX_STATUS_IDS: usize = 100;
+
+/// A row of the panel; times are already words ("2026-11-29 14:03:12 UTC"), so the
+/// server's page and the browser's hydrated one say exactly the same.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskRow {
+    pub id: i64,
+    pub kind: String,
+    pub queue: String,
+    pub state: JobState,
+    pub attempt: i16,
+    pub max_attempts: i16,
+    pub created: String,
+    /// When it finished (finished jobs) or when it runs next (the others).
+    pub finalized: Option<String>,
+    pub next_run: Option<String>,
+    pub last_error: Option<String>,
+}
+
+/// The filters of the panel, as the URL query carries them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskQuery {
+    pub state: Option<String>,
+    pub kind: Option<String>,
+    pub queue: Option<String>,
+    pub before: Option<i64>,
+    pub after: Option<i64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateCount {
+    pub state: JobState,
+    pub count: i64,
+    /// True when the count stopped at the cap.
+    pub more: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskPage {
+    pub rows: Vec<TaskRow>,
+    pub counts: Vec<StateCount>,
+    /// The `before` of the next (older) page, when there is one.
+    pub older: Option<i64>,
+    /// Kinds and queues to offer in the filters.
+    pub kinds: Vec<String>,
+    pub queues: Vec<String>,
+}
+
+/// One failed attempt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptView {
+    pub attempt: i16,
+    pub at: String,
+    pub error: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskDetail {
+    pub row: TaskRow,
+    pub priority: i16,
+    pub args: String,
+    pub output: Option<String>,
+    pub attempts: Vec<AttemptView>,
+    pub scheduled: String,
+    pub attempted: Option<String>,
+    pub attempted_by: Option<String>,
+    pub cancel_requested: bool,
+}
+
+/// What Retry or Cancel did, in words for a toast.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskActionResult {
+    /// False when the job had moved on and the action no longer applied.
+    pub done: bool,
+    pub message: String,
+}
+
+/// The rows of one page of the panel, newest first, with the counts by state.
+#[server(endpoint = "tasks/list", input = GetUrl)]
+pub async fn list_tasks(query: TaskQuery) -> Result<TaskPage, ServerFnError> {
+    server::list(query).await
+}
+
+/// One job whole; `None` when there is no such job.
+#[server(endpoint = "tasks/detail", input = GetUrl)]
+pub async fn get_task(id: i64) -> Result<Option<TaskDetail>, ServerFnError> {
+    server::detail(id).await
+}
+
+/// Retry: a retryable, discarded or cancelled job runs again now.
+#[server(endpoint = "tasks/retry")]
+pub async fn retry_task(id: i64) -> Result<TaskActionResult, ServerFnError> {
+    server::retry(id).await
+}
+
+/// Cancel: a job that has not run is cancelled at once; a running one is stopped.
+#[server(endpoint = "tasks/cancel")]
+pub async fn cancel_task(id: i64) -> Result<TaskActionResult, ServerFnError> {
+    server::cancel(id).await
+}
+
+/// Parses the `state` filter; `Err` names the bad word.
+pub fn parse_state_filter(state: Option<&str>) -> Result<Option<JobState>, String> {
+    match state.map(str::trim).filter(|state| !state.is_empty()) {
+        None => Ok(None),
+        Some(word) => JobState::parse(word).map(Some).ok_or_else(|| {
+            format!(
+                "There is no job state {word:?}. The states are: {}.",
+                JobState::ALL.map(JobState::as_str).join(", ")
+            )
+        }),
+    }
+}
+
+/// Asks `GET /api/jobs/status` for these jobs (from the browser): their current rows.
+#[cfg(feature = "hydrate")]
+pub async fn fetch_job_status(ids: &[i64]) -> Result<Vec<TaskRow>, String> {
+    #[derive(Deserialize)]
+    struct Answer {
+        jobs: Vec<TaskRow>,
+    }
+    let ids = ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+    let response = gloo_net::http::Request::get(&format!("/api/jobs/status?ids={ids}"))
+        .send()
+        .await
+        .map_err(|err| err.to_string())?;
+    if !response.ok() {
+        return Err(format!("the status poll answered {}", response.status()));
+    }
+    let answer: Answer = response.json().await.map_err(|err| err.to_string())?;
+    Ok(answer.jobs)
+}
+
+#[cfg(feature = "ssr")]
+pub use server::job_status;
+
+#[cfg(feature = "ssr")]
+mod server {
+    use axum::Json;
+    use axum::extract::{Query, State};
+    use axum::http::StatusCode;
+    use axum::response::{IntoResponse, Response};
+    use leptos::prelude::*;
+    use serde::Deserialize;
+    use time::OffsetDateTime;
+
+    use super::*;
+    use crate::api::auth::require_admin;
+    use crate::jobs::store::{self, CancelOutcome, JobRow, JobSummary, PanelFilter, RetryOutcome};
+    use crate::model::JobId;
+    use crate::startup::AppState;
+
+    /// "2026-11-29 14:03:12 UTC".
+    pub fn when(at: OffsetDateTime) -> String {
+        const FORMAT: &[time::format_description::FormatItem<'static>] =
+            time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]:[second] UTC");
+        at.to_offset(time::UtcOffset::UTC)
+            .format(FORMAT)
+            .unwrap_or_else(|_| at.to_string())
+    }
+
+    fn row(job: JobSummary) -> TaskRow {
+        TaskRow {
+            id: job.id.0,
+            kind: job.kind,
+            queue: job.queue,
+            state: job.state,
+            attempt: job.attempt,
+            max_attempts: job.max_attempts,
+            created: when(job.created_at),
+            finalized: job.finalized_at.map(when),
+            next_run: (!job.state.is_terminal() && job.state != JobState::Running)
+                .then(|| when(job.scheduled_at)),
+            last_error: job.last_error,
+        }
+    }
+
+    fn internal(err: impl std::fmt::Display) -> ServerFnError {
+        tracing::error!(error = %err, "a Tasks panel query failed");
+        ServerFnError::new("StandMeet could not read the jobs just now; try again.")
+    }
+
+    /// A kind or queue filter: trimmed, not empty, not absurdly long.
+    fn name_filter(value: Option<String>) -> Option<String> {
+        value
+            .map(|value| value.trim().to_string())
+            .filter(|value| !value.is_empty())
+            .map(|value| value.chars().take(128).collect())
+    }
+
+    pub async fn list(query: TaskQuery) -> Result<TaskPage, ServerFnError> {
+        require_admin().await?;
+        let state = expect_context::<AppState>();
+        let filter = PanelFilter {
+            state: parse_state_filter(query.state.as_deref()).map_err(ServerFnError::new)?,
+            kind: name_filter(query.kind),
+            queue: name_filter(query.queue),
+            before: query.before.map(JobId),
+            after: query.after.map(JobId),
+        };
+        let mut jobs = store::job_list_page(&state.pool, &filter, PAGE_SIZE + 1)
+            .await
+            .map_err(internal)?;
+        let older = if jobs.len() as i64 > PAGE_SIZE && filter.after.is_none() {
+            jobs.truncate(PAGE_SIZE as usize);
+            jobs.last().map(|job| job.id.0)
+        } else {
+            jobs.truncate(PAGE_SIZE as usize);
+            None
+        };
+        let counts = store::job_state_counts(&state.pool, COUNT_CAP + 1)
+            .await
+            .map_err(internal)?
+            .into_iter()
+            .map(|(state, count)| StateCount {
+                state,
+                count: count.min(COUNT_CAP),
+                more: count > COUNT_CAP,
+            })
+            .collect();
+        let registry = crate::startup::job_registry();
+        let mut kinds: Vec<String> = registry.kinds().map(str::to_string).collect();
+        kinds.sort();
+        let queues = crate::jobs::EngineConfig::standard_queues()
+            .into_iter()
+            .map(|q| q.name)
+            .collect();
+        Ok(TaskPage {
+            rows: jobs.into_iter().map(row).collect(),
+            counts,
+            older,
+            kinds,
+            queues,
+        })
+    }
+
+    fn pretty(value: &serde_json::Value) -> String {
+        serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+    }
+
+    fn detail_of(job: JobRow) -> TaskDetail {
+        let attempts = job
+            .attempt_errors()
+            .into_iter()
+            .map(|error| AttemptView {
+                attempt: error.attempt,
+                at: when(error.at),
+                error: error.error,
+            })
+            .collect();
+        let summary = JobSummary {
+            id: job.id,
+            kind: job.kind.clone(),
+            queue: job.queue.clone(),
+            state: job.state,
+            attempt: job.attempt,
+            max_attempts: job.max_attempts,
+            created_at: job.created_at,
+            scheduled_at: job.scheduled_at,
+            finalized_at: job.finalized_at,
+            last_error: job.attempt_errors().last().map(|error| error.error.clone()),
+        };
+        TaskDetail {
+            row: row(summary),
+            priority: job.priority,
+            args: pretty(&job.args),
+            output: job.output.as_ref().map(pretty),
+            attempts,
+            scheduled: when(job.scheduled_at),
+            attempted: job.attempted_at.map(when),
+            attempted_by: job.attempted_by,
+            cancel_requested: job.cancel_requested_at.is_some(),
+        }
+    }
+
+    pub async fn detail(id: i64) -> Result<Option<TaskDetail>, ServerFnError> {
+        require_admin().await?;
+        let state = expect_context::<AppState>();
+        let job = store::job_get(&state.pool, JobId(id))
+            .await
+            .map_err(internal)?;
+        Ok(job.map(detail_of))
+    }
+
+    pub async fn retry(id: i64) -> Result<TaskActionResult, ServerFnError> {
+        let admin = require_admin().await?;
+        let state = expect_context::<AppState>();
+        let outcome = store::job_retry(&state.pool, JobId(id))
+            .await
+            .map_err(internal)?;
+        tracing::info!(
+            job.id = id,
+            admin.id = admin.id,
+            ?outcome,
+            "an admin retried a job"
+        );
+        Ok(match outcome {
+            RetryOutcome::Retried => TaskActionResult {
+                done: true,
+                message: format!("Retry of job {id} queued: it runs again shortly."),
+            },
+            RetryOutcome::NotRetryable(now) => TaskActionResult {
+                done: false,
+                message: format!(
+                    "Job {id} is {now} now, so there is nothing to retry. Only retryable, discarded or cancelled jobs can be retried."
+                ),
+            },
+            RetryOutcome::NotFound => TaskActionResult {
+                done: false,
+                message: format!("There is no job {id} any more."),
+            },
+        })
+    }
+
+    pub async fn cancel(id: i64) -> Result<TaskActionResult, ServerFnError> {
+        let admin = require_admin().await?;
+        let state = expect_context::<AppState>();
+        let outcome = store::job_cancel(&state.pool, JobId(id))
+            .await
+            .map_err(internal)?;
+        tracing::info!(
+            job.id = id,
+            admin.id = admin.id,
+            ?outcome,
+            "an admin cancelled a job"
+        );
+        Ok(match outcome {
+            CancelOutcome::Cancelled => TaskActionResult {
+                done: true,
+                message: format!("Job {id} cancelled."),
+            },
+            CancelOutcome::Requested => TaskActionResult {
+                done: true,
+                message: format!(
+                    "Cancel of job {id} requested: its running attempt is being stopped."
+                ),
+            },
+            CancelOutcome::AlreadyFinal(now) => TaskActionResult {
+                done: false,
+                message: format!("Job {id} is already {now}, so there is nothing to cancel."),
+            },
+            CancelOutcome::NotFound => TaskActionResult {
+                done: false,
+                message: format!("There is no job {id} any more."),
+            },
+        })
+    }
+
+    #[derive(Debug, Deserialize)]
+    pub struct StatusQuery {
+        ids: Option<String>,
+    }
+
+    /// The state of each job in `ids` (comma-separated), for live chips. Answers
+    /// `{"jobs": [row…], "unknown": [id…]}`; 400 with a message for ids that are not
+    /// whole numbers, for none, or for more than [`MAX_STATUS_IDS`].
+    pub async fn job_status(
+        State(state): State<AppState>,
+        Query(query): Query<StatusQuery>,
+    ) -> Response {
+        let ids = match parse_status_ids(query.ids.as_deref()) {
+            Ok(ids) => ids,
+            Err(message) => {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    Json(serde_json::json!({ "error": message })),
+                )
+                    .into_response();
+            }
+        };
+        match store::job_summaries(&state.pool, &ids).await {
+            Ok(jobs) => {
+                let unknown: Vec<i64> = ids
+                    .iter()
+                    .filter(|id| !jobs.iter().any(|job| job.id == **id))
+                    .map(|id| id.0)
+                    .collect();
+                let rows: Vec<TaskRow> = jobs.into_iter().map(row).collect();
+                Json(serde_json::json!({ "jobs": rows, "unknown": unknown })).into_response()
+            }
+            Err(err) => crate::error::AppError::from(err).into_response(),
+        }
+    }
+
+    /// `"1,2,3"` → ids; a message a person understands otherwise.
+    pub fn parse_status_ids(raw: Option<&str>) -> Result<Vec<JobId>, String> {
+        let raw = raw.map(str::trim).unwrap_or_default();
+        if raw.is_empty() {
+            return Err("Give the job ids to look up, as ?ids=1,2,3.".into());
+        }
+        let mut ids = Vec::new();
+        for part in raw.split(',').map(str::trim) {
+            match part.parse::<i64>() {
+                Ok(id) if id > 0 => {
+                    if !ids.contains(&JobId(id)) {
+                        ids.push(JobId(id));
+                    }
+                }
+                _ => {
+                    return Err(format!(
+                        "{part:?} is not a job id: job ids are whole numbers above zero."
+                    ));
+                }
+            }
+        }
+        if ids.len() > MAX_STATUS_IDS {
+            return Err(format!(
+                "At most {MAX_STATUS_IDS} job ids at once; {} were asked for.",
+                ids.len()
+            ));
+        }
+        Ok(ids)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn status_ids_parse_or_say_what_is_wrong() {
+            assert_eq!(
+                parse_status_ids(Some("3, 1,3")).unwrap(),
+                vec![JobId(3), JobId(1)]
+            );
+            assert!(parse_status_ids(None).unwrap_err().contains("?ids=1,2,3"));
+            assert!(
+                parse_status_ids(Some("1,abc"))
+                    .unwrap_err()
+                    .contains("\"abc\" is not a job id")
+            );
+            assert!(
+                parse_status_ids(Some("-4"))
+                    .unwrap_err()
+                    .contains("not a job id")
+            );
+            let many = (1..=101)
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(",");
+            assert!(
+                parse_status_ids(Some(&many))
+                    .unwrap_err()
+                    .contains("At most 100")
+            );
+        }
+
+        #[test]
+        fn times_read_the_same_everywhere() {
+            let at = time::macros::datetime!(2026-11-29 14:03:12.345 +02:00);
+            assert_eq!(when(at), "2026-11-29 12:03:12 UTC");
+        }
+    }
+}

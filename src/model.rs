@@ -1,0 +1,146 @@
+//! Types the server and the browser share: what a job is called and which state it is
+//! in, as the pages and the JSON endpoints speak of them. (The server's own job code is
+//! in `jobs`; these are the words it shares with the outside.)
+
+use serde::{Deserialize, Serialize};
+
+/// A job's id: the `jobs` primary key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(sqlx::Type))]
+#[cfg_attr(feature = "ssr", sqlx(transparent))]
+#[serde(transparent)]
+pub struct JobId(pub i64);
+
+impl std::fmt::Display for JobId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The `job_state` enum of the database. See the documentation of `jobs` for who moves
+/// a job into and out of each state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(sqlx::Type))]
+#[cfg_attr(
+    feature = "ssr",
+    sqlx(type_name = "job_state", rename_all = "lowercase")
+)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    Available,
+    Scheduled,
+    Running,
+    Retryable,
+    Completed,
+    Discarded,
+    Cancelled,
+}
+
+impl JobState {
+    pub const ALL: [JobState; 7] = [
+        JobState::Available,
+        JobState::Scheduled,
+        JobState::Running,
+        JobState::Retryable,
+        JobState::Completed,
+        JobState::Discarded,
+        JobState::Cancelled,
+    ];
+
+    /// Completed, discarded and cancelled jobs are finished: nothing moves them again
+    /// but an admin's retry.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobState::Completed | JobState::Discarded | JobState::Cancelled
+        )
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Available => "available",
+            JobState::Scheduled => "scheduled",
+            JobState::Running => "running",
+            JobState::Retryable => "retryable",
+            JobState::Completed => "completed",
+            JobState::Discarded => "discarded",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<JobState> {
+        JobState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == text)
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the chip of a mail says, from the state of the job that sends it (product.md
+/// section 4): not finished yet → `sending`; completed → `sent`; a failed attempt
+/// waiting for its retry, or given up → `failed`. A failed mail that is retried goes
+/// `failed` → `sending` → `sent`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MailState {
+    Sending,
+    Sent,
+    Failed,
+}
+
+impl MailState {
+    pub fn of_job(state: JobState) -> MailState {
+        match state {
+            JobState::Available | JobState::Scheduled | JobState::Running => MailState::Sending,
+            JobState::Completed => MailState::Sent,
+            JobState::Retryable | JobState::Discarded | JobState::Cancelled => MailState::Failed,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MailState::Sending => "sending",
+            MailState::Sent => "sent",
+            MailState::Failed => "failed",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_job_state_maps_to_the_mail_chip_of_product_md() {
+        let expected = [
+            (JobState::Available, "sending"),
+            (JobState::Scheduled, "sending"),
+            (JobState::Running, "sending"),
+            (JobState::Completed, "sent"),
+            (JobState::Retryable, "failed"),
+            (JobState::Discarded, "failed"),
+            (JobState::Cancelled, "failed"),
+        ];
+        assert_eq!(expected.len(), JobState::ALL.len());
+        for (state, chip) in expected {
+            assert_eq!(MailState::of_job(state).as_str(), chip, "{state}");
+        }
+    }
+
+    #[test]
+    fn job_states_round_trip_through_their_words() {
+        for state in JobState::ALL {
+            assert_eq!(JobState::parse(state.as_str()), Some(state));
+            assert_eq!(
+                serde_json::to_string(&state).unwrap(),
+                format!("\"{state}\"")
+            );
+        }
+        assert_eq!(JobState::parse("Completed"), None);
+    }
+}

@@ -1,0 +1,205 @@
+//! `/admin/tasks/<id>`: one job whole: its arguments and output, every failed attempt
+//! with its time and error, its timeline, and Retry / Cancel where they apply. While it
+//! is unfinished the page follows it every second.
+
+use std::time::Duration;
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_params_map;
+
+use crate::api::tasks::{CancelTask, RetryTask, TaskActionResult, TaskDetail, get_task};
+use crate::model::JobState;
+use crate::ui::components::form::SECONDARY_BUTTON;
+use crate::ui::components::poll::use_polling;
+use crate::ui::components::status_chip::JobStateChip;
+use crate::ui::components::toast::use_toasts;
+use crate::ui::pages::not_found::NotFound;
+use crate::ui::pages::tasks::server_message;
+
+#[component]
+pub fn TaskDetailPage() -> impl IntoView {
+    let params = use_params_map();
+    let id = Memo::new(move |_| {
+        params
+            .read()
+            .get("id")
+            .and_then(|id| id.parse::<i64>().ok())
+    });
+    let detail = Resource::new(
+        move || id.get(),
+        |id| async move {
+            match id {
+                Some(id) => get_task(id).await,
+                None => Ok(None),
+            }
+        },
+    );
+
+    let toasts = use_toasts();
+    let retry = ServerAction::<RetryTask>::new();
+    let cancel = ServerAction::<CancelTask>::new();
+    let report = move |result: Option<Result<TaskActionResult, ServerFnError>>| match result {
+        Some(Ok(TaskActionResult {
+            done: true,
+            message,
+        })) => toasts.success(message),
+        Some(Ok(TaskActionResult {
+            done: false,
+            message,
+        })) => toasts.error(message),
+        Some(Err(error)) => toasts.error(server_message(&error)),
+        None => {}
+    };
+    Effect::new(move |_| {
+        report(retry.value().get());
+        detail.refetch();
+    });
+    Effect::new(move |_| {
+        report(cancel.value().get());
+        detail.refetch();
+    });
+
+    // Follow an unfinished job.
+    use_polling(Duration::from_secs(1), move || {
+        let unfinished = detail
+            .get_untracked()
+            .and_then(|answer| answer.ok().flatten())
+            .is_some_and(|job| !job.row.state.is_terminal());
+        if unfinished {
+            detail.refetch();
+        }
+    });
+
+    let hydrated = RwSignal::new(false);
+    Effect::new(move |_| hydrated.set(true));
+
+    view! {
+        <Transition fallback=|| view! { <p class="text-sm text-slate-500">"Loading the job…"</p> }>
+            {move || Suspend::new(async move {
+                match detail.await {
+                    Ok(Some(job)) => view! { <JobView job=job retry=retry cancel=cancel hydrated=hydrated/> }.into_any(),
+                    Ok(None) => view! { <NotFound/> }.into_any(),
+                    Err(error) => view! {
+                        <p role="alert" class="rounded-md border border-rose-200 bg-rose-50 px-4 py-3 text-sm text-rose-900">
+                            {server_message(&error)}
+                        </p>
+                    }
+                    .into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
+
+#[component]
+fn JobView(
+    job: TaskDetail,
+    retry: ServerAction<RetryTask>,
+    cancel: ServerAction<CancelTask>,
+    hydrated: RwSignal<bool>,
+) -> impl IntoView {
+    let id = job.row.id;
+    let state = job.row.state;
+    let can_retry = matches!(
+        state,
+        JobState::Retryable | JobState::Discarded | JobState::Cancelled
+    );
+    let can_cancel = matches!(
+        state,
+        JobState::Available | JobState::Scheduled | JobState::Retryable | JobState::Running
+    );
+    let busy = move || !hydrated.get() || retry.pending().get() || cancel.pending().get();
+    let timeline = [
+        ("Created", Some(job.row.created.clone())),
+        ("Scheduled for", Some(job.scheduled.clone())),
+        ("Last attempted", job.attempted.clone()),
+        ("Finished", job.row.finalized.clone()),
+    ];
+
+    view! {
+        <Title text=format!("Job {id}")/>
+        <a href="/admin/tasks" class="text-sm text-teal-700 hover:underline">"← Tasks"</a>
+        <div class="mt-2 flex flex-wrap items-center gap-3" data-testid="task-detail" data-job-id=id.to_string()>
+            <h1 class="text-2xl font-semibold tracking-tight">{format!("Job {id}")}</h1>
+            <JobStateChip state=state title=job.row.last_error.clone().unwrap_or_default()/>
+            <span class="font-mono text-sm text-slate-600">{job.row.kind.clone()}</span>
+            <div class="ml-auto flex gap-2">
+                {can_retry.then(|| view! {
+                    <button
+                        type="button"
+                        class=SECONDARY_BUTTON
+                        disabled=busy
+                        on:click=move |_| { retry.dispatch(RetryTask { id }); }
+                    >
+                        "Retry"
+                    </button>
+                })}
+                {can_cancel.then(|| view! {
+                    <button
+                        type="button"
+                        class=SECONDARY_BUTTON
+                        disabled=busy
+                        on:click=move |_| { cancel.dispatch(CancelTask { id }); }
+                    >
+                        "Cancel"
+                    </button>
+                })}
+            </div>
+        </div>
+        {job.cancel_requested.then(|| view! {
+            <p class="mt-2 text-sm text-amber-800">"An admin asked this job to stop; its attempt is being stopped."</p>
+        })}
+
+        <dl class="mt-6 grid gap-x-8 gap-y-2 text-sm sm:grid-cols-4">
+            <div><dt class="text-slate-500">"Queue"</dt><dd>{job.row.queue.clone()}</dd></div>
+            <div><dt class="text-slate-500">"Attempt"</dt><dd data-testid="job-attempt">{format!("{} / {}", job.row.attempt, job.row.max_attempts)}</dd></div>
+            <div><dt class="text-slate-500">"Priority"</dt><dd>{job.priority}</dd></div>
+            <div><dt class="text-slate-500">"Worker"</dt><dd class="font-mono text-xs">{job.attempted_by.clone().unwrap_or_else(|| "—".into())}</dd></div>
+        </dl>
+
+        <section class="mt-8">
+            <h2 class="font-semibold">"Timeline"</h2>
+            <ol class="mt-2 space-y-1 text-sm" data-testid="job-timeline">
+                {timeline
+                    .into_iter()
+                    .filter_map(|(what, when)| when.map(|when| view! {
+                        <li><span class="inline-block w-32 text-slate-500">{what}</span>{when}</li>
+                    }))
+                    .collect_view()}
+            </ol>
+        </section>
+
+        <section class="mt-8">
+            <h2 class="font-semibold">"Attempts that failed"</h2>
+            {if job.attempts.is_empty() {
+                view! { <p class="mt-2 text-sm text-slate-500">"None."</p> }.into_any()
+            } else {
+                view! {
+                    <ol class="mt-2 space-y-2">
+                        {job.attempts.into_iter().map(|attempt| view! {
+                            <li data-testid="job-attempt-error" class="rounded-md border border-rose-100 bg-rose-50 px-3 py-2 text-sm">
+                                <div class="text-xs text-rose-700">{format!("Attempt {} · {}", attempt.attempt, attempt.at)}</div>
+                                <pre class="mt-1 whitespace-pre-wrap break-words font-mono text-rose-900">{attempt.error}</pre>
+                            </li>
+                        }).collect_view()}
+                    </ol>
+                }
+                .into_any()
+            }}
+        </section>
+
+        <div class="mt-8 grid gap-6 md:grid-cols-2">
+            <section>
+                <h2 class="font-semibold">"Arguments"</h2>
+                <pre data-testid="job-args" class="mt-2 overflow-x-auto rounded-md border border-slate-200 bg-white p-3 font-mono text-xs">{job.args}</pre>
+            </section>
+            <section>
+                <h2 class="font-semibold">"Output"</h2>
+                <pre data-testid="job-output" class="mt-2 overflow-x-auto rounded-md border border-slate-200 bg-white p-3 font-mono text-xs">
+                    {job.output.unwrap_or_else(|| "(none yet)".into())}
+                </pre>
+            </section>
+        </div>
+    }
+}

@@ -1,0 +1,314 @@
+//! The Tasks panel's server side: the status poll's shape, auth and bad input; the
+//! pages rendered on the server with their filters and paging; Retry and Cancel.
+
+mod common;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use serde_json::json;
+use sqlx::PgPool;
+use standmeet::jobs::builtin::Noop;
+use standmeet::jobs::{InsertOptions, JobId, insert, insert_with};
+
+async fn completed_job(pool: &PgPool) -> JobId {
+    let id = insert::<Noop>(pool, &json!({"done": true})).await.unwrap();
+    sqlx::query("UPDATE jobs SET state = 'completed', attempt = 1, output = args WHERE id = $1")
+        .bind(id.0)
+        .execute(pool)
+        .await
+        .unwrap();
+    id
+}
+
+async fn scheduled_job(pool: &PgPool) -> JobId {
+    let later = time::OffsetDateTime::now_utc() + std::time::Duration::from_secs(3600);
+    insert_with::<Noop>(
+        pool,
+        &json!({"later": true}),
+        InsertOptions {
+            scheduled_at: Some(later),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+#[sqlx::test]
+async fn the_status_poll_answers_rows_and_unknown_ids(pool: PgPool) {
+    let app = common::app(pool.clone());
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let done = completed_job(&pool).await;
+    let waiting = scheduled_job(&pool).await;
+    sqlx::query("UPDATE jobs SET errors = '[{\"attempt\": 1, \"at\": \"2026-11-29T10:00:00Z\", \"error\": \"boom\"}]' WHERE id = $1")
+        .bind(waiting.0)
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    let reply = common::get_with_cookie(
+        &app,
+        &format!("/api/jobs/status?ids={},{},999999", done, waiting),
+        &cookie,
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let body = reply.json();
+    assert_eq!(body["unknown"], json!([999999]));
+    let jobs = body["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 2);
+    let row = |id: JobId| jobs.iter().find(|job| job["id"] == id.0).unwrap().clone();
+    let done_row = row(done);
+    assert_eq!(done_row["state"], "completed");
+    assert_eq!(done_row["kind"], "system.noop");
+    assert_eq!(done_row["queue"], "default");
+    assert_eq!(done_row["attempt"], 1);
+    assert_eq!(done_row["max_attempts"], 25);
+    assert!(done_row["finalized"].as_str().unwrap().ends_with(" UTC"));
+    let waiting_row = row(waiting);
+    assert_eq!(waiting_row["state"], "scheduled");
+    assert_eq!(waiting_row["last_error"], "boom");
+    assert!(waiting_row["next_run"].as_str().is_some());
+    assert!(waiting_row["finalized"].is_null());
+}
+
+#[sqlx::test]
+async fn the_status_poll_is_for_admins_only(pool: PgPool) {
+    let app = common::app(pool);
+    let reply = common::get(&app, "/api/jobs/status?ids=1").await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+}
+
+#[sqlx::test]
+async fn bad_ids_in_the_status_poll_get_a_clear_400(pool: PgPool) {
+    let app = common::app(pool.clone());
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let many = (1..=101)
+        .map(|n| n.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    for (query, says) in [
+        ("ids=1,abc", "\"abc\" is not a job id"),
+        ("ids=", "Give the job ids"),
+        ("", "Give the job ids"),
+        ("ids=0", "\"0\" is not a job id"),
+        (
+            &format!("ids={many}")[..],
+            "At most 100 job ids at once; 101 were asked for",
+        ),
+    ] {
+        let reply =
+            common::get_with_cookie(&app, &format!("/api/jobs/status?{query}"), &cookie).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{query}");
+        let message = reply.json()["error"].as_str().unwrap().to_string();
+        assert!(message.contains(says), "{query}: {message}");
+    }
+}
+
+#[sqlx::test]
+async fn the_panel_is_rendered_on_the_server_with_its_filters(pool: PgPool) {
+    let app = common::app(pool.clone());
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let done = completed_job(&pool).await;
+    let waiting = scheduled_job(&pool).await;
+
+    let all = common::get_with_cookie(&app, "/admin/tasks", &cookie).await;
+    assert_eq!(all.status, StatusCode::OK);
+    for id in [done, waiting] {
+        assert!(
+            all.body
+                .contains(&format!(r#"data-testid="task-row" data-job-id="{id}""#)),
+            "{id}"
+        );
+    }
+    assert!(
+        all.body
+            .contains(r#"data-testid="job-state" data-state="completed""#)
+    );
+    assert!(
+        all.body
+            .contains(r#"data-testid="state-count" data-state="scheduled""#)
+    );
+
+    let filtered = common::get_with_cookie(
+        &app,
+        "/admin/tasks?state=scheduled&kind=system.noop",
+        &cookie,
+    )
+    .await;
+    assert!(
+        filtered
+            .body
+            .contains(&format!(r#"data-job-id="{waiting}""#))
+    );
+    assert!(!filtered.body.contains(&format!(r#"data-job-id="{done}""#)));
+    assert!(
+        filtered
+            .body
+            .contains(r#"<option value="scheduled" selected"#),
+        "the filter shows as chosen"
+    );
+
+    let by_queue = common::get_with_cookie(&app, "/admin/tasks?queue=mail", &cookie).await;
+    assert!(!by_queue.body.contains(r#"data-testid="task-row""#));
+    assert!(by_queue.body.contains("No jobs match these filters."));
+}
+
+#[sqlx::test]
+async fn an_unknown_state_in_the_url_is_explained_with_a_400(pool: PgPool) {
+    let app = common::app(pool.clone());
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let reply = common::get_with_cookie(&app, "/admin/tasks?state=exploded", &cookie).await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert!(
+        reply
+            .body
+            .contains("There is no job state &quot;exploded&quot;")
+            || reply.body.contains("There is no job state \"exploded\""),
+        "{}",
+        reply.body
+    );
+}
+
+#[sqlx::test]
+async fn the_panel_pages_by_keyset_newest_first(pool: PgPool) {
+    let app = common::app(pool.clone());
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let mut ids = Vec::new();
+    for n in 0..120 {
+        ids.push(insert::<Noop>(&pool, &json!({ "n": n })).await.unwrap());
+    }
+    let row_ids = |body: &str| -> Vec<i64> {
+        body.split(r#"data-testid="task-row" data-job-id=""#)
+            .skip(1)
+            .map(|rest| rest.split('"').next().unwrap().parse().unwrap())
+            .collect()
+    };
+    let first = common::get_with_cookie(&app, "/admin/tasks", &cookie).await;
+    let first_ids = row_ids(&first.body);
+    let newest: Vec<i64> = ids.iter().rev().take(50).map(|id| id.0).collect();
+    assert_eq!(first_ids, newest);
+    let older = format!("/admin/tasks?before={}", newest.last().unwrap());
+    assert!(
+        first.body.contains(&format!(r#"href="{older}""#)),
+        "an Older link"
+    );
+
+    let second = common::get_with_cookie(&app, &older, &cookie).await;
+    let expected: Vec<i64> = ids.iter().rev().skip(50).take(50).map(|id| id.0).collect();
+    assert_eq!(row_ids(&second.body), expected);
+    let third = common::get_with_cookie(
+        &app,
+        &format!("/admin/tasks?before={}", expected.last().unwrap()),
+        &cookie,
+    )
+    .await;
+    assert_eq!(row_ids(&third.body).len(), 20);
+    assert!(
+        !third.body.contains(r#"data-testid="older-page""#),
+        "the last page has no Older link"
+    );
+}
+
+#[sqlx::test]
+async fn a_job_page_shows_args_output_and_errors_and_an_unknown_one_is_404(pool: PgPool) {
+    let app = common::app(pool.clone());
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let done = completed_job(&pool).await;
+    let page = common::get_with_cookie(&app, &format!("/admin/tasks/{done}"), &cookie).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains(&format!("Job {done}")));
+    assert!(
+        page.body.contains("&quot;done&quot;: true") || page.body.contains("\"done\": true"),
+        "pretty JSON args"
+    );
+
+    for path in ["/admin/tasks/424242", "/admin/tasks/not-a-number"] {
+        let reply = common::get_with_cookie(&app, path, &cookie).await;
+        assert_eq!(reply.status, StatusCode::NOT_FOUND, "{path}");
+        assert!(reply.body.contains("Page not found"), "{path}");
+    }
+}
+
+async fn post_action(
+    app: &axum::Router,
+    cookie: &str,
+    action: &str,
+    id: JobId,
+) -> serde_json::Value {
+    let reply = common::send(
+        app,
+        Request::post(format!("/api/tasks/{action}"))
+            .header("cookie", cookie)
+            .header("sec-fetch-site", "same-origin")
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("accept", "application/json")
+            .body(Body::from(format!("id={id}")))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{action}: {}", reply.body);
+    reply.json()
+}
+
+#[sqlx::test]
+async fn retry_and_cancel_say_what_they_did_and_what_no_longer_applies(pool: PgPool) {
+    let app = common::app(pool.clone());
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let waiting = scheduled_job(&pool).await;
+
+    let cancelled = post_action(&app, &cookie, "cancel", waiting).await;
+    assert_eq!(cancelled["done"], true);
+    assert_eq!(cancelled["message"], format!("Job {waiting} cancelled."));
+    let again = post_action(&app, &cookie, "cancel", waiting).await;
+    assert_eq!(again["done"], false);
+    assert!(
+        again["message"]
+            .as_str()
+            .unwrap()
+            .contains("already cancelled")
+    );
+
+    let retried = post_action(&app, &cookie, "retry", waiting).await;
+    assert_eq!(retried["done"], true);
+    assert!(retried["message"].as_str().unwrap().contains("queued"));
+    let state: String = sqlx::query_scalar("SELECT state::text FROM jobs WHERE id = $1")
+        .bind(waiting.0)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(state, "available");
+
+    let done = completed_job(&pool).await;
+    let not_retryable = post_action(&app, &cookie, "retry", done).await;
+    assert_eq!(not_retryable["done"], false);
+    assert!(
+        not_retryable["message"]
+            .as_str()
+            .unwrap()
+            .contains("is completed now")
+    );
+}
+
+#[sqlx::test]
+async fn retry_and_cancel_need_an_admin(pool: PgPool) {
+    let app = common::app(pool.clone());
+    let waiting = scheduled_job(&pool).await;
+    for action in ["retry", "cancel"] {
+        let reply = common::send(
+            &app,
+            Request::post(format!("/api/tasks/{action}"))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(Body::from(format!("id={waiting}")))
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{action}");
+    }
+    let state: String = sqlx::query_scalar("SELECT state::text FROM jobs WHERE id = $1")
+        .bind(waiting.0)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(state, "scheduled", "nothing changed");
+}
