@@ -24,11 +24,15 @@ struct Cli {
 enum Command {
     /// Serve StandMeet (the default): web pages, server functions and /healthz.
     Serve,
-    /// Benchmark the job engine and the waiters on a fresh private PostgreSQL cluster.
+    /// Benchmark the job engine, the waiters and the Tasks panel on a fresh private
+    /// PostgreSQL cluster.
     Bench {
         /// A small run of each measure (for CI), instead of the full one.
         #[arg(long)]
         quick: bool,
+        /// Only one subject: jobs or panel.
+        #[arg(long)]
+        only: Option<String>,
     },
     /// Manage the private PostgreSQL cluster under $STANDMEET_DATA_DIR/pg.
     Postgres {
@@ -69,9 +73,10 @@ fn main() -> ExitCode {
     };
     let outcome = match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => runtime().and_then(|rt| rt.block_on(standmeet::startup::run(settings))),
-        Command::Bench { quick } => runtime().and_then(|rt| {
+        Command::Bench { quick, only } => runtime().and_then(|rt| {
             rt.block_on(standmeet::bench::run(standmeet::bench::BenchOptions {
                 quick,
+                only,
             }))
         }),
         Command::Postgres { action } => postgres(action, &settings),

@@ -1,33 +1,24 @@
-//! `standmeet bench`: measures the job engine and the waiters on a fresh private
-//! PostgreSQL cluster (fsync on, default settings), and prints a table and one JSON
-//! line. `--quick` runs a small version of each measure (CI runs it so the benchmark
-//! keeps working; figures from a busy CI machine mean little).
-//!
-//! Measures:
+//! The job engine and the waiters. Measures:
 //! (a) commit → waiter woken, idle: `system.noop` jobs one after another, from the
 //!     insert's commit to the waiter getting the finished row;
 //! (b) drain: jobs/s to run N queued no-op jobs, with the terminal notification on,
 //!     then off (the trigger disabled) to show what the notification costs;
 //! (c) commit → waiter woken while 1,000 jobs/s run in the background.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+
+use super::{median, ms, percentile};
 use serde_json::json;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
-use crate::db::{self, PrivateCluster};
 use crate::jobs::builtin::Noop;
 use crate::jobs::{
     EngineConfig, JobRuntime, QueueConfig, Signals, WaitOutcome, insert, insert_many_tx,
 };
-
-pub struct BenchOptions {
-    pub quick: bool,
-}
 
 struct Sizes {
     sequential: usize,
@@ -86,37 +77,10 @@ async fn start_jobs(pool: &PgPool, signals: &Arc<Signals>) -> JobRuntime {
     .await
 }
 
-pub async fn run(options: BenchOptions) -> anyhow::Result<()> {
-    let sizes = Sizes::for_run(options.quick);
-    let dir = scratch_dir()?;
-    let root = dir.join("pg");
-    let cluster = tokio::task::spawn_blocking(move || PrivateCluster::start(&root)).await??;
-    let result = measure(&cluster, &sizes, options.quick).await;
-    tokio::task::spawn_blocking(move || cluster.stop()).await??;
-    let _ = std::fs::remove_dir_all(&dir);
-    result
-}
-
-fn scratch_dir() -> anyhow::Result<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = std::env::temp_dir().join(format!("standmeet-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).context("cannot make the benchmark's scratch directory")?;
-    // The postgres user (when we are root) must be able to reach the cluster below it.
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
-    Ok(dir)
-}
-
-async fn measure(cluster: &PrivateCluster, sizes: &Sizes, quick: bool) -> anyhow::Result<()> {
-    let pool = db::connect(&cluster.database_url("standmeet_bench")).await?;
-    db::migrate(&pool).await?;
-    let version: String = sqlx::query_scalar("SHOW server_version")
-        .fetch_one(&pool)
-        .await?;
-    let fsync: String = sqlx::query_scalar("SHOW fsync").fetch_one(&pool).await?;
-    eprintln!(
-        "bench: PostgreSQL {version}, fsync {fsync}, {} mode",
-        if quick { "quick" } else { "full" }
-    );
+/// Runs the measures on `pool` (a fresh database) and prints their table.
+pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
+    let sizes = &Sizes::for_run(quick);
+    let pool = pool.clone();
     let signals = Signals::new(64);
 
     // (a) Idle latency.
@@ -163,7 +127,7 @@ async fn measure(cluster: &PrivateCluster, sizes: &Sizes, quick: bool) -> anyhow
     let running = start_jobs(&pool, &signals).await;
     let (mut loaded, background_rate) = under_load(&pool, &signals, sizes).await?;
     running.shutdown().await;
-    pool.close().await;
+    sqlx::query("TRUNCATE jobs").execute(&pool).await?;
 
     report(
         sizes,
@@ -276,21 +240,6 @@ async fn under_load(
         .await
         .context("the background load task failed")??;
     Ok((latencies, rate))
-}
-
-fn median(samples: &mut [f64]) -> f64 {
-    samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
-}
-
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort();
-    let index = ((samples.len() as f64 * p).ceil() as usize).clamp(1, samples.len()) - 1;
-    samples[index]
-}
-
-fn ms(duration: Duration) -> f64 {
-    (duration.as_secs_f64() * 1_000_000.0).round() / 1_000.0
 }
 
 fn report(

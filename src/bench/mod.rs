@@ -1,0 +1,86 @@
+//! `standmeet bench`: measures StandMeet on a fresh private PostgreSQL cluster (fsync
+//! on, default settings) made in a scratch directory and removed afterwards, and
+//! prints a table and one JSON line per subject. `--quick` runs a small version of
+//! each measure (CI runs it so the benchmark keeps working; figures from a busy CI
+//! machine mean little).
+//!
+//! - [`jobs`]: the job engine and the waiters: latency, drain throughput, the cost of
+//!   the terminal notification, latency under load.
+//! - [`panel`]: the Tasks panel with a million jobs: server time of each page and
+//!   filter, and of the status poll.
+
+pub mod jobs;
+pub mod panel;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::db::{self, PrivateCluster};
+
+pub struct BenchOptions {
+    pub quick: bool,
+    /// Only this subject (`jobs` or `panel`); both when `None`.
+    pub only: Option<String>,
+}
+
+pub async fn run(options: BenchOptions) -> anyhow::Result<()> {
+    let subjects: Vec<&str> = match options.only.as_deref() {
+        None => vec!["jobs", "panel"],
+        Some(subject @ ("jobs" | "panel")) => vec![subject],
+        Some(other) => anyhow::bail!("there is no benchmark {other:?}; try jobs or panel"),
+    };
+    let dir = scratch_dir()?;
+    let root = dir.join("pg");
+    let cluster = tokio::task::spawn_blocking(move || PrivateCluster::start(&root)).await??;
+    let result = async {
+        let pool = db::connect(&cluster.database_url("standmeet_bench")).await?;
+        db::migrate(&pool).await?;
+        let version: String = sqlx::query_scalar("SHOW server_version")
+            .fetch_one(&pool)
+            .await?;
+        let fsync: String = sqlx::query_scalar("SHOW fsync").fetch_one(&pool).await?;
+        eprintln!(
+            "bench: PostgreSQL {version}, fsync {fsync}, {} mode",
+            if options.quick { "quick" } else { "full" }
+        );
+        for subject in subjects {
+            match subject {
+                "jobs" => jobs::measure(&pool, options.quick).await?,
+                _ => panel::measure(&pool, options.quick).await?,
+            }
+        }
+        pool.close().await;
+        anyhow::Ok(())
+    }
+    .await;
+    tokio::task::spawn_blocking(move || cluster.stop()).await??;
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+fn scratch_dir() -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("standmeet-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).context("cannot make the benchmark's scratch directory")?;
+    // The postgres user (when we are root) must be able to reach the cluster below it.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+    Ok(dir)
+}
+
+fn median(samples: &mut [f64]) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort();
+    let index = ((samples.len() as f64 * p).ceil() as usize).clamp(1, samples.len()) - 1;
+    samples[index]
+}
+
+/// Milliseconds, to the microsecond.
+fn ms(duration: Duration) -> f64 {
+    (duration.as_secs_f64() * 1_000_000.0).round() / 1_000.0
+}

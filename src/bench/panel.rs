@@ -1,0 +1,241 @@
+//! The Tasks panel with a million jobs: how long the server takes to answer each page
+//! and filter (the whole page, rendered, as the browser gets it) and the status poll
+//! for 50 ids. Requests go through the real router in this process, so the figures are
+//! server time without a network.
+//!
+//! The seeded jobs look like a year of a busy StandMeet: mostly finished, a few of
+//! each unfinished state, one rare kind.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use serde_json::json;
+use sqlx::{ConnectOptions, PgPool};
+use tower::ServiceExt;
+
+use super::{ms, percentile};
+use crate::config::Settings;
+use crate::domain::types::EmailAddress;
+use crate::startup::{AppState, router};
+
+const ADMIN: &str = "bench@standmeet.test";
+const PASSWORD: &str = "benchmark password";
+
+/// Rows per kind out of 1,000, with their queue.
+const KINDS: [(&str, &str, i64); 6] = [
+    ("access_request.approval_mail", "mail", 300),
+    ("access_request.notify_owner", "mail", 100),
+    ("corpus.index", "index", 300),
+    ("jobs.fetch_source", "fetch", 200),
+    ("system.noop", "default", 99),
+    ("owner.email_confirmation", "mail", 1),
+];
+
+pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
+    let rows: i64 = if quick { 50_000 } else { 1_000_000 };
+    let samples = if quick { 5 } else { 20 };
+    eprintln!("bench: panel: seeding {rows} jobs");
+    seed(pool, rows).await?;
+
+    let app = router(AppState::new(
+        pool.clone(),
+        Settings::from_lookup(|_| None)?,
+    )?);
+    let cookie = sign_in(&app, pool).await?;
+    let middle: i64 = sqlx::query_scalar("SELECT id FROM jobs ORDER BY id OFFSET $1 LIMIT 1")
+        .bind(rows / 2)
+        .fetch_one(pool)
+        .await?;
+
+    let pages = [
+        "/admin/tasks".to_string(),
+        "/admin/tasks?state=completed".to_string(),
+        "/admin/tasks?state=running".to_string(),
+        "/admin/tasks?state=discarded".to_string(),
+        "/admin/tasks?state=retryable".to_string(),
+        "/admin/tasks?kind=corpus.index".to_string(),
+        "/admin/tasks?kind=owner.email_confirmation".to_string(),
+        "/admin/tasks?queue=fetch".to_string(),
+        "/admin/tasks?queue=default".to_string(),
+        "/admin/tasks?state=discarded&kind=access_request.approval_mail".to_string(),
+        "/admin/tasks?state=completed&queue=mail".to_string(),
+        format!("/admin/tasks?before={middle}"),
+        format!("/admin/tasks?kind=system.noop&before={middle}"),
+    ];
+    let ids: Vec<String> =
+        sqlx::query_scalar::<_, i64>("SELECT id FROM jobs ORDER BY id DESC LIMIT 50")
+            .fetch_all(pool)
+            .await?
+            .into_iter()
+            .map(|id| id.to_string())
+            .collect();
+    let status = format!("/api/jobs/status?ids={}", ids.join(","));
+    let shown = |path: &str| {
+        if path == status {
+            "/api/jobs/status?ids=… (50 ids)".to_string()
+        } else {
+            path.to_string()
+        }
+    };
+
+    println!();
+    println!(
+        "{:<66} {:>10} {:>10} {:>12} {:>7}",
+        format!("Tasks panel, {rows} jobs, server time"),
+        "p50",
+        "max",
+        "target p50",
+        ""
+    );
+    let mut worst_page = Duration::ZERO;
+    let mut results = Vec::new();
+    for path in pages.iter().chain(std::iter::once(&status)) {
+        let mut times = Vec::with_capacity(samples);
+        // One untimed request first, as a page is seldom the first of its kind.
+        get(&app, path, &cookie).await?;
+        for _ in 0..samples {
+            times.push(get(&app, path, &cookie).await?);
+        }
+        let p50 = percentile(&mut times, 0.5);
+        let max = *times.iter().max().expect("samples");
+        let target = if *path == status {
+            Duration::from_millis(5)
+        } else {
+            Duration::from_millis(50)
+        };
+        if *path != status {
+            worst_page = worst_page.max(max);
+        }
+        let verdict = if p50 <= target { "met" } else { "MISSED" };
+        println!(
+            "{:<66} {:>7.2} ms {:>7.2} ms {:>9} ms {verdict:>7}",
+            shown(path),
+            ms(p50),
+            ms(max),
+            target.as_millis()
+        );
+        results.push(json!({ "path": shown(path), "p50_ms": ms(p50), "max_ms": ms(max) }));
+    }
+    println!(
+        "{}",
+        json!({ "bench": "panel", "jobs": rows, "samples": samples, "worst_page_ms": ms(worst_page), "results": results })
+    );
+    Ok(())
+}
+
+/// Fills `jobs` with `rows` jobs in one statement.
+async fn seed(pool: &PgPool, rows: i64) -> anyhow::Result<()> {
+    // A connection of its own that does not warn about slow statements: this one is
+    // slow on purpose.
+    let quiet = (*pool.connect_options())
+        .clone()
+        .log_slow_statements(log::LevelFilter::Off, Duration::from_secs(3_600));
+    let pool = &sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(quiet)
+        .await?;
+    sqlx::query("TRUNCATE jobs").execute(pool).await?;
+    let kinds: Vec<&str> = KINDS.iter().map(|(kind, _, _)| *kind).collect();
+    let queues: Vec<&str> = KINDS.iter().map(|(_, queue, _)| *queue).collect();
+    let shares: Vec<i64> = KINDS.iter().map(|(_, _, share)| *share).collect();
+    sqlx::query(
+        r#"
+        WITH kinds AS (
+            SELECT k.kind, k.queue, sum(k.share) OVER (ORDER BY k.n) AS upto
+            FROM unnest($2::text[], $3::text[], $4::bigint[]) WITH ORDINALITY AS k(kind, queue, share, n)
+        ), numbered AS (
+            SELECT g, (g * 7919) % 1000 AS pick, g % 1000 AS fate,
+                   now() - make_interval(secs => ($1 - g) * 30) AS created
+            FROM generate_series(1, $1) AS g
+        ), shaped AS (
+            SELECT n.*, (SELECT kind FROM kinds WHERE n.pick < kinds.upto ORDER BY upto LIMIT 1) AS kind,
+                   (SELECT queue FROM kinds WHERE n.pick < kinds.upto ORDER BY upto LIMIT 1) AS queue,
+                   CASE WHEN fate < 960 THEN 'completed'
+                        WHEN fate < 970 THEN 'discarded'
+                        WHEN fate < 980 THEN 'cancelled'
+                        WHEN fate < 985 THEN 'retryable'
+                        WHEN fate < 990 THEN 'scheduled'
+                        WHEN fate < 995 THEN 'available'
+                        ELSE 'running' END::job_state AS state
+            FROM numbered n
+        )
+        INSERT INTO jobs (kind, queue, args, state, attempt, created_at, scheduled_at, attempted_at,
+                          finalized_at, errors, output, attempted_by, lease_expires_at)
+        SELECT kind, queue, jsonb_build_object('n', g), state,
+               CASE WHEN state IN ('available', 'scheduled') THEN 0 ELSE 1 END,
+               created, created, created,
+               CASE WHEN state IN ('completed', 'discarded', 'cancelled') THEN created + interval '1 second' END,
+               CASE WHEN state IN ('discarded', 'retryable')
+                    THEN jsonb_build_array(jsonb_build_object('attempt', 1, 'at', created, 'error', 'connection refused'))
+                    ELSE '[]'::jsonb END,
+               CASE WHEN state = 'completed' THEN jsonb_build_object('ok', true) END,
+               CASE WHEN state = 'running' THEN 'bench:0:seed' END,
+               CASE WHEN state = 'running' THEN now() + interval '1 day' END
+        FROM shaped
+        ORDER BY g
+        "#,
+    )
+    .bind(rows)
+    .bind(&kinds)
+    .bind(&queues)
+    .bind(&shares)
+    .execute(pool)
+    .await
+    .context("cannot seed the jobs")?;
+    // As autovacuum would have, long before a table grew this big.
+    sqlx::query("VACUUM ANALYZE jobs").execute(pool).await?;
+    pool.close().await;
+    Ok(())
+}
+
+async fn sign_in(app: &Router, pool: &PgPool) -> anyhow::Result<String> {
+    crate::domain::admins::admin_upsert(pool, &EmailAddress::parse(ADMIN)?, PASSWORD).await?;
+    let form = format!(
+        "email={}&password={}",
+        ADMIN.replace('@', "%40"),
+        PASSWORD.replace(' ', "+")
+    );
+    let response = app
+        .clone()
+        .oneshot(
+            Request::post("/login")
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(Body::from(form))?,
+        )
+        .await?;
+    let cookie = response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .find(|value| value.starts_with(crate::startup::SESSION_COOKIE))
+        .and_then(|value| value.split(';').next())
+        .map(str::to_string);
+    cookie.context("signing in gave no session cookie")
+}
+
+/// Times one GET, to the last byte of the body.
+async fn get(app: &Router, path: &str, cookie: &str) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    let response = app
+        .clone()
+        .oneshot(
+            Request::get(path)
+                .header("cookie", cookie)
+                .body(Body::empty())?,
+        )
+        .await?;
+    let status = response.status();
+    let body = axum::body::to_bytes(response.into_body(), 64 * 1024 * 1024).await?;
+    let took = started.elapsed();
+    if status != StatusCode::OK {
+        bail!(
+            "{path} answered {status}: {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+    Ok(took)
+}
