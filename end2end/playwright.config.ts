@@ -1,15 +1,18 @@
 import { defineConfig } from "@playwright/test";
 import * as path from "node:path";
 import { ADMIN_EMAIL, ADMIN_PASSWORD } from "./tests/fixtures/admin";
+import { MCP_TOKEN, OWNER_INBOX, ports } from "./tests/fixtures/ports";
 
 // The suite runs against the debug build that `scripts/test` made, started here as a
 // web server with its own database in the test cluster. `scripts/test` sets:
 //   STANDMEET_BIN                 the server binary
 //   STANDMEET_E2E_DATABASE_URL    a database for this run (created by the server)
-//   STANDMEET_E2E_PORT            optional, default 3901
+//   STANDMEET_E2E_PORT            optional, default 3901 (see tests/fixtures/ports.ts)
+// A second server runs with STANDMEET_MAIL=none for the specs about that case, and a
+// real SMTP server on loopback (tests/fixtures/smtp_server.ts) takes the mail.
 const projectRoot = path.resolve(__dirname, "..");
-const port = Number(process.env.STANDMEET_E2E_PORT ?? "3901");
-const baseURL = `http://127.0.0.1:${port}`;
+const baseURL = `http://127.0.0.1:${ports.app}`;
+const baseURLWithoutMail = `http://127.0.0.1:${ports.appWithoutMail}`;
 const bin = process.env.STANDMEET_BIN;
 const databaseUrl = process.env.STANDMEET_E2E_DATABASE_URL;
 if (!bin || !databaseUrl) {
@@ -44,22 +47,40 @@ export default defineConfig({
       ],
     },
   },
-  projects: [{ name: "chromium", use: { browserName: "chromium" } }],
-  webServer: {
-    command: bin,
+  globalSetup: "./tests/fixtures/global_setup.ts",
+  projects: [
+    { name: "chromium", use: { browserName: "chromium" }, testIgnore: /no_mail\.spec\.ts/ },
+    {
+      name: "without-mail",
+      use: { browserName: "chromium", baseURL: baseURLWithoutMail },
+      testMatch: /no_mail\.spec\.ts/,
+    },
+  ],
+  webServer: [server(ports.app, databaseUrl, `smtp://127.0.0.1:${ports.smtp}`), server(ports.appWithoutMail, `${databaseUrl}_without_mail`, "none")],
+});
+
+function server(port: number, database: string, mail: string) {
+  return {
+    command: bin!,
     cwd: projectRoot,
-    url: `${baseURL}/healthz`,
+    url: `http://127.0.0.1:${port}/healthz`,
     reuseExistingServer: false,
     timeout: 120_000,
-    stdout: "pipe",
-    stderr: "pipe",
+    stdout: "pipe" as const,
+    stderr: "pipe" as const,
     env: {
-      DATABASE_URL: databaseUrl,
+      DATABASE_URL: database,
       LEPTOS_SITE_ADDR: `127.0.0.1:${port}`,
+      STANDMEET_PUBLIC_URL: `http://127.0.0.1:${port}`,
       LEPTOS_SITE_ROOT: process.env.LEPTOS_SITE_ROOT ?? path.join(projectRoot, "target", "site"),
       RUST_LOG: process.env.RUST_LOG ?? "info",
       STANDMEET_ADMIN_EMAIL: ADMIN_EMAIL,
       STANDMEET_ADMIN_PASSWORD: ADMIN_PASSWORD,
+      STANDMEET_MAIL: mail,
+      STANDMEET_OWNER_EMAIL: OWNER_INBOX,
+      STANDMEET_MCP_TOKEN: MCP_TOKEN,
+      // A failed mail comes back after about two seconds, long enough to see `failed`.
+      STANDMEET_RETRY_BASE_MS: "2000",
     },
-  },
-});
+  };
+}

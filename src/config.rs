@@ -57,6 +57,9 @@ pub struct Settings {
     pub max_waiters: usize,
     /// `STANDMEET_RETRY_BASE_MS`: the unit of the retry backoff (base × attempt⁴).
     pub retry_base: Duration,
+    /// `STANDMEET_MAIL_PER_RECIPIENT_PER_HOUR`: mails one address gets at most in an
+    /// hour; more wait their turn (never dropped).
+    pub mail_per_recipient_per_hour: u32,
     /// `STANDMEET_JOB_LEASE_MS`: how long a running job stays its worker's without the
     /// worker renewing it; a dead worker's jobs are taken back after this.
     pub job_lease: Duration,
@@ -205,6 +208,8 @@ impl Settings {
         let index_wait = parse_millis(&get, "STANDMEET_INDEX_WAIT_MS", 2_000)?;
         let max_waiters = parse_count(&get, "STANDMEET_MAX_WAITERS", 64, 0..=100_000)?;
         let retry_base = parse_millis(&get, "STANDMEET_RETRY_BASE_MS", 1_000)?;
+        let mail_per_recipient_per_hour =
+            parse_count(&get, "STANDMEET_MAIL_PER_RECIPIENT_PER_HOUR", 5, 1..=10_000)? as u32;
         let job_lease = parse_millis(&get, "STANDMEET_JOB_LEASE_MS", 30_000)?;
         if job_lease < Duration::from_millis(300) {
             return Err(ConfigError {
@@ -251,6 +256,7 @@ impl Settings {
             index_wait,
             max_waiters,
             retry_base,
+            mail_per_recipient_per_hour,
             job_lease,
             keep_completed,
             keep_discarded,
@@ -442,6 +448,7 @@ mod tests {
         assert_eq!(s.retry_base, Duration::from_millis(1_000));
         assert_eq!(s.login_attempts_per_minute.get(), 10);
         assert_eq!(s.job_lease, Duration::from_secs(30));
+        assert_eq!(s.mail_per_recipient_per_hour, 5);
         assert_eq!(s.keep_completed, Duration::from_secs(24 * 3600));
         assert_eq!(s.keep_discarded, Duration::from_secs(7 * 24 * 3600));
         assert!(s.admin.is_none());

@@ -29,6 +29,7 @@
 //! - `jobs`: the durable job queue in PostgreSQL (states, attempts, error history,
 //!   output, backoff, rescue, fenced completion, cleanup) and the process's one LISTEN
 //!   connection. Its module documentation says who moves jobs between states.
+//! - `mcp`: the MCP endpoint `/mcp` (rmcp): the same operations as tools for agents.
 //! - `bench`: `standmeet bench`, the job engine's benchmark on a fresh private cluster.
 //! - `security`: what every request passes through: the admin guard (pages redirect to
 //!   `/login`, server functions answer 401, deny by default), cross-site refusal,
@@ -52,6 +53,8 @@ pub mod domain;
 pub mod error;
 #[cfg(feature = "ssr")]
 pub mod jobs;
+#[cfg(feature = "ssr")]
+pub mod mcp;
 #[cfg(feature = "ssr")]
 pub mod security;
 #[cfg(feature = "ssr")]

@@ -22,6 +22,8 @@ use tower_sessions_sqlx_store::PostgresStore;
 
 use crate::config::Settings;
 use crate::db::{self, DatabaseSource, PrivateCluster};
+use crate::domain::access_requests::MailContext;
+use crate::domain::mail::Mailer;
 use crate::jobs::{self, EngineConfig, JobRuntime, Registry, Signals};
 use crate::security::rate_limit::AttemptLimiter;
 use crate::security::{csrf, guard, headers};
@@ -30,6 +32,9 @@ use crate::ui::{App, shell};
 /// How long in-flight requests may run on after a stop signal before their
 /// connections are closed.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Access requests one client address (or one email) may send an hour.
+const ACCESS_REQUESTS_PER_HOUR: u32 = 5;
 
 /// An admin's session ends after this long without a request.
 const SESSION_IDLE_TIMEOUT: tower_sessions::cookie::time::Duration =
@@ -47,8 +52,16 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     /// Sign-in attempts per client address and per email.
     pub sign_in_limiter: Arc<AttemptLimiter>,
+    /// Access-code attempts per client address and per email.
+    pub access_code_limiter: Arc<AttemptLimiter>,
+    /// Access requests per client address (and per email), an hour.
+    pub access_request_limiter: Arc<AttemptLimiter>,
     /// What the job listener wakes in this process.
     pub signals: Arc<Signals>,
+    /// Where mail goes.
+    pub mailer: Mailer,
+    /// Every job kind this StandMeet runs, with what their handlers need.
+    pub registry: Registry,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -65,14 +78,28 @@ impl AppState {
             .context("cannot read the Leptos configuration")?
             .leptos_options;
         leptos_options.site_addr = settings.site_addr;
+        let settings = Arc::new(settings);
+        let mailer = Mailer::from_supplier(&settings.mail)?;
+        let registry = job_registry(MailContext {
+            mailer: mailer.clone(),
+            settings: settings.clone(),
+        });
         Ok(AppState {
             leptos_options,
             pool,
             sign_in_limiter: Arc::new(AttemptLimiter::per_minute(
                 settings.login_attempts_per_minute,
             )),
+            access_code_limiter: Arc::new(AttemptLimiter::per_minute(
+                settings.login_attempts_per_minute,
+            )),
+            access_request_limiter: Arc::new(AttemptLimiter::per_hour(
+                std::num::NonZeroU32::new(ACCESS_REQUESTS_PER_HOUR).expect("not zero"),
+            )),
             signals: Signals::new(settings.max_waiters),
-            settings: Arc::new(settings),
+            mailer,
+            registry,
+            settings,
         })
     }
 }
@@ -92,7 +119,10 @@ pub fn router(state: AppState) -> Router {
         .with_secure(state.settings.is_https())
         .with_expiry(Expiry::OnInactivity(SESSION_IDLE_TIMEOUT));
 
+    let mcp = crate::mcp::routes(&state, CancellationToken::new()).unwrap_or_default();
+
     Router::new()
+        .merge(mcp)
         .route("/healthz", get(crate::api::health::healthz))
         .route("/metrics", get(crate::api::metrics::metrics))
         .route("/api/jobs/status", get(crate::api::tasks::job_status))
@@ -176,7 +206,7 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
     // The job engine and the one LISTEN connection that wakes it and the waiters.
     let jobs = JobRuntime::start(
         &pool,
-        job_registry(),
+        state.registry.clone(),
         EngineConfig::from_settings(&state.settings),
         state.signals.clone(),
     )
@@ -218,8 +248,11 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
 }
 
 /// Every job kind this StandMeet runs.
-pub fn job_registry() -> Registry {
+pub fn job_registry(mail: MailContext) -> Registry {
+    use crate::domain::access_requests::{ApprovalMail, NotifyOwner};
     jobs::builtin::registry()
+        .register(NotifyOwner(mail.clone()))
+        .register(ApprovalMail(mail))
 }
 
 /// Shows the generated admin's password on the console, once: on stdout, not through
@@ -253,6 +286,8 @@ async fn housekeeping(state: AppState, stop: CancellationToken) {
             tracing::warn!(error = %err, "cannot delete expired sessions");
         }
         state.sign_in_limiter.forget_idle();
+        state.access_code_limiter.forget_idle();
+        state.access_request_limiter.forget_idle();
     }
 }
 

@@ -2,6 +2,7 @@
 //! the server runs them, the browser gets a stub that calls them) and fixed endpoints
 //! (server only).
 
+pub mod access;
 pub mod auth;
 #[cfg(feature = "ssr")]
 pub mod health;

@@ -147,7 +147,7 @@ pub async fn fetch_job_status(ids: &[i64]) -> Result<Vec<TaskRow>, String> {
 }
 
 #[cfg(feature = "ssr")]
-pub use server::job_status;
+pub use server::{job_status, when};
 
 #[cfg(feature = "ssr")]
 mod server {
@@ -233,8 +233,7 @@ mod server {
                 more: count > COUNT_CAP,
             })
             .collect();
-        let registry = crate::startup::job_registry();
-        let mut kinds: Vec<String> = registry.kinds().map(str::to_string).collect();
+        let mut kinds: Vec<String> = state.registry.kinds().map(str::to_string).collect();
         kinds.sort();
         let queues = crate::jobs::EngineConfig::standard_queues()
             .into_iter()

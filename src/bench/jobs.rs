@@ -127,7 +127,7 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
     let running = start_jobs(&pool, &signals).await;
     let (mut loaded, background_rate) = under_load(&pool, &signals, sizes).await?;
     running.shutdown().await;
-    sqlx::query("TRUNCATE jobs").execute(&pool).await?;
+    sqlx::query("TRUNCATE jobs CASCADE").execute(&pool).await?;
 
     report(
         sizes,
@@ -165,7 +165,7 @@ async fn commit_to_woken(pool: &PgPool, signals: &Arc<Signals>) -> anyhow::Resul
 /// Queues `count` no-op jobs with no engine running, then starts one and measures how
 /// fast it drains them.
 async fn drain(pool: &PgPool, signals: &Arc<Signals>, count: usize) -> anyhow::Result<f64> {
-    sqlx::query("TRUNCATE jobs").execute(pool).await?;
+    sqlx::query("TRUNCATE jobs CASCADE").execute(pool).await?;
     let args: Vec<serde_json::Value> = (0..10_000).map(|n| json!({ "n": n })).collect();
     let mut left = count;
     while left > 0 {

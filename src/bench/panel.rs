@@ -137,7 +137,7 @@ async fn seed(pool: &PgPool, rows: i64) -> anyhow::Result<()> {
         .max_connections(1)
         .connect_with(quiet)
         .await?;
-    sqlx::query("TRUNCATE jobs").execute(pool).await?;
+    sqlx::query("TRUNCATE jobs CASCADE").execute(pool).await?;
     let kinds: Vec<&str> = KINDS.iter().map(|(kind, _, _)| *kind).collect();
     let queues: Vec<&str> = KINDS.iter().map(|(_, queue, _)| *queue).collect();
     let shares: Vec<i64> = KINDS.iter().map(|(_, _, share)| *share).collect();

@@ -2,5 +2,7 @@
 //! pages and MCP tools. Pages and tools call these operations; job handlers call them
 //! too. Only this layer (and `jobs`) talks to the database.
 
+pub mod access_requests;
 pub mod admins;
+pub mod mail;
 pub mod types;

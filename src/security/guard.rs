@@ -21,7 +21,12 @@ use crate::domain::admins::{self, Admin};
 use crate::startup::AppState;
 
 /// Server functions anyone may call. Everything else under `/api/` is for admins.
-pub const PUBLIC_SERVER_FUNCTIONS: &[&str] = &["/api/service_status", "/api/current_admin"];
+pub const PUBLIC_SERVER_FUNCTIONS: &[&str] = &[
+    "/api/service_status",
+    "/api/current_admin",
+    "/api/request_access",
+    "/api/redeem_access",
+];
 
 /// The session key that holds the signed-in admin's id.
 pub const SESSION_ADMIN_ID: &str = "admin_id";

@@ -1,6 +1,7 @@
-//! Attempt limits for sign-in (and later for access codes): a burst of N, refilled at N
-//! a minute, counted separately per client address and per email, so that neither one
-//! address trying many emails nor many addresses trying one email gets far.
+//! Attempt limits for sign-in, access codes and access requests: a burst of N, refilled
+//! at N a minute (or an hour), counted separately per client address and per email, so
+//! that neither one address trying many emails nor many addresses trying one email
+//! gets far.
 //!
 //! The counts live in this process's memory: a restart forgets them, and each copy of
 //! StandMeet counts on its own. That bounds guessing to N a minute per copy, which is
@@ -21,7 +22,15 @@ pub struct AttemptLimiter {
 impl AttemptLimiter {
     /// Allows `per_minute` attempts at once, and `per_minute` a minute after that.
     pub fn per_minute(per_minute: NonZeroU32) -> Self {
-        let quota = Quota::per_minute(per_minute);
+        Self::with_quota(Quota::per_minute(per_minute))
+    }
+
+    /// Allows `per_hour` attempts at once, and `per_hour` an hour after that.
+    pub fn per_hour(per_hour: NonZeroU32) -> Self {
+        Self::with_quota(Quota::per_hour(per_hour))
+    }
+
+    fn with_quota(quota: Quota) -> Self {
         AttemptLimiter {
             by_address: RateLimiter::keyed(quota),
             by_subject: RateLimiter::keyed(quota),

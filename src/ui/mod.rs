@@ -14,8 +14,9 @@ use leptos_router::{SsrMode, path};
 use crate::ui::components::toast::{ToastRegion, Toasts};
 use crate::ui::layout::Layout;
 use crate::ui::pages::{
-    coming_soon::ComingSoon, home::HomePage, login::LoginPage, not_found::NotFound,
-    task_detail::TaskDetailPage, tasks::TasksPage,
+    access::AccessPage, access_requests::AccessRequestsPage, coming_soon::ComingSoon,
+    home::HomePage, login::LoginPage, mail_log::MailLogPage, not_found::NotFound,
+    request_access::RequestAccessPage, task_detail::TaskDetailPage, tasks::TasksPage,
 };
 
 /// The HTML document around the app; the server renders it for every page.
@@ -59,13 +60,14 @@ pub fn App() -> impl IntoView {
                     // shows the rows without JavaScript and a missing job answers 404.
                     <Route path=path!("/admin/tasks") view=TasksPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/tasks/:id") view=TaskDetailPage ssr=SsrMode::Async/>
-                    <Route path=path!("/admin/access-requests") view=|| view! { <ComingSoon title="Access requests"/> }/>
+                    <Route path=path!("/admin/access-requests") view=AccessRequestsPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/listings") view=|| view! { <ComingSoon title="Listings"/> }/>
                     <Route path=path!("/admin/corpus") view=|| view! { <ComingSoon title="Corpus"/> }/>
-                    <Route path=path!("/admin/mail") view=|| view! { <ComingSoon title="Mail log"/> }/>
+                    <Route path=path!("/admin/mail") view=MailLogPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/account") view=|| view! { <ComingSoon title="Account"/> }/>
                     // Visitor pages.
-                    <Route path=path!("/request-access") view=|| view! { <ComingSoon title="Request access"/> }/>
+                    <Route path=path!("/request-access") view=RequestAccessPage/>
+                    <Route path=path!("/access") view=AccessPage/>
                     <Route path=path!("/search") view=|| view! { <ComingSoon title="Search"/> }/>
                 </Routes>
             </Layout>

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod jobs;
+pub mod smtp;
 
 use axum::Router;
 use axum::body::Body;
@@ -151,4 +152,49 @@ pub async fn send(app: &Router, request: Request<Body>) -> Reply {
 
 pub async fn get(app: &Router, path: &str) -> Reply {
     send(app, Request::get(path).body(Body::empty()).unwrap()).await
+}
+
+/// Posts a form to a server function (or any path) from our own origin, with an
+/// optional session cookie; answers the reply.
+pub async fn post_form(
+    app: &Router,
+    path: &str,
+    pairs: &[(&str, &str)],
+    cookie: Option<&str>,
+) -> Reply {
+    let mut body = url::form_urlencoded::Serializer::new(String::new());
+    for (name, value) in pairs {
+        body.append_pair(name, value);
+    }
+    let mut request = Request::post(path)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("accept", "application/json")
+        .header("sec-fetch-site", "same-origin");
+    if let Some(cookie) = cookie {
+        request = request.header("cookie", cookie);
+    }
+    send(app, request.body(Body::from(body.finish())).unwrap()).await
+}
+
+/// The app on `pool` with `settings`, and its job engine running on the standard
+/// queues with quick timings (retries after ~50 ms × attempt⁴).
+pub async fn app_with_jobs(
+    pool: PgPool,
+    settings: Settings,
+) -> (Router, AppState, standmeet::jobs::JobRuntime) {
+    let state = AppState::new(pool.clone(), settings).expect("app state");
+    let mut config = jobs::quick_config(4);
+    config.queues = standmeet::jobs::EngineConfig::standard_queues();
+    config.retry_base = std::time::Duration::from_millis(50);
+    let runtime = standmeet::jobs::JobRuntime::start(
+        &pool,
+        state.registry.clone(),
+        config,
+        state.signals.clone(),
+    )
+    .await;
+    let app = router(state.clone()).layer(axum::extract::connect_info::MockConnectInfo(
+        std::net::SocketAddr::from(([203, 0, 113, 7], 40000)),
+    ));
+    (app, state, runtime)
 }

@@ -1,8 +1,12 @@
 //! One module per page.
 
+pub mod access;
+pub mod access_requests;
 pub mod coming_soon;
 pub mod home;
 pub mod login;
+pub mod mail_log;
 pub mod not_found;
+pub mod request_access;
 pub mod task_detail;
 pub mod tasks;

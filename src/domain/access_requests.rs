@@ -1,0 +1,562 @@
+//! Access requests: a visitor asks, the owner hears of it, an admin approves (a mail
+//! with an access code goes out) or denies, and the visitor redeems the code.
+//!
+//! Business state follows completion: a request is `approved` when an admin said yes
+//! and its mail job is queued, and `replied` only in the same transaction that
+//! completes that job, after the mail really went out. The access code is minted when
+//! its mail is sent and only its hash is kept, so no code exists that nobody was sent,
+//! and none sits in clear in the database.
+
+use std::sync::Arc;
+
+use rand::seq::IndexedRandom;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use sqlx::PgPool;
+use time::OffsetDateTime;
+
+use crate::config::Settings;
+use crate::domain::mail::{self, Delivery, Mail, Mailer};
+use crate::domain::types::EmailAddress;
+use crate::jobs::{self, JobContext, JobError, JobId, JobKind, JobState};
+use crate::model::MailState;
+
+/// The `access_request_status` enum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
+#[sqlx(type_name = "access_request_status", rename_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
+pub enum RequestStatus {
+    Pending,
+    Approved,
+    Replied,
+    Denied,
+}
+
+impl RequestStatus {
+    pub const ALL: [RequestStatus; 4] = [
+        RequestStatus::Pending,
+        RequestStatus::Approved,
+        RequestStatus::Replied,
+        RequestStatus::Denied,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestStatus::Pending => "pending",
+            RequestStatus::Approved => "approved",
+            RequestStatus::Replied => "replied",
+            RequestStatus::Denied => "denied",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<RequestStatus> {
+        RequestStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == text)
+    }
+}
+
+/// A visitor's request, as checked at the edge.
+#[derive(Clone, Debug)]
+pub struct NewRequest {
+    pub name: String,
+    pub email: EmailAddress,
+    pub message: String,
+}
+
+/// What is wrong with a submitted form, field by field, in words for the visitor.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FormProblems {
+    pub name: Option<String>,
+    pub email: Option<String>,
+    pub message: Option<String>,
+}
+
+impl FormProblems {
+    pub fn is_empty(&self) -> bool {
+        self.name.is_none() && self.email.is_none() && self.message.is_none()
+    }
+}
+
+impl NewRequest {
+    /// Checks the three fields; answers every problem at once.
+    pub fn parse(name: &str, email: &str, message: &str) -> Result<NewRequest, FormProblems> {
+        let mut problems = FormProblems::default();
+        let name = name.trim();
+        if name.is_empty() {
+            problems.name = Some("Please give your name.".into());
+        } else if name.chars().count() > 200 {
+            problems.name = Some("A name can be at most 200 characters long.".into());
+        }
+        let email = match EmailAddress::parse(email) {
+            Ok(email) => Some(email),
+            Err(err) => {
+                problems.email = Some(format!("{}.", capitalized(&err.to_string())));
+                None
+            }
+        };
+        let message = message.trim();
+        if message.chars().count() > 5000 {
+            problems.message = Some("A message can be at most 5,000 characters long.".into());
+        }
+        match email {
+            Some(email) if problems.is_empty() => Ok(NewRequest {
+                name: name.to_string(),
+                email,
+                message: message.to_string(),
+            }),
+            _ => Err(problems),
+        }
+    }
+}
+
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// Writes the request and queues the mail that tells the owner, in one transaction.
+#[tracing::instrument(skip_all, err)]
+pub async fn submit(pool: &PgPool, request: &NewRequest) -> anyhow::Result<i64> {
+    let mut tx = pool.begin().await?;
+    let id = sqlx::query_scalar!(
+        "INSERT INTO access_requests (name, email, message) VALUES ($1, $2, $3) RETURNING id",
+        request.name,
+        request.email.as_str(),
+        request.message,
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    let job = jobs::insert_tx::<NotifyOwner>(&mut tx, &RequestArgs { request_id: id }).await?;
+    sqlx::query!(
+        "UPDATE access_requests SET notify_job_id = $2 WHERE id = $1",
+        id,
+        job.0
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    tracing::info!(request.id = id, job.id = job.0, "an access request came in");
+    Ok(id)
+}
+
+/// A request as the admin page lists it, with its mail job's state.
+#[derive(Clone, Debug)]
+pub struct RequestRow {
+    pub id: i64,
+    pub name: String,
+    pub email: String,
+    pub message: String,
+    pub status: RequestStatus,
+    pub created_at: OffsetDateTime,
+    pub mail_job_id: Option<i64>,
+    pub mail_job_state: Option<JobState>,
+    pub mail_error: Option<String>,
+}
+
+impl RequestRow {
+    /// The mail chip: from the mail job's state; once that job is cleaned away, a
+    /// replied request was sent.
+    pub fn mail_state(&self) -> Option<MailState> {
+        match (self.mail_job_state, self.status) {
+            (Some(state), _) => Some(MailState::of_job(state)),
+            (None, RequestStatus::Replied) => Some(MailState::Sent),
+            _ => None,
+        }
+    }
+}
+
+/// The newest requests first (optionally of one status), up to `limit`.
+pub async fn list(
+    pool: &PgPool,
+    status: Option<RequestStatus>,
+    limit: i64,
+) -> Result<Vec<RequestRow>, sqlx::Error> {
+    sqlx::query_as!(
+        RequestRow,
+        r#"
+        SELECT r.id, r.name, r.email, r.message, r.status AS "status: RequestStatus", r.created_at,
+               r.mail_job_id, j.state AS "mail_job_state?: JobState",
+               j.errors -> -1 ->> 'error' AS mail_error
+        FROM access_requests r LEFT JOIN jobs j ON j.id = r.mail_job_id
+        WHERE $1::access_request_status IS NULL OR r.status = $1
+        ORDER BY r.id DESC
+        LIMIT $2
+        "#,
+        status as Option<RequestStatus>,
+        limit,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+pub async fn get(pool: &PgPool, id: i64) -> Result<Option<RequestRow>, sqlx::Error> {
+    sqlx::query_as!(
+        RequestRow,
+        r#"
+        SELECT r.id, r.name, r.email, r.message, r.status AS "status: RequestStatus", r.created_at,
+               r.mail_job_id, j.state AS "mail_job_state?: JobState",
+               j.errors -> -1 ->> 'error' AS mail_error
+        FROM access_requests r LEFT JOIN jobs j ON j.id = r.mail_job_id
+        WHERE r.id = $1
+        "#,
+        id,
+    )
+    .fetch_optional(pool)
+    .await
+}
+
+/// Why an approval or a denial did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum DecisionError {
+    #[error("There is no access request {0}.")]
+    NotFound(i64),
+    #[error("Access request {id} is {status} already; only pending requests can be {verb}.")]
+    NotPending {
+        id: i64,
+        status: &'static str,
+        verb: &'static str,
+    },
+    #[error(
+        "No mail supplier is configured (STANDMEET_MAIL=none), so no approval mail can be sent; nothing was changed."
+    )]
+    NoMailSupplier,
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl From<sqlx::Error> for DecisionError {
+    fn from(err: sqlx::Error) -> Self {
+        DecisionError::Internal(err.into())
+    }
+}
+
+/// Approves a pending request: in one transaction its status becomes `approved` and
+/// the approval mail is queued (its job id kept on the request). Answers that job.
+#[tracing::instrument(skip(pool, mailer), err)]
+/// `admin_id` is `None` when an agent approved through MCP.
+pub async fn approve(
+    pool: &PgPool,
+    mailer: &Mailer,
+    id: i64,
+    admin_id: Option<i64>,
+) -> Result<JobId, DecisionError> {
+    if !mailer.is_configured() {
+        return Err(DecisionError::NoMailSupplier);
+    }
+    let mut tx = pool.begin().await?;
+    lock_pending(&mut tx, id, "approved").await?;
+    let job = jobs::insert_tx::<ApprovalMail>(&mut tx, &RequestArgs { request_id: id }).await?;
+    sqlx::query!(
+        r#"
+        UPDATE access_requests
+        SET status = 'approved', decided_at = now(), decided_by = $2, mail_job_id = $3
+        WHERE id = $1
+        "#,
+        id,
+        admin_id,
+        job.0,
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(job)
+}
+
+/// Denies a pending request.
+#[tracing::instrument(skip(pool), err)]
+pub async fn deny(pool: &PgPool, id: i64, admin_id: i64) -> Result<(), DecisionError> {
+    let mut tx = pool.begin().await?;
+    lock_pending(&mut tx, id, "denied").await?;
+    sqlx::query!(
+        "UPDATE access_requests SET status = 'denied', decided_at = now(), decided_by = $2 WHERE id = $1",
+        id,
+        admin_id
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Locks request `id` for a decision; fails unless it is pending.
+async fn lock_pending(
+    tx: &mut sqlx::PgConnection,
+    id: i64,
+    verb: &'static str,
+) -> Result<(), DecisionError> {
+    let status = sqlx::query_scalar!(
+        r#"SELECT status AS "status: RequestStatus" FROM access_requests WHERE id = $1 FOR UPDATE"#,
+        id
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    match status {
+        None => Err(DecisionError::NotFound(id)),
+        Some(RequestStatus::Pending) => Ok(()),
+        Some(other) => Err(DecisionError::NotPending {
+            id,
+            status: other.as_str(),
+            verb,
+        }),
+    }
+}
+
+/// Whether `code` is the access code mailed to `email` (any of their replied requests).
+pub async fn code_matches(
+    pool: &PgPool,
+    email: &EmailAddress,
+    code: &str,
+) -> Result<bool, sqlx::Error> {
+    let hash = code_hash(code);
+    sqlx::query_scalar!(
+        r#"
+        SELECT EXISTS (
+            SELECT FROM access_requests
+            WHERE lower(email) = lower($1) AND status = 'replied' AND code_hash = $2
+        ) AS "matches!"
+        "#,
+        email.as_str(),
+        hash,
+    )
+    .fetch_one(pool)
+    .await
+}
+
+/// An access code: 12 characters without look-alikes, in groups of four
+/// (`K7QF-2MZP-9HXA`), about 62 bits.
+pub fn new_code() -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+    let mut rng = rand::rng();
+    let chars: Vec<char> = (0..12)
+        .map(|_| *ALPHABET.choose(&mut rng).expect("a non-empty alphabet") as char)
+        .collect();
+    chars
+        .chunks(4)
+        .map(|group| group.iter().collect::<String>())
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+/// The stored form of a code: SHA-256 of its letters, upper case, without spaces and
+/// dashes, so `k7qf 2mzp 9hxa` matches too. (A random 62-bit code under a rate limit
+/// needs no slow hash.)
+pub fn code_hash(code: &str) -> String {
+    let normal: String = code
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .map(|c| c.to_ascii_uppercase())
+        .collect();
+    let digest = Sha256::digest(normal.as_bytes());
+    digest.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// The arguments of both access-request mail jobs.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RequestArgs {
+    pub request_id: i64,
+}
+
+/// What a mail job did.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MailOutput {
+    pub sent: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// What the mail jobs need to send.
+#[derive(Clone)]
+pub struct MailContext {
+    pub mailer: Mailer,
+    pub settings: Arc<Settings>,
+}
+
+impl MailContext {
+    async fn deliver(&self, job: &JobContext, mail: &Mail) -> Result<Delivery, JobError> {
+        mail::deliver(
+            job.pool(),
+            &self.mailer,
+            &self.settings.mail_from,
+            mail,
+            Some(job.id),
+            self.settings.mail_per_recipient_per_hour,
+        )
+        .await
+        .map_err(mail::SendError::into_job_error)
+    }
+}
+
+/// The request a mail job is about; a request that is gone makes the job pointless.
+async fn request_for_job(job: &JobContext, id: i64) -> Result<RequestRow, JobError> {
+    get(job.pool(), id)
+        .await?
+        .ok_or_else(|| JobError::discard(format!("access request {id} does not exist")))
+}
+
+/// `access_request.notify_owner`: tells the owner (`STANDMEET_OWNER_EMAIL`, else the
+/// first admin) that a request came in.
+pub struct NotifyOwner(pub MailContext);
+
+impl JobKind for NotifyOwner {
+    const KIND: &'static str = "access_request.notify_owner";
+    const QUEUE: &'static str = "mail";
+    const MAX_ATTEMPTS: i16 = 10;
+    type Args = RequestArgs;
+    type Output = MailOutput;
+
+    async fn run(&self, job: JobContext, args: RequestArgs) -> Result<MailOutput, JobError> {
+        let request = request_for_job(&job, args.request_id).await?;
+        let owner = match &self.0.settings.owner_email {
+            Some(owner) => owner.clone(),
+            None => {
+                let first_admin =
+                    sqlx::query_scalar!("SELECT email FROM admins ORDER BY id LIMIT 1")
+                        .fetch_optional(job.pool())
+                        .await?;
+                match first_admin.map(|email| EmailAddress::parse(&email)) {
+                    Some(Ok(email)) => email,
+                    _ => {
+                        return Err(JobError::discard(
+                            "there is no owner to tell: set STANDMEET_OWNER_EMAIL",
+                        ));
+                    }
+                }
+            }
+        };
+        let review = self
+            .0
+            .settings
+            .public_url
+            .join("admin/access-requests")
+            .map(String::from)
+            .unwrap_or_default();
+        let mut body = format!("{} <{}> asks for access", request.name, request.email);
+        if request.message.is_empty() {
+            body.push_str(".\n");
+        } else {
+            body.push_str(&format!(":\n\n{}\n", request.message));
+        }
+        body.push_str(&format!("\nApprove or deny it at {review}\n"));
+        let mail = Mail {
+            to: owner.clone(),
+            subject: format!("Access request from {}", request.name),
+            body,
+        };
+        match self.0.deliver(&job, &mail).await? {
+            Delivery::Throttled { until } => Err(mail::snooze_until(until, &owner)),
+            Delivery::Sent => Ok(MailOutput {
+                sent: true,
+                to: Some(owner.to_string()),
+                reason: None,
+            }),
+        }
+    }
+}
+
+/// `access_request.approval_mail`: mints the access code, mails it to the visitor, and
+/// then, in one transaction with its own completion, marks the request `replied`.
+pub struct ApprovalMail(pub MailContext);
+
+impl JobKind for ApprovalMail {
+    const KIND: &'static str = "access_request.approval_mail";
+    const QUEUE: &'static str = "mail";
+    const MAX_ATTEMPTS: i16 = 10;
+    type Args = RequestArgs;
+    type Output = MailOutput;
+
+    async fn run(&self, job: JobContext, args: RequestArgs) -> Result<MailOutput, JobError> {
+        let request = request_for_job(&job, args.request_id).await?;
+        if request.status != RequestStatus::Approved {
+            // Denied meanwhile, or replied by an earlier attempt: nothing to send.
+            let reason = format!("the request is {} now", request.status.as_str());
+            return Ok(MailOutput {
+                sent: false,
+                to: None,
+                reason: Some(reason),
+            });
+        }
+        let to = EmailAddress::parse(&request.email).map_err(|err| {
+            JobError::discard(format!("the request's address is not valid: {err}"))
+        })?;
+        let code = new_code();
+        let redeem = self
+            .0
+            .settings
+            .public_url
+            .join("access")
+            .map(String::from)
+            .unwrap_or_default();
+        let mail = Mail {
+            to: to.clone(),
+            subject: "Your access to StandMeet".into(),
+            body: format!(
+                "Hello {},\n\nyour request was approved. Your access code:\n\n    {code}\n\n\
+                 Enter it with this email address at {redeem}\n",
+                request.name
+            ),
+        };
+        if let Delivery::Throttled { until } = self.0.deliver(&job, &mail).await? {
+            return Err(mail::snooze_until(until, &to));
+        }
+        // Sent: record it, and the job's completion, together.
+        let mut tx = job.pool().begin().await?;
+        sqlx::query!(
+            r#"
+            UPDATE access_requests
+            SET status = 'replied', code_hash = $2, replied_at = now()
+            WHERE id = $1 AND status = 'approved'
+            "#,
+            request.id,
+            code_hash(&code),
+        )
+        .execute(&mut *tx)
+        .await?;
+        let output = MailOutput {
+            sent: true,
+            to: Some(to.to_string()),
+            reason: None,
+        };
+        job.complete_tx(&mut tx, &output).await?;
+        tx.commit().await?;
+        Ok(output)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_grouped_and_hash_the_same_however_typed() {
+        let code = new_code();
+        assert_eq!(code.len(), 14);
+        assert_eq!(code.matches('-').count(), 2);
+        assert_ne!(code, new_code());
+        let typed = code.to_lowercase().replace('-', " ");
+        assert_eq!(code_hash(&code), code_hash(&typed));
+        assert_ne!(code_hash(&code), code_hash(&new_code()));
+    }
+
+    #[test]
+    fn a_request_form_reports_every_problem_at_once() {
+        let problems = NewRequest::parse("  ", "not-an-address", &"x".repeat(5001)).unwrap_err();
+        assert_eq!(problems.name.as_deref(), Some("Please give your name."));
+        assert!(
+            problems
+                .email
+                .as_deref()
+                .unwrap()
+                .starts_with("An email address has one @")
+        );
+        assert!(problems.message.is_some());
+        let ok = NewRequest::parse(" Ada ", "ada@example.com", " hello ").unwrap();
+        assert_eq!(ok.name, "Ada");
+        assert_eq!(ok.message, "hello");
+    }
+}

@@ -1,0 +1,344 @@
+//! The MCP endpoint `/mcp`: the operations of StandMeet as tools for agents, over
+//! Streamable HTTP (rmcp), behind the bearer token `STANDMEET_MCP_TOKEN`.
+//!
+//! Each tool calls the same domain operation as the page that does the same thing, and
+//! answers a JSON object, both as `structuredContent` and as one text item. What an
+//! agent asked for wrongly (bad arguments, an unknown id, a request that is not
+//! pending) is a tool error (`isError: true`) whose message says what was wrong; a
+//! missing or wrong token is 401 before any tool runs.
+//!
+//! The endpoint is stateless and answers plain JSON: every call stands on its own, so
+//! an agent needs no session, and any copy of StandMeet can answer it.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, ServerHandler, tool, tool_handler, tool_router};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::api::access::server::view as request_view;
+use crate::api::tasks::PAGE_SIZE;
+use crate::domain::access_requests::{self, DecisionError, RequestStatus};
+use crate::jobs::store::{self, PanelFilter};
+use crate::jobs::{JobId, JobState, WaitOutcome};
+use crate::model::MailState;
+use crate::startup::AppState;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListRequestsParams {
+    /// Only requests with this status: pending, approved, replied or denied.
+    pub status: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ApproveParams {
+    /// The id of the access request to approve.
+    pub id: i64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct GetTaskParams {
+    /// The id of the job.
+    pub job_id: i64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListTasksParams {
+    /// Only jobs in this state: available, scheduled, running, retryable, completed,
+    /// discarded or cancelled.
+    pub state: Option<String>,
+    /// Only jobs of this kind, such as access_request.approval_mail.
+    pub kind: Option<String>,
+    /// How many jobs, newest first (1 to 50; 20 when not given).
+    pub limit: Option<i64>,
+}
+
+/// The tools; one value per request, holding the app's state.
+#[derive(Clone)]
+pub struct Tools {
+    state: AppState,
+    tool_router: ToolRouter<Self>,
+}
+
+/// A tool's answer: the object as structured content and as text.
+fn answer(value: Value) -> Result<CallToolResult, ErrorData> {
+    Ok(CallToolResult::structured(value))
+}
+
+/// A tool error an agent can read and act on.
+fn refuse(message: impl Into<String>) -> Result<CallToolResult, ErrorData> {
+    Ok(CallToolResult::structured_error(
+        json!({ "error": message.into() }),
+    ))
+}
+
+/// A failure on our side: logged in full, told in short.
+fn failed(err: impl std::fmt::Display) -> Result<CallToolResult, ErrorData> {
+    tracing::error!(error = %err, "an MCP tool failed");
+    refuse("StandMeet could not do that just now; try again.")
+}
+
+#[tool_router]
+impl Tools {
+    pub fn new(state: AppState) -> Self {
+        Tools {
+            state,
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    #[tool(
+        name = "access_requests.list",
+        description = "List access requests, newest first, with their status and the state of their approval mail."
+    )]
+    async fn access_requests_list(
+        &self,
+        Parameters(params): Parameters<ListRequestsParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let status = match params
+            .status
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            None => None,
+            Some(word) => match RequestStatus::parse(word) {
+                Some(status) => Some(status),
+                None => {
+                    return refuse(format!(
+                        "There is no request status {word:?}; use pending, approved, replied or denied."
+                    ));
+                }
+            },
+        };
+        match access_requests::list(&self.state.pool, status, 200).await {
+            Ok(rows) => {
+                let requests: Vec<Value> = rows
+                    .into_iter()
+                    .map(|row| {
+                        let view = request_view(row);
+                        json!({
+                            "id": view.id,
+                            "name": view.name,
+                            "email": view.email,
+                            "message": view.message,
+                            "status": view.status,
+                            "created": view.created,
+                            "mail_state": view.mail_state,
+                            "mail_job_id": view.mail_job_id,
+                        })
+                    })
+                    .collect();
+                answer(json!({ "requests": requests }))
+            }
+            Err(err) => failed(err),
+        }
+    }
+
+    #[tool(
+        name = "access_requests.approve",
+        description = "Approve a pending access request: the visitor is mailed an access code. Waits briefly for the mail; if it has not gone out yet the answer says pending:true, and tasks.get with mail_job_id tells when it has."
+    )]
+    async fn access_requests_approve(
+        &self,
+        Parameters(params): Parameters<ApproveParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let state = &self.state;
+        let job = match access_requests::approve(&state.pool, &state.mailer, params.id, None).await
+        {
+            Ok(job) => job,
+            Err(DecisionError::Internal(err)) => return failed(err),
+            Err(refusal) => return refuse(refusal.to_string()),
+        };
+        tracing::info!(
+            request.id = params.id,
+            job.id = job.0,
+            "an agent approved an access request"
+        );
+        let waited = state
+            .signals
+            .waiters
+            .wait(&state.pool, &[job], state.settings.approve_wait)
+            .await;
+        let job_state = match waited {
+            Ok(WaitOutcome::Done(rows)) => rows.first().map(|row| row.state),
+            Ok(WaitOutcome::Receipt) | Err(_) => store::job_get(&state.pool, job)
+                .await
+                .ok()
+                .flatten()
+                .map(|row| row.state),
+        }
+        .unwrap_or(JobState::Available);
+        let status = match access_requests::get(&state.pool, params.id).await {
+            Ok(Some(row)) => row.status,
+            Ok(None) => RequestStatus::Approved,
+            Err(err) => return failed(err),
+        };
+        let mail_state = MailState::of_job(job_state);
+        let done = mail_state == MailState::Sent && status == RequestStatus::Replied;
+        answer(json!({
+            "request_id": params.id,
+            "status": status.as_str(),
+            "mail_state": mail_state.as_str(),
+            "mail_job_id": job.0,
+            "pending": !done,
+        }))
+    }
+
+    #[tool(
+        name = "tasks.get",
+        description = "The state of one job (a task): kind, queue, state, attempts, times and its last error."
+    )]
+    async fn tasks_get(
+        &self,
+        Parameters(params): Parameters<GetTaskParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        match store::job_summaries(&self.state.pool, &[JobId(params.job_id)]).await {
+            Ok(jobs) => match jobs.into_iter().next() {
+                Some(job) => answer(task_json(job)),
+                None => refuse(format!("There is no job {}.", params.job_id)),
+            },
+            Err(err) => failed(err),
+        }
+    }
+
+    #[tool(
+        name = "tasks.list",
+        description = "Jobs (tasks), newest first, optionally of one state and one kind."
+    )]
+    async fn tasks_list(
+        &self,
+        Parameters(params): Parameters<ListTasksParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let state = match crate::api::tasks::parse_state_filter(params.state.as_deref()) {
+            Ok(state) => state,
+            Err(message) => return refuse(message),
+        };
+        let limit = params.limit.unwrap_or(20);
+        if !(1..=PAGE_SIZE).contains(&limit) {
+            return refuse(format!(
+                "limit must be from 1 to {PAGE_SIZE}; it was {limit}."
+            ));
+        }
+        let filter = PanelFilter {
+            state,
+            kind: params
+                .kind
+                .map(|kind| kind.trim().to_string())
+                .filter(|kind| !kind.is_empty()),
+            ..Default::default()
+        };
+        match store::job_list_page(&self.state.pool, &filter, limit).await {
+            Ok(jobs) => {
+                answer(json!({ "tasks": jobs.into_iter().map(task_json).collect::<Vec<_>>() }))
+            }
+            Err(err) => failed(err),
+        }
+    }
+}
+
+fn task_json(job: store::JobSummary) -> Value {
+    let when = crate::api::tasks::when;
+    json!({
+        "id": job.id.0,
+        "kind": job.kind,
+        "queue": job.queue,
+        "state": job.state,
+        "attempt": job.attempt,
+        "max_attempts": job.max_attempts,
+        "created": when(job.created_at),
+        "scheduled": when(job.scheduled_at),
+        "finalized": job.finalized_at.map(when),
+        "last_error": job.last_error,
+    })
+}
+
+#[tool_handler(router = self.tool_router, name = "standmeet", version = "0.1.0")]
+impl ServerHandler for Tools {}
+
+/// The `/mcp` routes: the tools behind the token check. `None` when no token is set
+/// (MCP is off; a log line says so).
+pub fn routes(state: &AppState, stop: CancellationToken) -> Option<Router<AppState>> {
+    let Some(token) = state.settings.mcp_token.clone() else {
+        tracing::info!("MCP is off: set STANDMEET_MCP_TOKEN to serve /mcp");
+        return None;
+    };
+    let mut hosts = vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+    ];
+    if let Some(host) = state.settings.public_url.host_str() {
+        hosts.push(host.to_string());
+    }
+    hosts.push(state.settings.site_addr.ip().to_string());
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_allowed_hosts(hosts)
+        .with_cancellation_token(stop);
+    let tools_state = state.clone();
+    let service = StreamableHttpService::new(
+        move || Ok(Tools::new(tools_state.clone())),
+        LocalSessionManager::default().into(),
+        config,
+    );
+    let token: Arc<str> = Arc::from(token);
+    Some(
+        Router::new()
+            .nest_service("/mcp", service)
+            .layer(middleware::from_fn_with_state(token, require_token)),
+    )
+}
+
+/// 401 unless `Authorization: Bearer <STANDMEET_MCP_TOKEN>`.
+async fn require_token(State(token): State<Arc<str>>, request: Request, next: Next) -> Response {
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .map(str::trim);
+    match given {
+        Some(given) if constant_time_eq(given.as_bytes(), token.as_bytes()) => next.run(request).await,
+        _ => (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            axum::Json(json!({ "error": "MCP needs the bearer token STANDMEET_MCP_TOKEN: Authorization: Bearer <token>" })),
+        )
+            .into_response(),
+    }
+}
+
+/// Compares without returning early, so the time taken does not tell how much of a
+/// guessed token was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_comparison_needs_every_byte() {
+        assert!(constant_time_eq(b"secret-token", b"secret-token"));
+        assert!(!constant_time_eq(b"secret-token", b"secret-tokex"));
+        assert!(!constant_time_eq(b"secret", b"secret-token"));
+    }
+}

@@ -1,0 +1,213 @@
+//! `/admin/access-requests`: the requests, newest first, filtered by status, with
+//! Approve and Deny. Approving answers at once ("approval mail queued"); the mail chip
+//! then follows the mail job (sending → sent or failed) with one status request for
+//! the whole page, and the request shows `replied` once the mail went out.
+
+use std::time::Duration;
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
+
+use crate::api::access::{
+    AccessRequestView, ApproveAccessRequest, DenyAccessRequest, list_access_requests,
+};
+use crate::model::JobState;
+use crate::ui::components::form::{PRIMARY_BUTTON, SECONDARY_BUTTON};
+use crate::ui::components::poll::use_polling;
+use crate::ui::components::status_chip::{StatusChip, Tone, mail_state_tone};
+use crate::ui::components::toast::use_toasts;
+use crate::ui::pages::tasks::server_message;
+
+const STATUSES: [&str; 4] = ["pending", "approved", "replied", "denied"];
+
+fn status_tone(status: &str) -> Tone {
+    match status {
+        "pending" => Tone::Queued,
+        "approved" => Tone::Active,
+        "replied" => Tone::Success,
+        _ => Tone::Muted,
+    }
+}
+
+#[component]
+pub fn AccessRequestsPage() -> impl IntoView {
+    let query = use_query_map();
+    let status = Memo::new(move |_| query.read().get("status").filter(|s| !s.is_empty()));
+    let requests = Resource::new(move || status.get(), list_access_requests);
+
+    view! {
+        <Title text="Access requests"/>
+        <h1 class="text-2xl font-semibold tracking-tight">"Access requests"</h1>
+        <nav aria-label="Request statuses" class="mt-6 flex flex-wrap gap-2 text-sm">
+            <a href="/admin/access-requests" class="rounded-full border border-slate-300 px-3 py-1 hover:bg-slate-100"
+               aria-current=move || status.get().is_none().then_some("page")>"All"</a>
+            {STATUSES.into_iter().map(|word| view! {
+                <a href=format!("/admin/access-requests?status={word}")
+                   class="rounded-full border border-slate-300 px-3 py-1 hover:bg-slate-100"
+                   aria-current=move || (status.get().as_deref() == Some(word)).then_some("page")>{word}</a>
+            }).collect_view()}
+        </nav>
+        <Suspense fallback=|| view! { <p class="mt-6 text-sm text-slate-500">"Loading requests…"</p> }>
+            {move || Suspend::new(async move {
+                match requests.await {
+                    Ok(rows) => view! { <RequestTable rows=rows/> }.into_any(),
+                    Err(error) => view! {
+                        <p role="alert" class="mt-6 rounded-md border border-rose-200 bg-rose-50 px-4 py-3 text-sm text-rose-900">{server_message(&error)}</p>
+                    }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn RequestTable(rows: Vec<AccessRequestView>) -> impl IntoView {
+    let rows: RwSignal<Vec<RwSignal<AccessRequestView>>> =
+        RwSignal::new(rows.into_iter().map(RwSignal::new).collect());
+    follow_mail(rows);
+    view! {
+        <div class="mt-4 overflow-x-auto rounded-xl border border-slate-200 bg-white">
+            <table class="min-w-full divide-y divide-slate-200 text-sm">
+                <thead class="bg-slate-50 text-left text-xs font-medium uppercase tracking-wide text-slate-500">
+                    <tr>
+                        <th class="px-4 py-2">"Who"</th>
+                        <th class="px-4 py-2">"Message"</th>
+                        <th class="px-4 py-2">"Asked"</th>
+                        <th class="px-4 py-2">"Status"</th>
+                        <th class="px-4 py-2">"Mail"</th>
+                        <th class="px-4 py-2"></th>
+                    </tr>
+                </thead>
+                <tbody class="divide-y divide-slate-100">
+                    <For each=move || rows.get() key=|row| row.get_untracked().id let:row>
+                        <RequestRowView row=row/>
+                    </For>
+                </tbody>
+            </table>
+            <Show when=move || rows.with(Vec::is_empty)>
+                <p class="px-4 py-8 text-center text-sm text-slate-500">"No access requests here."</p>
+            </Show>
+        </div>
+    }
+}
+
+#[component]
+fn RequestRowView(row: RwSignal<AccessRequestView>) -> impl IntoView {
+    let toasts = use_toasts();
+    let approve = ServerAction::<ApproveAccessRequest>::new();
+    let deny = ServerAction::<DenyAccessRequest>::new();
+    let hydrated = RwSignal::new(false);
+    Effect::new(move |_| hydrated.set(true));
+    Effect::new(move |_| match approve.value().get() {
+        Some(Ok(answer)) => {
+            toasts.success(format!(
+                "Approved. The approval mail is queued (job {}).",
+                answer.mail_job_id
+            ));
+            row.update(|row| {
+                row.status = answer.status;
+                row.mail_state = Some(answer.mail_state);
+                row.mail_job_id = Some(answer.mail_job_id);
+                row.mail_job_state = Some(JobState::Available);
+                row.mail_note = None;
+            });
+        }
+        Some(Err(error)) => toasts.error(server_message(&error)),
+        None => {}
+    });
+    Effect::new(move |_| match deny.value().get() {
+        Some(Ok(message)) => {
+            toasts.info(message);
+            row.update(|row| row.status = "denied".into());
+        }
+        Some(Err(error)) => toasts.error(server_message(&error)),
+        None => {}
+    });
+    let id = row.get_untracked().id;
+    let busy = move || !hydrated.get() || approve.pending().get() || deny.pending().get();
+    view! {
+        <tr data-testid="access-request-row" data-request-id=id.to_string() class="align-top">
+            <td class="px-4 py-3">
+                <div class="font-medium">{move || row.get().name}</div>
+                <div class="text-slate-500">{move || row.get().email}</div>
+            </td>
+            <td class="max-w-sm px-4 py-3 whitespace-pre-wrap text-slate-700">{move || row.get().message}</td>
+            <td class="px-4 py-3 whitespace-nowrap text-slate-600">{move || row.get().created}</td>
+            <td class="px-4 py-3">
+                {move || { let status = row.get().status; view! { <StatusChip label=status.clone() tone=status_tone(&status) test_id="request-status"/> } }}
+            </td>
+            <td class="px-4 py-3">
+                {move || {
+                    let current = row.get();
+                    match current.mail_state {
+                        Some(state) => view! {
+                            <StatusChip label=state.as_str() tone=mail_state_tone(state) test_id="request-mail-state" title=current.mail_note.unwrap_or_default()/>
+                        }.into_any(),
+                        None => view! { <span data-testid="request-mail-state" data-state="none" class="text-slate-400">"—"</span> }.into_any(),
+                    }
+                }}
+            </td>
+            <td class="px-4 py-3 whitespace-nowrap text-right">
+                <Show when=move || row.get().status == "pending">
+                    <button type="button" class=PRIMARY_BUTTON disabled=busy on:click=move |_| { approve.dispatch(ApproveAccessRequest { id }); }>"Approve"</button>
+                    " "
+                    <button type="button" class=SECONDARY_BUTTON disabled=busy on:click=move |_| { deny.dispatch(DenyAccessRequest { id }); }>"Deny"</button>
+                </Show>
+            </td>
+        </tr>
+    }
+}
+
+/// Every second, one status request for the mail jobs still on their way; a completed
+/// approval mail means the request was replied to.
+fn follow_mail(rows: RwSignal<Vec<RwSignal<AccessRequestView>>>) {
+    let busy = StoredValue::new(false);
+    use_polling(Duration::from_secs(1), move || {
+        if busy.get_value() {
+            return;
+        }
+        let watched: Vec<i64> = rows.with_untracked(|rows| {
+            rows.iter()
+                .map(|row| row.get_untracked())
+                .filter(|row| row.mail_job_state.is_some_and(|state| !state.is_terminal()))
+                .filter_map(|row| row.mail_job_id)
+                .collect()
+        });
+        if watched.is_empty() {
+            return;
+        }
+        busy.set_value(true);
+        leptos::task::spawn_local(async move {
+            #[cfg(feature = "hydrate")]
+            if let Ok(jobs) = crate::api::tasks::fetch_job_status(&watched).await {
+                rows.with_untracked(|rows| {
+                    for row in rows {
+                        let current = row.get_untracked();
+                        let Some(job) = jobs.iter().find(|job| Some(job.id) == current.mail_job_id)
+                        else {
+                            continue;
+                        };
+                        if current.mail_job_state == Some(job.state) {
+                            continue;
+                        }
+                        row.update(|row| {
+                            row.mail_job_state = Some(job.state);
+                            row.mail_state = Some(crate::model::MailState::of_job(job.state));
+                            row.mail_note = job
+                                .last_error
+                                .as_ref()
+                                .map(|error| format!("Last error: {error}"));
+                            if job.state == JobState::Completed && row.status == "approved" {
+                                row.status = "replied".into();
+                            }
+                        });
+                    }
+                });
+            }
+            #[cfg(not(feature = "hydrate"))]
+            let _ = &watched;
+            busy.set_value(false);
+        });
+    });
+}

@@ -1,0 +1,557 @@
+//! Access requests end to end on a real database and a real SMTP peer: the visitor's
+//! form, the owner's mail, approval with its mail (and its failures), the access code,
+//! the throttle, and the mail-supplier-less case.
+
+mod common;
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use common::jobs::{wait_for_state, wait_until};
+use common::smtp::SmtpPeer;
+use sqlx::PgPool;
+use standmeet::jobs::{JobId, JobState};
+
+const OWNER: &str = "owner@desk.example";
+
+fn settings(mail: &str) -> standmeet::config::Settings {
+    common::settings_with(&[
+        ("STANDMEET_MAIL", mail),
+        ("STANDMEET_OWNER_EMAIL", OWNER),
+        ("STANDMEET_MAIL_FROM", "standmeet@desk.example"),
+        ("STANDMEET_PUBLIC_URL", "http://127.0.0.1:3000"),
+    ])
+}
+
+async fn ask(app: &axum::Router, name: &str, email: &str) -> common::Reply {
+    common::post_form(
+        app,
+        "/api/request_access",
+        &[
+            ("name", name),
+            ("email", email),
+            ("message", "Hello, may I?"),
+        ],
+        None,
+    )
+    .await
+}
+
+async fn request_id_of(pool: &PgPool, email: &str) -> i64 {
+    sqlx::query_scalar("SELECT id FROM access_requests WHERE email = $1 ORDER BY id DESC LIMIT 1")
+        .bind(email)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+async fn status_of(pool: &PgPool, id: i64) -> String {
+    sqlx::query_scalar("SELECT status::text FROM access_requests WHERE id = $1")
+        .bind(id)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+async fn approval_jobs(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM jobs WHERE kind = 'access_request.approval_mail'")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// The access code in a mail's text.
+fn code_in(mail: &str) -> String {
+    mail.split_whitespace()
+        .find(|word| word.len() == 14 && word.matches('-').count() == 2)
+        .expect("a code in the mail")
+        .to_string()
+}
+
+#[sqlx::test]
+async fn a_visitors_request_is_written_and_the_owner_gets_exactly_one_mail(pool: PgPool) {
+    let smtp = SmtpPeer::start().await;
+    let (app, _state, jobs) = common::app_with_jobs(pool.clone(), settings(&smtp.url())).await;
+
+    let reply = ask(&app, "Ada Lovelace", "ada@example.com").await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert_eq!(reply.json(), "Request received");
+    let id = request_id_of(&pool, "ada@example.com").await;
+    assert_eq!(status_of(&pool, id).await, "pending");
+
+    let job: i64 = sqlx::query_scalar("SELECT notify_job_id FROM access_requests WHERE id = $1")
+        .bind(id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let row = wait_for_state(&pool, JobId(job), JobState::Completed).await;
+    assert_eq!(row.kind, "access_request.notify_owner");
+    let mails = smtp.mails_to(OWNER);
+    assert_eq!(mails.len(), 1);
+    assert!(
+        mails[0]
+            .data
+            .contains("Ada Lovelace <ada@example.com> asks for access"),
+        "{}",
+        mails[0].data
+    );
+    assert!(
+        mails[0]
+            .data
+            .contains("http://127.0.0.1:3000/admin/access-requests")
+    );
+    jobs.shutdown().await;
+}
+
+#[sqlx::test]
+async fn a_request_with_bad_fields_is_answered_field_by_field_and_writes_nothing(pool: PgPool) {
+    let app = common::app_with(pool.clone(), settings("log"));
+    let reply = common::post_form(
+        &app,
+        "/api/request_access",
+        &[("name", " "), ("email", "nope"), ("message", "")],
+        None,
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    let answer = reply.json();
+    assert_eq!(answer["message"], "Please check the fields marked below.");
+    assert_eq!(answer["name"], "Please give your name.");
+    assert!(
+        answer["email"].as_str().unwrap().contains("one @"),
+        "{answer}"
+    );
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM access_requests")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(count, 0);
+    let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(jobs, 0);
+}
+
+#[sqlx::test]
+async fn requests_are_rate_limited_per_address(pool: PgPool) {
+    let app = common::app_with(pool.clone(), settings("log"));
+    for n in 0..5 {
+        let reply = ask(&app, "Visitor", &format!("visitor{n}@example.com")).await;
+        assert_eq!(reply.status, StatusCode::OK, "request {n}");
+    }
+    let reply = ask(&app, "Visitor", "visitor6@example.com").await;
+    assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(
+        reply.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("Too many requests")
+    );
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM access_requests")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(count, 5);
+}
+
+#[sqlx::test]
+async fn approval_mails_the_code_marks_replied_and_the_code_opens_access(pool: PgPool) {
+    let smtp = SmtpPeer::start().await;
+    let (app, _state, jobs) = common::app_with_jobs(pool.clone(), settings(&smtp.url())).await;
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    ask(&app, "Grace Hopper", "grace@example.com").await;
+    let id = request_id_of(&pool, "grace@example.com").await;
+
+    let reply = common::post_form(
+        &app,
+        "/api/access_requests/approve",
+        &[("id", &id.to_string())],
+        Some(&cookie),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let answer = reply.json();
+    assert_eq!(answer["request_id"], id);
+    assert_eq!(answer["status"], "approved");
+    assert_eq!(answer["mail_state"], "sending");
+    let job = JobId(answer["mail_job_id"].as_i64().unwrap());
+
+    wait_for_state(&pool, job, JobState::Completed).await;
+    assert_eq!(status_of(&pool, id).await, "replied");
+    let mails = smtp.mails_to("grace@example.com");
+    assert_eq!(mails.len(), 1, "one mail with the code");
+    let code = code_in(&mails[0].data);
+    let stored: String = sqlx::query_scalar("SELECT code_hash FROM access_requests WHERE id = $1")
+        .bind(id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(!stored.contains(&code), "only the hash is kept");
+
+    // A wrong code is refused; the right one opens access for this session.
+    let wrong = common::post_form(
+        &app,
+        "/api/redeem_access",
+        &[("email", "grace@example.com"), ("code", "AAAA-BBBB-CCCC")],
+        None,
+    )
+    .await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    assert!(
+        wrong.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not match")
+    );
+    let right = common::post_form(
+        &app,
+        "/api/redeem_access",
+        &[
+            ("email", "Grace@Example.com"),
+            ("code", &code.to_lowercase()),
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(right.status, StatusCode::OK, "{}", right.body);
+    assert!(right.json().as_str().unwrap().starts_with("Access granted"));
+    assert!(
+        right.session_cookie().is_some(),
+        "the session remembers the access"
+    );
+
+    // A second approval is refused with 409 and sends nothing more.
+    let again = common::post_form(
+        &app,
+        "/api/access_requests/approve",
+        &[("id", &id.to_string())],
+        Some(&cookie),
+    )
+    .await;
+    assert_eq!(again.status, StatusCode::CONFLICT);
+    assert!(again.body.contains("replied already"), "{}", again.body);
+    assert_eq!(approval_jobs(&pool).await, 1);
+    jobs.shutdown().await;
+}
+
+#[sqlx::test]
+async fn replied_is_never_set_before_the_send_succeeded(pool: PgPool) {
+    let smtp = SmtpPeer::start().await;
+    let (app, _state, jobs) = common::app_with_jobs(pool.clone(), settings(&smtp.url())).await;
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    ask(&app, "Alan Turing", "alan@example.com").await;
+    let id = request_id_of(&pool, "alan@example.com").await;
+    // The owner's mail goes first; then the peer refuses the next two mails.
+    wait_until(Duration::from_secs(10), || async {
+        smtp.mails_to(OWNER).len() == 1
+    })
+    .await;
+    smtp.fail_next(2, "451 4.3.0 mailbox busy, try later");
+
+    let reply = common::post_form(
+        &app,
+        "/api/access_requests/approve",
+        &[("id", &id.to_string())],
+        Some(&cookie),
+    )
+    .await;
+    let job = JobId(reply.json()["mail_job_id"].as_i64().unwrap());
+
+    // While the attempts fail, the request stays approved and no code exists.
+    wait_until(Duration::from_secs(10), || async {
+        common::jobs::job(&pool, job).await.attempt_errors().len() == 2
+    })
+    .await;
+    let row = common::jobs::job(&pool, job).await;
+    if row.state != JobState::Completed {
+        assert_eq!(
+            status_of(&pool, id).await,
+            "approved",
+            "not replied while the mail fails"
+        );
+    }
+    assert!(row.attempt_errors()[0].error.contains("451"), "{row:?}");
+    assert!(
+        row.attempt_errors()[0].error.contains("mailbox busy"),
+        "the server's reply is kept: {row:?}"
+    );
+
+    wait_for_state(&pool, job, JobState::Completed).await;
+    assert_eq!(status_of(&pool, id).await, "replied");
+    assert_eq!(smtp.mails_to("alan@example.com").len(), 1);
+    let logged: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM mail_log WHERE recipient = 'alan@example.com'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(logged, 1, "failed sends are not logged as sent");
+    jobs.shutdown().await;
+}
+
+#[sqlx::test]
+async fn the_approval_is_watched_while_the_mail_fails(pool: PgPool) {
+    // Every moment of a failing approval: the request is approved (never replied), the
+    // mail job is retryable, and a permanent refusal discards it with the reply.
+    let smtp = SmtpPeer::start().await;
+    let (app, _state, jobs) = common::app_with_jobs(pool.clone(), settings(&smtp.url())).await;
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    ask(&app, "Edsger Dijkstra", "edsger@example.com").await;
+    let id = request_id_of(&pool, "edsger@example.com").await;
+    wait_until(Duration::from_secs(10), || async {
+        smtp.mails_to(OWNER).len() == 1
+    })
+    .await;
+    smtp.fail_next(1, "550 5.1.1 no such mailbox");
+
+    let reply = common::post_form(
+        &app,
+        "/api/access_requests/approve",
+        &[("id", &id.to_string())],
+        Some(&cookie),
+    )
+    .await;
+    let job = JobId(reply.json()["mail_job_id"].as_i64().unwrap());
+    let row = wait_for_state(&pool, job, JobState::Discarded).await;
+    assert_eq!(row.attempt, 1, "a permanent refusal is not retried");
+    assert!(row.attempt_errors()[0].error.contains("550"), "{row:?}");
+    assert_eq!(status_of(&pool, id).await, "approved");
+    jobs.shutdown().await;
+}
+
+#[sqlx::test]
+async fn a_rolled_back_approval_leaves_no_job_and_no_change(pool: PgPool) {
+    let app = common::app_with(pool.clone(), settings("log"));
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    ask(&app, "Barbara Liskov", "barbara@example.com").await;
+    let id = request_id_of(&pool, "barbara@example.com").await;
+    // Make the approval's last write fail, after its job was inserted.
+    sqlx::raw_sql(
+        "CREATE FUNCTION refuse_decisions() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN IF NEW.status = 'approved' THEN RAISE EXCEPTION 'refused by the test'; END IF; RETURN NEW; END $$;
+         CREATE TRIGGER refuse_decisions BEFORE UPDATE ON access_requests FOR EACH ROW EXECUTE FUNCTION refuse_decisions();",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    let reply = common::post_form(
+        &app,
+        "/api/access_requests/approve",
+        &[("id", &id.to_string())],
+        Some(&cookie),
+    )
+    .await;
+    assert!(reply.status.is_server_error(), "{}", reply.status);
+    assert!(
+        !reply.body.contains("refused by the test"),
+        "no internals reach the client: {}",
+        reply.body
+    );
+    assert_eq!(
+        approval_jobs(&pool).await,
+        0,
+        "the job rolled back with the approval"
+    );
+    assert_eq!(status_of(&pool, id).await, "pending");
+}
+
+#[sqlx::test]
+async fn without_a_mail_supplier_approve_answers_400_and_changes_nothing(pool: PgPool) {
+    let app = common::app_with(pool.clone(), settings("none"));
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    ask(&app, "Ken Thompson", "ken@example.com").await;
+    let id = request_id_of(&pool, "ken@example.com").await;
+    let jobs_before: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+
+    let reply = common::post_form(
+        &app,
+        "/api/access_requests/approve",
+        &[("id", &id.to_string())],
+        Some(&cookie),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert!(
+        reply.body.contains("No mail supplier is configured"),
+        "{}",
+        reply.body
+    );
+    assert_eq!(status_of(&pool, id).await, "pending");
+    let jobs_after: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(jobs_after, jobs_before, "nothing enqueued");
+}
+
+#[sqlx::test]
+async fn deny_and_unknown_requests(pool: PgPool) {
+    let app = common::app_with(pool.clone(), settings("log"));
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    ask(&app, "Dennis Ritchie", "dennis@example.com").await;
+    let id = request_id_of(&pool, "dennis@example.com").await;
+    let reply = common::post_form(
+        &app,
+        "/api/access_requests/deny",
+        &[("id", &id.to_string())],
+        Some(&cookie),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(status_of(&pool, id).await, "denied");
+    let approve = common::post_form(
+        &app,
+        "/api/access_requests/approve",
+        &[("id", &id.to_string())],
+        Some(&cookie),
+    )
+    .await;
+    assert_eq!(approve.status, StatusCode::CONFLICT);
+    let unknown = common::post_form(
+        &app,
+        "/api/access_requests/approve",
+        &[("id", "987654")],
+        Some(&cookie),
+    )
+    .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    assert!(
+        unknown.body.contains("There is no access request 987654"),
+        "{}",
+        unknown.body
+    );
+}
+
+#[sqlx::test]
+async fn the_throttle_snoozes_the_sixth_mail_to_one_recipient(pool: PgPool) {
+    let smtp = SmtpPeer::start().await;
+    let (app, _state, jobs) = common::app_with_jobs(pool.clone(), settings(&smtp.url())).await;
+    // Six requests from six addresses: six mails to the one owner.
+    let mut notify_jobs = Vec::new();
+    for n in 0..6 {
+        let email = format!("guest{n}@example.com");
+        let app = common::app_with(pool.clone(), settings(&smtp.url()));
+        common::post_form(
+            &app,
+            "/api/request_access",
+            &[("name", "Guest"), ("email", &email), ("message", "")],
+            None,
+        )
+        .await;
+        let id: i64 =
+            sqlx::query_scalar("SELECT notify_job_id FROM access_requests WHERE email = $1")
+                .bind(&email)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        notify_jobs.push(JobId(id));
+    }
+    wait_until(Duration::from_secs(15), || async {
+        smtp.mails_to(OWNER).len() == 5
+    })
+    .await;
+    // The sixth waits its turn: scheduled for later, no error, not dropped.
+    wait_until(Duration::from_secs(15), || async {
+        let mut scheduled = 0;
+        for id in &notify_jobs {
+            if common::jobs::job(&pool, *id).await.state == JobState::Scheduled {
+                scheduled += 1;
+            }
+        }
+        scheduled == 1
+    })
+    .await;
+    let snoozed = {
+        let mut found = None;
+        for id in &notify_jobs {
+            let row = common::jobs::job(&pool, *id).await;
+            if row.state == JobState::Scheduled {
+                found = Some(row);
+            }
+        }
+        found.unwrap()
+    };
+    assert!(
+        snoozed.attempt_errors().is_empty(),
+        "a snooze is not a failure"
+    );
+    assert!(
+        snoozed.scheduled_at > time::OffsetDateTime::now_utc() + Duration::from_secs(3000),
+        "about an hour later"
+    );
+    assert_eq!(smtp.mails_to(OWNER).len(), 5);
+    drop(app);
+    jobs.shutdown().await;
+}
+
+#[sqlx::test]
+async fn the_log_supplier_keeps_the_mail_for_the_mail_log_page(pool: PgPool) {
+    let (app, _state, jobs) = common::app_with_jobs(pool.clone(), settings("log")).await;
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    ask(&app, "Margaret Hamilton", "margaret@example.com").await;
+    let id = request_id_of(&pool, "margaret@example.com").await;
+    let reply = common::post_form(
+        &app,
+        "/api/access_requests/approve",
+        &[("id", &id.to_string())],
+        Some(&cookie),
+    )
+    .await;
+    let job = JobId(reply.json()["mail_job_id"].as_i64().unwrap());
+    wait_for_state(&pool, job, JobState::Completed).await;
+
+    let page = common::get_with_cookie(&app, "/admin/mail", &cookie).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("margaret@example.com"));
+    assert!(page.body.contains("Your access to StandMeet"));
+    assert!(
+        page.body.contains("Your access code"),
+        "the body is shown for the log supplier"
+    );
+    jobs.shutdown().await;
+}
+
+#[sqlx::test]
+async fn the_admin_page_lists_requests_with_status_and_mail_chips(pool: PgPool) {
+    let app = common::app_with(pool.clone(), settings("log"));
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    ask(&app, "Linus Torvalds", "linus@example.com").await;
+    let id = request_id_of(&pool, "linus@example.com").await;
+    common::post_form(
+        &app,
+        "/api/access_requests/approve",
+        &[("id", &id.to_string())],
+        Some(&cookie),
+    )
+    .await;
+
+    let page = common::get_with_cookie(&app, "/admin/access-requests", &cookie).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body.contains(&format!(
+            r#"data-testid="access-request-row" data-request-id="{id}""#
+        )),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body
+            .contains(r#"data-testid="request-status" data-state="approved""#)
+    );
+    assert!(
+        page.body
+            .contains(r#"data-testid="request-mail-state" data-state="sending""#)
+    );
+
+    let pending_only =
+        common::get_with_cookie(&app, "/admin/access-requests?status=pending", &cookie).await;
+    assert!(
+        !pending_only
+            .body
+            .contains(r#"data-testid="access-request-row""#)
+    );
+}

@@ -1,0 +1,144 @@
+//! A real SMTP peer on loopback for the tests: it speaks enough SMTP for lettre (no
+//! TLS, no AUTH), keeps every mail it accepts, and can be told to refuse the next N
+//! mails with a reply code or to answer slowly.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpListener;
+
+/// One mail the peer accepted.
+#[derive(Clone, Debug)]
+pub struct ReceivedMail {
+    pub from: String,
+    pub to: Vec<String>,
+    pub data: String,
+}
+
+#[derive(Default)]
+struct Behaviour {
+    /// Refuse this many more mails, with this reply.
+    fail_next: u32,
+    fail_reply: String,
+    /// Wait this long before answering the end of a mail's data.
+    delay: Duration,
+    received: Vec<ReceivedMail>,
+}
+
+#[derive(Clone)]
+pub struct SmtpPeer {
+    pub port: u16,
+    behaviour: Arc<Mutex<Behaviour>>,
+}
+
+impl SmtpPeer {
+    pub async fn start() -> SmtpPeer {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let behaviour = Arc::new(Mutex::new(Behaviour::default()));
+        let shared = behaviour.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(converse(stream, shared.clone()));
+            }
+        });
+        SmtpPeer { port, behaviour }
+    }
+
+    /// `smtp://127.0.0.1:<port>`, for `STANDMEET_MAIL`.
+    pub fn url(&self) -> String {
+        format!("smtp://127.0.0.1:{}", self.port)
+    }
+
+    /// Refuses the next `count` mails with `reply` (such as `451 4.3.0 try later`).
+    pub fn fail_next(&self, count: u32, reply: &str) {
+        let mut behaviour = self.behaviour.lock().unwrap();
+        behaviour.fail_next = count;
+        behaviour.fail_reply = reply.to_string();
+    }
+
+    /// Answers each mail's data only after `delay`.
+    pub fn answer_after(&self, delay: Duration) {
+        self.behaviour.lock().unwrap().delay = delay;
+    }
+
+    pub fn received(&self) -> Vec<ReceivedMail> {
+        self.behaviour.lock().unwrap().received.clone()
+    }
+
+    /// The mails sent to `address`.
+    pub fn mails_to(&self, address: &str) -> Vec<ReceivedMail> {
+        self.received()
+            .into_iter()
+            .filter(|mail| mail.to.iter().any(|to| to.eq_ignore_ascii_case(address)))
+            .collect()
+    }
+}
+
+async fn converse(stream: tokio::net::TcpStream, behaviour: Arc<Mutex<Behaviour>>) {
+    let (read, mut write) = stream.into_split();
+    let mut lines = BufReader::new(read).lines();
+    let _ = write.write_all(b"220 standmeet-test-peer ESMTP\r\n").await;
+    let mut from = String::new();
+    let mut to = Vec::new();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let upper = line.to_ascii_uppercase();
+        let reply: String = if upper.starts_with("EHLO") {
+            "250-standmeet-test-peer\r\n250 8BITMIME\r\n".into()
+        } else if upper.starts_with("HELO")
+            || upper.starts_with("RSET")
+            || upper.starts_with("NOOP")
+        {
+            "250 OK\r\n".into()
+        } else if upper.starts_with("MAIL FROM:") {
+            from = address_in(&line);
+            to.clear();
+            "250 OK\r\n".into()
+        } else if upper.starts_with("RCPT TO:") {
+            to.push(address_in(&line));
+            "250 OK\r\n".into()
+        } else if upper.starts_with("DATA") {
+            let _ = write.write_all(b"354 go ahead\r\n").await;
+            let mut data = String::new();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if line == "." {
+                    break;
+                }
+                data.push_str(line.strip_prefix('.').unwrap_or(&line));
+                data.push('\n');
+            }
+            let delay = behaviour.lock().unwrap().delay;
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            let mut behaviour = behaviour.lock().unwrap();
+            if behaviour.fail_next > 0 {
+                behaviour.fail_next -= 1;
+                format!("{}\r\n", behaviour.fail_reply)
+            } else {
+                behaviour.received.push(ReceivedMail {
+                    from: from.clone(),
+                    to: to.clone(),
+                    data,
+                });
+                "250 OK queued\r\n".into()
+            }
+        } else if upper.starts_with("QUIT") {
+            let _ = write.write_all(b"221 bye\r\n").await;
+            return;
+        } else {
+            "502 not implemented\r\n".into()
+        };
+        if write.write_all(reply.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}
+
+fn address_in(line: &str) -> String {
+    line.split_once('<')
+        .and_then(|(_, rest)| rest.split_once('>'))
+        .map(|(address, _)| address.to_string())
+        .unwrap_or_default()
+}
