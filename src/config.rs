@@ -60,6 +60,8 @@ pub struct Settings {
     /// `STANDMEET_MAIL_PER_RECIPIENT_PER_HOUR`: mails one address gets at most in an
     /// hour; more wait their turn (never dropped).
     pub mail_per_recipient_per_hour: u32,
+    /// `STANDMEET_CONFIRM_LINK_HOURS`: how long an address-confirmation link works.
+    pub confirm_link_valid: Duration,
     /// `STANDMEET_JOB_LEASE_MS`: how long a running job stays its worker's without the
     /// worker renewing it; a dead worker's jobs are taken back after this.
     pub job_lease: Duration,
@@ -210,6 +212,8 @@ impl Settings {
         let retry_base = parse_millis(&get, "STANDMEET_RETRY_BASE_MS", 1_000)?;
         let mail_per_recipient_per_hour =
             parse_count(&get, "STANDMEET_MAIL_PER_RECIPIENT_PER_HOUR", 5, 1..=10_000)? as u32;
+        let confirm_link_valid = parse_count(&get, "STANDMEET_CONFIRM_LINK_HOURS", 24, 1..=24 * 30)
+            .map(|hours| Duration::from_secs(hours as u64 * 3600))?;
         let job_lease = parse_millis(&get, "STANDMEET_JOB_LEASE_MS", 30_000)?;
         if job_lease < Duration::from_millis(300) {
             return Err(ConfigError {
@@ -257,6 +261,7 @@ impl Settings {
             max_waiters,
             retry_base,
             mail_per_recipient_per_hour,
+            confirm_link_valid,
             job_lease,
             keep_completed,
             keep_discarded,

@@ -250,9 +250,11 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
 /// Every job kind this StandMeet runs.
 pub fn job_registry(mail: MailContext) -> Registry {
     use crate::domain::access_requests::{ApprovalMail, NotifyOwner};
+    use crate::domain::owner::EmailConfirmation;
     jobs::builtin::registry()
         .register(NotifyOwner(mail.clone()))
-        .register(ApprovalMail(mail))
+        .register(ApprovalMail(mail.clone()))
+        .register(EmailConfirmation(mail))
 }
 
 /// Shows the generated admin's password on the console, once: on stdout, not through

@@ -121,15 +121,9 @@ async fn a_request_with_bad_fields_is_answered_field_by_field_and_writes_nothing
         answer["email"].as_str().unwrap().contains("one @"),
         "{answer}"
     );
-    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM access_requests")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let count = common::count(&pool, "SELECT count(*) FROM access_requests").await;
     assert_eq!(count, 0);
-    let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let jobs = common::count(&pool, "SELECT count(*) FROM jobs").await;
     assert_eq!(jobs, 0);
 }
 
@@ -148,10 +142,7 @@ async fn requests_are_rate_limited_per_address(pool: PgPool) {
             .unwrap()
             .contains("Too many requests")
     );
-    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM access_requests")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let count = common::count(&pool, "SELECT count(*) FROM access_requests").await;
     assert_eq!(count, 5);
 }
 
@@ -280,11 +271,11 @@ async fn replied_is_never_set_before_the_send_succeeded(pool: PgPool) {
     wait_for_state(&pool, job, JobState::Completed).await;
     assert_eq!(status_of(&pool, id).await, "replied");
     assert_eq!(smtp.mails_to("alan@example.com").len(), 1);
-    let logged: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM mail_log WHERE recipient = 'alan@example.com'")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let logged = common::count(
+        &pool,
+        "SELECT count(*) FROM mail_log WHERE recipient = 'alan@example.com'",
+    )
+    .await;
     assert_eq!(logged, 1, "failed sends are not logged as sent");
     jobs.shutdown().await;
 }
@@ -362,10 +353,7 @@ async fn without_a_mail_supplier_approve_answers_400_and_changes_nothing(pool: P
     let cookie = common::signed_in_cookie(&app, &pool).await;
     ask(&app, "Ken Thompson", "ken@example.com").await;
     let id = request_id_of(&pool, "ken@example.com").await;
-    let jobs_before: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let jobs_before = common::count(&pool, "SELECT count(*) FROM jobs").await;
 
     let reply = common::post_form(
         &app,
@@ -381,10 +369,7 @@ async fn without_a_mail_supplier_approve_answers_400_and_changes_nothing(pool: P
         reply.body
     );
     assert_eq!(status_of(&pool, id).await, "pending");
-    let jobs_after: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let jobs_after = common::count(&pool, "SELECT count(*) FROM jobs").await;
     assert_eq!(jobs_after, jobs_before, "nothing enqueued");
 }
 

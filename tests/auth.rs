@@ -379,10 +379,7 @@ async fn admin_settings_create_that_admin_and_later_change_its_password(pool: Pg
             .unwrap()
             .is_some()
     );
-    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM admins")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let count = common::count(&pool, "SELECT count(*) FROM admins").await;
     assert_eq!(count, 1, "updated, not duplicated");
 
     // With an admin configured, no admin@localhost appears.

@@ -35,10 +35,7 @@ async fn an_insert_inside_a_rolled_back_transaction_leaves_no_job(pool: PgPool) 
         store::job_get(&pool, id).await.unwrap().is_none(),
         "gone with the rollback"
     );
-    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let count = common::count(&pool, "SELECT count(*) FROM jobs").await;
     assert_eq!(count, 0);
 }
 
@@ -644,10 +641,8 @@ async fn two_engines_with_two_workers_each_run_two_thousand_jobs_exactly_once(po
     tx.commit().await.unwrap();
 
     wait_until(Duration::from_secs(120), || async {
-        let done: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs WHERE state = 'completed'")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+        let done =
+            common::count(&pool, "SELECT count(*) FROM jobs WHERE state = 'completed'").await;
         done == 2_000
     })
     .await;

@@ -3,6 +3,7 @@
 //! (server only).
 
 pub mod access;
+pub mod account;
 pub mod auth;
 #[cfg(feature = "ssr")]
 pub mod health;

@@ -412,23 +412,11 @@ impl JobKind for NotifyOwner {
 
     async fn run(&self, job: JobContext, args: RequestArgs) -> Result<MailOutput, JobError> {
         let request = request_for_job(&job, args.request_id).await?;
-        let owner = match &self.0.settings.owner_email {
-            Some(owner) => owner.clone(),
-            None => {
-                let first_admin =
-                    sqlx::query_scalar!("SELECT email FROM admins ORDER BY id LIMIT 1")
-                        .fetch_optional(job.pool())
-                        .await?;
-                match first_admin.map(|email| EmailAddress::parse(&email)) {
-                    Some(Ok(email)) => email,
-                    _ => {
-                        return Err(JobError::discard(
-                            "there is no owner to tell: set STANDMEET_OWNER_EMAIL",
-                        ));
-                    }
-                }
-            }
-        };
+        let owner = crate::domain::owner::owner_email(job.pool(), &self.0.settings)
+            .await?
+            .ok_or_else(|| {
+                JobError::discard("there is no owner to tell: set STANDMEET_OWNER_EMAIL")
+            })?;
         let review = self
             .0
             .settings

@@ -83,7 +83,7 @@ impl Mailer {
     }
 
     /// The `supplier` column of the mail log.
-    fn supplier(&self) -> &'static str {
+    pub(crate) fn supplier(&self) -> &'static str {
         match self {
             Mailer::Smtp(_) => "smtp",
             _ => "log",

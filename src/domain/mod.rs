@@ -5,4 +5,5 @@
 pub mod access_requests;
 pub mod admins;
 pub mod mail;
+pub mod owner;
 pub mod types;

@@ -26,6 +26,7 @@ pub const PUBLIC_SERVER_FUNCTIONS: &[&str] = &[
     "/api/current_admin",
     "/api/request_access",
     "/api/redeem_access",
+    "/api/confirm_email",
 ];
 
 /// The session key that holds the signed-in admin's id.

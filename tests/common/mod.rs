@@ -198,3 +198,8 @@ pub async fn app_with_jobs(
     ));
     (app, state, runtime)
 }
+
+/// The one number `count_sql` (a `SELECT count(*) …`) answers.
+pub async fn count(pool: &PgPool, count_sql: &str) -> i64 {
+    sqlx::query_scalar(count_sql).fetch_one(pool).await.unwrap()
+}

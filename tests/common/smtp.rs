@@ -16,6 +16,29 @@ pub struct ReceivedMail {
     pub data: String,
 }
 
+impl ReceivedMail {
+    /// The body as a reader sees it: after the headers, with a quoted-printable
+    /// transfer encoding undone (lettre picks it for long lines, such as links).
+    pub fn text(&self) -> String {
+        let (headers, body) = self.data.split_once("\n\n").unwrap_or(("", &self.data));
+        if headers
+            .to_ascii_lowercase()
+            .contains("content-transfer-encoding: quoted-printable")
+        {
+            let decoded = quoted_printable::decode(
+                body.replace('\n', "\r\n"),
+                quoted_printable::ParseMode::Robust,
+            )
+            .expect("a quoted-printable body");
+            String::from_utf8(decoded)
+                .expect("a UTF-8 body")
+                .replace("\r\n", "\n")
+        } else {
+            body.to_string()
+        }
+    }
+}
+
 #[derive(Default)]
 struct Behaviour {
     /// Refuse this many more mails, with this reply.

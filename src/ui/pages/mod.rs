@@ -2,7 +2,9 @@
 
 pub mod access;
 pub mod access_requests;
+pub mod account;
 pub mod coming_soon;
+pub mod confirm_email;
 pub mod home;
 pub mod login;
 pub mod mail_log;

@@ -1,0 +1,437 @@
+//! The owner's address, and changing it: a change waits until the new address confirms
+//! through a link mailed to it. The link's token is minted when the mail is sent (only
+//! its hash is kept), so a change that was superseded or cancelled before its mail went
+//! out never gets a working link; its job completes as `stale` and sends nothing.
+//!
+//! Also the recovery phrase, which is sent at once, by decision (no job): the owner
+//! asked for it now, and the page says what really happened.
+
+use std::time::Duration;
+
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use time::OffsetDateTime;
+
+use crate::config::Settings;
+use crate::domain::access_requests::MailContext;
+use crate::domain::mail::{self, Delivery, Mail, Mailer};
+use crate::domain::types::EmailAddress;
+use crate::jobs::{self, InsertOptions, JobContext, JobError, JobId, JobKind, JobState};
+
+/// A new confirmation mail waits this long before it goes out, so an owner who
+/// mistyped and corrects at once sends one mail, to the right address.
+pub const CONFIRMATION_DELAY: Duration = Duration::from_secs(3);
+
+/// The owner's address: as changed by the owner, else `STANDMEET_OWNER_EMAIL`, else the
+/// first admin's. `None` only before there is any admin.
+pub async fn owner_email(
+    pool: &PgPool,
+    settings: &Settings,
+) -> Result<Option<EmailAddress>, sqlx::Error> {
+    let changed = sqlx::query_scalar!("SELECT email FROM owner_profile WHERE id = 1")
+        .fetch_optional(pool)
+        .await?;
+    if let Some(email) = changed.and_then(|email| EmailAddress::parse(&email).ok()) {
+        return Ok(Some(email));
+    }
+    if let Some(configured) = &settings.owner_email {
+        return Ok(Some(configured.clone()));
+    }
+    let first_admin = sqlx::query_scalar!("SELECT email FROM admins ORDER BY id LIMIT 1")
+        .fetch_optional(pool)
+        .await?;
+    Ok(first_admin.and_then(|email| EmailAddress::parse(&email).ok()))
+}
+
+/// The `email_change_status` enum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
+#[sqlx(type_name = "email_change_status", rename_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeStatus {
+    Pending,
+    Superseded,
+    Cancelled,
+    Confirmed,
+}
+
+/// The change waiting for confirmation, with its mail job's state.
+#[derive(Clone, Debug)]
+pub struct PendingChange {
+    pub id: i64,
+    pub new_email: String,
+    pub created_at: OffsetDateTime,
+    pub job_id: Option<i64>,
+    pub job_state: Option<JobState>,
+    pub job_error: Option<String>,
+}
+
+pub async fn pending_change(pool: &PgPool) -> Result<Option<PendingChange>, sqlx::Error> {
+    sqlx::query_as!(
+        PendingChange,
+        r#"
+        SELECT c.id AS "id!", c.new_email AS "new_email!", c.created_at AS "created_at!", c.pending_email_job_id AS job_id,
+               j.state AS "job_state?: JobState", j.errors -> -1 ->> 'error' AS job_error
+        FROM owner_email_changes c LEFT JOIN jobs j ON j.id = c.pending_email_job_id
+        WHERE c.status = 'pending'
+        "#
+    )
+    .fetch_optional(pool)
+    .await
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ChangeError {
+    #[error("{0}")]
+    BadAddress(String),
+    #[error("{0} is already the owner's address.")]
+    Same(String),
+    #[error(
+        "No mail supplier is configured (STANDMEET_MAIL=none), so no confirmation can be sent; nothing was changed."
+    )]
+    NoMailSupplier,
+    #[error("There is no change waiting to be cancelled.")]
+    NothingPending,
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl From<sqlx::Error> for ChangeError {
+    fn from(err: sqlx::Error) -> Self {
+        ChangeError::Internal(err.into())
+    }
+}
+
+/// Asks to change the owner's address to `new_email`: in one transaction any older
+/// pending change is superseded, the new one written, and its confirmation mail queued
+/// (its job id kept on the change). Answers the job.
+#[tracing::instrument(skip(pool, settings, mailer), err)]
+pub async fn request_change(
+    pool: &PgPool,
+    settings: &Settings,
+    mailer: &Mailer,
+    new_email: &str,
+    admin_id: i64,
+) -> Result<JobId, ChangeError> {
+    let new_email = EmailAddress::parse(new_email)
+        .map_err(|err| ChangeError::BadAddress(sentence(&err.to_string())))?;
+    if !mailer.is_configured() {
+        return Err(ChangeError::NoMailSupplier);
+    }
+    let current = owner_email(pool, settings).await?;
+    if current.is_some_and(|current| current.as_str().eq_ignore_ascii_case(new_email.as_str())) {
+        return Err(ChangeError::Same(new_email.to_string()));
+    }
+    let mut tx = pool.begin().await?;
+    sqlx::query!(
+        "UPDATE owner_email_changes SET status = 'superseded', decided_at = now() WHERE status = 'pending'"
+    )
+    .execute(&mut *tx)
+    .await?;
+    let id = sqlx::query_scalar!(
+        "INSERT INTO owner_email_changes (new_email, requested_by) VALUES ($1, $2) RETURNING id",
+        new_email.as_str(),
+        admin_id
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    let later = OffsetDateTime::now_utc() + CONFIRMATION_DELAY;
+    let job = jobs::insert_with::<EmailConfirmation>(
+        &mut *tx,
+        &ChangeArgs { change_id: id },
+        InsertOptions {
+            scheduled_at: Some(later),
+            ..Default::default()
+        },
+    )
+    .await?;
+    sqlx::query!(
+        "UPDATE owner_email_changes SET pending_email_job_id = $2 WHERE id = $1",
+        id,
+        job.0
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(job)
+}
+
+/// Cancels the pending change: its link (if mailed) stops working.
+pub async fn cancel_change(pool: &PgPool, id: i64) -> Result<(), ChangeError> {
+    let cancelled = sqlx::query!(
+        "UPDATE owner_email_changes SET status = 'cancelled', decided_at = now() WHERE id = $1 AND status = 'pending'",
+        id
+    )
+    .execute(pool)
+    .await?;
+    if cancelled.rows_affected() == 0 {
+        return Err(ChangeError::NothingPending);
+    }
+    Ok(())
+}
+
+/// Why a confirmation link did not work.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfirmError {
+    #[error("This confirmation link is not valid. Ask for a new one on the account page.")]
+    Unknown,
+    #[error("This confirmation link was already used.")]
+    Used,
+    #[error(
+        "This confirmation link is no longer valid: a newer change replaced it, or the change was cancelled."
+    )]
+    Withdrawn,
+    #[error("This confirmation link has expired. Ask for a new one on the account page.")]
+    Expired,
+}
+
+/// Applies the change the token belongs to; answers the new address.
+pub async fn confirm(
+    pool: &PgPool,
+    token: &str,
+) -> Result<Result<String, ConfirmError>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let change = sqlx::query!(
+        r#"
+        SELECT id, new_email, status AS "status: ChangeStatus", token_expires_at AS "expires!"
+        FROM owner_email_changes WHERE token_hash = $1 FOR UPDATE
+        "#,
+        token_hash(token)
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(change) = change else {
+        return Ok(Err(ConfirmError::Unknown));
+    };
+    match change.status {
+        ChangeStatus::Confirmed => return Ok(Err(ConfirmError::Used)),
+        ChangeStatus::Superseded | ChangeStatus::Cancelled => {
+            return Ok(Err(ConfirmError::Withdrawn));
+        }
+        ChangeStatus::Pending => {}
+    }
+    if change.expires < OffsetDateTime::now_utc() {
+        return Ok(Err(ConfirmError::Expired));
+    }
+    sqlx::query!(
+        "UPDATE owner_email_changes SET status = 'confirmed', decided_at = now() WHERE id = $1",
+        change.id
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        r#"
+        INSERT INTO owner_profile (id, email) VALUES (1, $1)
+        ON CONFLICT (id) DO UPDATE SET email = EXCLUDED.email, updated_at = now()
+        "#,
+        change.new_email
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    tracing::info!("the owner's address changed after its confirmation");
+    Ok(Ok(change.new_email))
+}
+
+/// A link token: 32 random bytes, URL-safe.
+fn new_token() -> String {
+    let bytes: [u8; 32] = rand::rng().random();
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn token_hash(token: &str) -> String {
+    crate::domain::access_requests::code_hash(token.trim())
+}
+
+fn sentence(text: &str) -> String {
+    let mut chars = text.chars();
+    let capitalized: String = chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default();
+    format!("{capitalized}.")
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ChangeArgs {
+    pub change_id: i64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ConfirmationOutput {
+    pub sent: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `owner.email_confirmation`: mails the new address a confirmation link, minting its
+/// token as it sends; sends nothing for a change that is no longer pending.
+pub struct EmailConfirmation(pub MailContext);
+
+impl JobKind for EmailConfirmation {
+    const KIND: &'static str = "owner.email_confirmation";
+    const QUEUE: &'static str = "mail";
+    const MAX_ATTEMPTS: i16 = 10;
+    type Args = ChangeArgs;
+    type Output = ConfirmationOutput;
+
+    async fn run(&self, job: JobContext, args: ChangeArgs) -> Result<ConfirmationOutput, JobError> {
+        let stale = || ConfirmationOutput {
+            sent: false,
+            to: None,
+            reason: Some("stale".into()),
+        };
+        let change = sqlx::query!(
+            r#"SELECT new_email, status AS "status: ChangeStatus" FROM owner_email_changes WHERE id = $1"#,
+            args.change_id
+        )
+        .fetch_optional(job.pool())
+        .await?;
+        let Some(change) = change else {
+            return Ok(stale());
+        };
+        if change.status != ChangeStatus::Pending {
+            return Ok(stale());
+        }
+        let to = EmailAddress::parse(&change.new_email)
+            .map_err(|err| JobError::discard(format!("the new address is not valid: {err}")))?;
+        let token = new_token();
+        let hours = self.0.settings.confirm_link_valid.as_secs() / 3600;
+        let mut link = self
+            .0
+            .settings
+            .public_url
+            .join("account/confirm-email")
+            .map_err(|err| JobError::discard(format!("cannot make the link: {err}")))?;
+        link.query_pairs_mut().append_pair("token", &token);
+        let mail = Mail {
+            to: to.clone(),
+            subject: "Confirm your new address for StandMeet".into(),
+            body: format!(
+                "Someone (we hope you) asked StandMeet to send the owner's mail to this address.\n\n\
+                 Confirm it by opening this link within {hours} hours:\n\n    {link}\n\n\
+                 If you did not ask for this, ignore this mail; nothing changes.\n"
+            ),
+        };
+        let delivered = mail::deliver(
+            job.pool(),
+            &self.0.mailer,
+            &self.0.settings.mail_from,
+            &mail,
+            Some(job.id),
+            self.0.settings.mail_per_recipient_per_hour,
+        )
+        .await
+        .map_err(mail::SendError::into_job_error)?;
+        if let Delivery::Throttled { until } = delivered {
+            return Err(mail::snooze_until(until, &to));
+        }
+        // Sent: only now does the token exist, and only while the change still waits.
+        let mut tx = job.pool().begin().await?;
+        let stored = sqlx::query!(
+            r#"
+            UPDATE owner_email_changes
+            SET token_hash = $2, token_expires_at = now() + $3 * interval '1 second', sent_at = now()
+            WHERE id = $1 AND status = 'pending'
+            "#,
+            args.change_id,
+            token_hash(&token),
+            self.0.settings.confirm_link_valid.as_secs() as f64,
+        )
+        .execute(&mut *tx)
+        .await?;
+        let output = if stored.rows_affected() == 1 {
+            ConfirmationOutput {
+                sent: true,
+                to: Some(to.to_string()),
+                reason: None,
+            }
+        } else {
+            // Superseded while the mail was on its way: its link will not work.
+            ConfirmationOutput {
+                sent: true,
+                to: Some(to.to_string()),
+                reason: Some("stale".into()),
+            }
+        };
+        job.complete_tx(&mut tx, &output).await?;
+        tx.commit().await?;
+        Ok(output)
+    }
+}
+
+/// The last "Send recovery phrase", as the account page shows it.
+#[derive(Clone, Debug)]
+pub struct RecoveryAttempt {
+    pub recipient: String,
+    pub attempted_at: OffsetDateTime,
+    pub sent: bool,
+    pub error: Option<String>,
+}
+
+pub async fn last_recovery(pool: &PgPool) -> Result<Option<RecoveryAttempt>, sqlx::Error> {
+    sqlx::query_as!(
+        RecoveryAttempt,
+        "SELECT recipient, attempted_at, sent, error FROM recovery_sends ORDER BY id DESC LIMIT 1"
+    )
+    .fetch_optional(pool)
+    .await
+}
+
+/// Sends a new recovery phrase to the owner now, and records what happened: sent, or
+/// the supplier's error. Never claims a send that did not happen.
+pub async fn send_recovery_phrase(
+    pool: &PgPool,
+    settings: &Settings,
+    mailer: &Mailer,
+) -> anyhow::Result<RecoveryAttempt> {
+    let Some(owner) = owner_email(pool, settings).await? else {
+        anyhow::bail!("there is no owner address to send to");
+    };
+    let phrase = crate::domain::access_requests::new_code();
+    let mail = Mail {
+        to: owner.clone(),
+        subject: "Your StandMeet recovery phrase".into(),
+        body: format!(
+            "Your recovery phrase:\n\n    {phrase}\n\nKeep it somewhere safe. It replaces any phrase sent before.\n"
+        ),
+    };
+    let result = mailer.send(&settings.mail_from, &mail).await;
+    let (sent, error, hash) = match &result {
+        Ok(()) => (
+            true,
+            None,
+            Some(crate::domain::access_requests::code_hash(&phrase)),
+        ),
+        Err(err) => (false, Some(err.to_string()), None),
+    };
+    let attempt = sqlx::query_as!(
+        RecoveryAttempt,
+        r#"
+        INSERT INTO recovery_sends (recipient, sent, error, phrase_hash) VALUES ($1, $2, $3, $4)
+        RETURNING recipient, attempted_at, sent, error
+        "#,
+        owner.as_str(),
+        sent,
+        error,
+        hash,
+    )
+    .fetch_one(pool)
+    .await?;
+    if sent {
+        // Logged like every mail (the body only for the log supplier).
+        let body = matches!(mailer, Mailer::Log).then_some(mail.body.as_str());
+        let _ = sqlx::query!(
+            "INSERT INTO mail_log (recipient, subject, body, supplier) VALUES ($1, $2, $3, $4)",
+            owner.as_str(),
+            mail.subject,
+            body,
+            mailer.supplier(),
+        )
+        .execute(pool)
+        .await;
+    }
+    Ok(attempt)
+}

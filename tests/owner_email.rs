@@ -1,0 +1,285 @@
+//! Changing the owner's address: confirmed by a link minted when its mail is sent;
+//! stale changes send nothing; expired, used and withdrawn links change nothing; and
+//! the recovery phrase says what really happened.
+
+mod common;
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use common::jobs::{wait_for_state, wait_until};
+use common::smtp::SmtpPeer;
+use sqlx::PgPool;
+use standmeet::jobs::{JobId, JobState};
+
+const OWNER: &str = "owner@desk.example";
+
+fn settings(mail: &str) -> standmeet::config::Settings {
+    common::settings_with(&[
+        ("STANDMEET_MAIL", mail),
+        ("STANDMEET_OWNER_EMAIL", OWNER),
+        ("STANDMEET_PUBLIC_URL", "http://127.0.0.1:3000"),
+    ])
+}
+
+async fn change_to(app: &axum::Router, cookie: &str, email: &str) -> common::Reply {
+    common::post_form(
+        app,
+        "/api/account/change_email",
+        &[("new_email", email)],
+        Some(cookie),
+    )
+    .await
+}
+
+async fn change_job(pool: &PgPool, email: &str) -> JobId {
+    JobId(
+        sqlx::query_scalar("SELECT pending_email_job_id FROM owner_email_changes WHERE new_email = $1 ORDER BY id DESC LIMIT 1")
+            .bind(email)
+            .fetch_one(pool)
+            .await
+            .unwrap(),
+    )
+}
+
+/// The token in a confirmation mail.
+fn token_in(mail: &str) -> String {
+    let start = mail.find("token=").expect("a link in the mail") + "token=".len();
+    let token: String = mail[start..]
+        .chars()
+        .take_while(char::is_ascii_hexdigit)
+        .collect();
+    assert_eq!(token.len(), 64, "a whole token in {mail}");
+    token
+}
+
+async fn confirm(app: &axum::Router, token: &str) -> common::Reply {
+    common::get(app, &format!("/account/confirm-email?token={token}")).await
+}
+
+async fn owner_now(pool: &PgPool) -> String {
+    let settings = settings("log");
+    standmeet::domain::owner::owner_email(pool, &settings)
+        .await
+        .unwrap()
+        .unwrap()
+        .to_string()
+}
+
+#[sqlx::test]
+async fn a_confirmed_link_changes_the_address_once(pool: PgPool) {
+    let smtp = SmtpPeer::start().await;
+    let (app, _state, jobs) = common::app_with_jobs(pool.clone(), settings(&smtp.url())).await;
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+
+    let reply = change_to(&app, &cookie, "new.owner@desk.example").await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert!(reply.body.contains("queued"));
+    let job = change_job(&pool, "new.owner@desk.example").await;
+    let row = wait_for_state(&pool, job, JobState::Completed).await;
+    assert_eq!(row.output.unwrap()["sent"], true);
+    let mails = smtp.mails_to("new.owner@desk.example");
+    assert_eq!(mails.len(), 1);
+    assert!(
+        mails[0]
+            .text()
+            .contains("http://127.0.0.1:3000/account/confirm-email?token=")
+    );
+    assert_eq!(
+        owner_now(&pool).await,
+        OWNER,
+        "nothing changes before the link is opened"
+    );
+
+    let token = token_in(&mails[0].text());
+    let page = confirm(&app, &token).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body
+            .contains("StandMeet now mails the owner at new.owner@desk.example"),
+        "{}",
+        page.body
+    );
+    assert_eq!(owner_now(&pool).await, "new.owner@desk.example");
+
+    let again = confirm(&app, &token).await;
+    assert_eq!(again.status, StatusCode::GONE);
+    assert!(again.body.contains("already used"));
+    let unknown = confirm(&app, "0123abcd").await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    assert!(unknown.body.contains("not valid"));
+    jobs.shutdown().await;
+}
+
+#[sqlx::test]
+async fn of_two_quick_changes_only_the_second_address_gets_a_mail(pool: PgPool) {
+    let smtp = SmtpPeer::start().await;
+    let (app, _state, jobs) = common::app_with_jobs(pool.clone(), settings(&smtp.url())).await;
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    change_to(&app, &cookie, "first@desk.example").await;
+    change_to(&app, &cookie, "second@desk.example").await;
+    let first = change_job(&pool, "first@desk.example").await;
+    let second = change_job(&pool, "second@desk.example").await;
+
+    let first_row = wait_for_state(&pool, first, JobState::Completed).await;
+    assert_eq!(
+        first_row.output,
+        Some(serde_json::json!({ "sent": false, "reason": "stale" }))
+    );
+    wait_for_state(&pool, second, JobState::Completed).await;
+    assert!(smtp.mails_to("first@desk.example").is_empty());
+    assert_eq!(smtp.mails_to("second@desk.example").len(), 1);
+    let statuses: Vec<String> =
+        sqlx::query_scalar("SELECT status::text FROM owner_email_changes ORDER BY id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(statuses, vec!["superseded", "pending"]);
+    jobs.shutdown().await;
+}
+
+#[sqlx::test]
+async fn the_token_exists_only_after_the_send(pool: PgPool) {
+    let smtp = SmtpPeer::start().await;
+    smtp.fail_next(1, "451 4.7.1 greylisted, try again");
+    let (app, _state, jobs) = common::app_with_jobs(pool.clone(), settings(&smtp.url())).await;
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    change_to(&app, &cookie, "later@desk.example").await;
+    let job = change_job(&pool, "later@desk.example").await;
+
+    let token_stored = || async {
+        sqlx::query_scalar::<_, bool>("SELECT token_hash IS NOT NULL FROM owner_email_changes WHERE new_email = 'later@desk.example'")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    assert!(!token_stored().await, "no token before any send");
+    wait_until(Duration::from_secs(15), || async {
+        !common::jobs::job(&pool, job)
+            .await
+            .attempt_errors()
+            .is_empty()
+    })
+    .await;
+    let row = common::jobs::job(&pool, job).await;
+    if row.state != JobState::Completed {
+        assert!(!token_stored().await, "no token after a failed send");
+    }
+    wait_for_state(&pool, job, JobState::Completed).await;
+    assert!(
+        token_stored().await,
+        "the token exists once the mail went out"
+    );
+    jobs.shutdown().await;
+}
+
+#[sqlx::test]
+async fn expired_and_cancelled_links_change_nothing(pool: PgPool) {
+    let smtp = SmtpPeer::start().await;
+    let (app, _state, jobs) = common::app_with_jobs(pool.clone(), settings(&smtp.url())).await;
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+
+    change_to(&app, &cookie, "expired@desk.example").await;
+    wait_for_state(
+        &pool,
+        change_job(&pool, "expired@desk.example").await,
+        JobState::Completed,
+    )
+    .await;
+    let token = token_in(&smtp.mails_to("expired@desk.example")[0].text());
+    sqlx::query("UPDATE owner_email_changes SET token_expires_at = now() - interval '1 minute'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let page = confirm(&app, &token).await;
+    assert_eq!(page.status, StatusCode::GONE);
+    assert!(page.body.contains("has expired"));
+    assert_eq!(owner_now(&pool).await, OWNER);
+
+    change_to(&app, &cookie, "cancelled@desk.example").await;
+    wait_for_state(
+        &pool,
+        change_job(&pool, "cancelled@desk.example").await,
+        JobState::Completed,
+    )
+    .await;
+    let token = token_in(&smtp.mails_to("cancelled@desk.example")[0].text());
+    let id: i64 = sqlx::query_scalar("SELECT id FROM owner_email_changes WHERE status = 'pending'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let cancelled = common::post_form(
+        &app,
+        "/api/account/cancel_change",
+        &[("id", &id.to_string())],
+        Some(&cookie),
+    )
+    .await;
+    assert_eq!(cancelled.status, StatusCode::OK);
+    let page = confirm(&app, &token).await;
+    assert_eq!(page.status, StatusCode::GONE);
+    assert!(page.body.contains("no longer valid"));
+    assert_eq!(owner_now(&pool).await, OWNER);
+    let again = common::post_form(
+        &app,
+        "/api/account/cancel_change",
+        &[("id", &id.to_string())],
+        Some(&cookie),
+    )
+    .await;
+    assert_eq!(again.status, StatusCode::CONFLICT);
+    jobs.shutdown().await;
+}
+
+#[sqlx::test]
+async fn bad_same_or_unmailable_addresses_are_refused_with_400_and_write_nothing(pool: PgPool) {
+    let app = common::app_with(pool.clone(), settings("log"));
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    for (email, says) in [
+        ("not-an-address", "one @"),
+        (OWNER, "is already the owner's address"),
+    ] {
+        let reply = change_to(&app, &cookie, email).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{email}");
+        assert!(reply.body.contains(says), "{email}: {}", reply.body);
+    }
+    let none = common::app_with(pool.clone(), settings("none"));
+    let reply = change_to(&none, &cookie, "other@desk.example").await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert!(reply.body.contains("No mail supplier"));
+    let changes = common::count(&pool, "SELECT count(*) FROM owner_email_changes").await;
+    assert_eq!(changes, 0);
+    let jobs = common::count(&pool, "SELECT count(*) FROM jobs").await;
+    assert_eq!(jobs, 0);
+}
+
+#[sqlx::test]
+async fn the_recovery_row_tells_what_really_happened(pool: PgPool) {
+    let smtp = SmtpPeer::start().await;
+    smtp.fail_next(1, "554 5.7.1 relay denied");
+    let app = common::app_with(pool.clone(), settings(&smtp.url()));
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+
+    let failed = common::post_form(&app, "/api/account/send_recovery", &[], Some(&cookie)).await;
+    assert_eq!(failed.status, StatusCode::OK, "{}", failed.body);
+    let failed = failed.json();
+    assert_eq!(failed["sent"], false);
+    assert!(
+        failed["error"].as_str().unwrap().contains("relay denied"),
+        "{failed}"
+    );
+    assert!(smtp.mails_to(OWNER).is_empty());
+    let page = common::get_with_cookie(&app, "/admin/account", &cookie).await;
+    assert!(page.body.contains("not sent"), "the row shows the failure");
+    assert!(page.body.contains("relay denied"));
+
+    let sent = common::post_form(&app, "/api/account/send_recovery", &[], Some(&cookie))
+        .await
+        .json();
+    assert_eq!(sent["sent"], true);
+    assert!(sent["error"].is_null());
+    assert_eq!(smtp.mails_to(OWNER).len(), 1);
+    let page = common::get_with_cookie(&app, "/admin/account", &cookie).await;
+    assert!(page.body.contains("sent at"), "{}", page.body);
+    assert!(page.body.contains(r#"data-testid="recovery-row""#));
+}
