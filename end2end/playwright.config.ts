@@ -81,6 +81,8 @@ function server(port: number, database: string, mail: string) {
       STANDMEET_MCP_TOKEN: MCP_TOKEN,
       // A failed mail comes back after about two seconds, long enough to see `failed`.
       STANDMEET_RETRY_BASE_MS: "2000",
+      // "Fetch new" waits 3 s here, so a board made slow by a spec gives a receipt.
+      STANDMEET_FETCH_WAIT_MS: "3000",
     },
   };
 }

@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::access::server::view as request_view;
 use crate::api::tasks::PAGE_SIZE;
 use crate::domain::access_requests::{self, DecisionError, RequestStatus};
+use crate::domain::listings::{self, ListingsError};
 use crate::jobs::store::{self, PanelFilter};
 use crate::jobs::{JobId, JobState, WaitOutcome};
 use crate::model::MailState;
@@ -63,6 +64,19 @@ pub struct ListTasksParams {
     pub kind: Option<String>,
     /// How many jobs, newest first (1 to 50; 20 when not given).
     pub limit: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct FetchNewParams {
+    /// Fetch only these sources (ids from the listings page); every enabled source
+    /// when not given.
+    pub source_ids: Option<Vec<i64>>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct FetchResultParams {
+    /// The job_ids a jobs.fetch_new answer gave.
+    pub job_ids: Vec<i64>,
 }
 
 /// The tools; one value per request, holding the app's state.
@@ -198,6 +212,37 @@ impl Tools {
     }
 
     #[tool(
+        name = "jobs.fetch_new",
+        description = "Fetch new job listings: one fetch per enabled job board (or per source in source_ids), run in parallel. Waits up to 20 s; when every fetch is done the answer is {job_ids, pending:false, listings, errors}, where new:true marks listings no earlier fetch saw. Otherwise it is a receipt {job_ids, pending:true}: pass those job_ids to jobs.fetch_result later."
+    )]
+    async fn jobs_fetch_new(
+        &self,
+        Parameters(params): Parameters<FetchNewParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let state = &self.state;
+        let answer = listings::fetch_new(
+            &state.pool,
+            &state.signals.waiters,
+            state.settings.fetch_wait,
+            params.source_ids.as_deref(),
+        )
+        .await;
+        fetch_answer(answer)
+    }
+
+    #[tool(
+        name = "jobs.fetch_result",
+        description = "Redeem a jobs.fetch_new receipt: with its job_ids, the same answer jobs.fetch_new gives when its fetches finish in time ({job_ids, pending:false, listings, errors}), or {job_ids, pending:true} while one still runs."
+    )]
+    async fn jobs_fetch_result(
+        &self,
+        Parameters(params): Parameters<FetchResultParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let ids: Vec<JobId> = params.job_ids.into_iter().map(JobId).collect();
+        fetch_answer(listings::fetch_result(&self.state.pool, &ids).await)
+    }
+
+    #[tool(
         name = "tasks.get",
         description = "The state of one job (a task): kind, queue, state, attempts, times and its last error."
     )]
@@ -246,6 +291,19 @@ impl Tools {
             }
             Err(err) => failed(err),
         }
+    }
+}
+
+fn fetch_answer(
+    answer: Result<crate::model::FetchAnswer, ListingsError>,
+) -> Result<CallToolResult, ErrorData> {
+    match answer {
+        Ok(answer) => match serde_json::to_value(&answer) {
+            Ok(value) => self::answer(value),
+            Err(err) => failed(err),
+        },
+        Err(ListingsError::Internal(err)) => failed(err),
+        Err(refusal) => refuse(refusal.to_string()),
     }
 }
 

@@ -111,6 +111,59 @@ impl MailState {
     }
 }
 
+/// A job listing, as `jobs.fetch_new`, `jobs.fetch_result` and the listings page give
+/// it. Times are RFC 3339 in UTC.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Listing {
+    pub id: i64,
+    /// The source whose words it shows (the employer's own board before a feed that
+    /// relists it), and the posting's id there.
+    pub source_id: i64,
+    pub external_id: String,
+    pub title: String,
+    pub company: Option<String>,
+    pub location: Option<String>,
+    pub url: String,
+    pub posted_at: Option<String>,
+    pub first_seen_at: String,
+    /// First seen by the fetch this answer is about.
+    pub new: bool,
+}
+
+/// A source whose fetch did not succeed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FetchFailure {
+    pub job_id: i64,
+    pub source_id: Option<i64>,
+    pub source: Option<String>,
+    /// `discarded` (the board's answer could not be used, or out of attempts) or
+    /// `cancelled`.
+    pub state: JobState,
+    pub error: String,
+}
+
+/// The answer of "fetch new listings": `{job_ids, pending:true}` while a fetch runs,
+/// else `{job_ids, pending:false, listings, errors}`. `jobs.fetch_result` answers in the
+/// same shape.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FetchAnswer {
+    pub job_ids: Vec<JobId>,
+    pub pending: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listings: Option<Vec<Listing>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<Vec<FetchFailure>>,
+}
+
+impl FetchAnswer {
+    /// How many listings this fetch saw first.
+    pub fn new_count(&self) -> usize {
+        self.listings
+            .as_ref()
+            .map_or(0, |listings| listings.iter().filter(|l| l.new).count())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

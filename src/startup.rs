@@ -83,7 +83,7 @@ impl AppState {
         let registry = job_registry(MailContext {
             mailer: mailer.clone(),
             settings: settings.clone(),
-        });
+        })?;
         Ok(AppState {
             leptos_options,
             pool,
@@ -248,13 +248,17 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
 }
 
 /// Every job kind this StandMeet runs.
-pub fn job_registry(mail: MailContext) -> Registry {
+pub fn job_registry(mail: MailContext) -> anyhow::Result<Registry> {
     use crate::domain::access_requests::{ApprovalMail, NotifyOwner};
+    use crate::domain::listings::FetchSource;
     use crate::domain::owner::EmailConfirmation;
-    jobs::builtin::registry()
+    let fetch =
+        FetchSource::new(&mail.settings).context("cannot make the HTTP client for job boards")?;
+    Ok(jobs::builtin::registry()
         .register(NotifyOwner(mail.clone()))
         .register(ApprovalMail(mail.clone()))
         .register(EmailConfirmation(mail))
+        .register(fetch))
 }
 
 /// Shows the generated admin's password on the console, once: on stdout, not through

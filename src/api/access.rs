@@ -134,6 +134,7 @@ pub(crate) mod server {
 
     use super::*;
     use crate::api::auth::require_admin;
+    use crate::api::replies::set_status;
     use crate::domain::access_requests::{
         self, DecisionError, NewRequest, RequestRow, RequestStatus,
     };
@@ -143,13 +144,6 @@ pub(crate) mod server {
 
     /// The session key that says a visitor redeemed an access code (their email).
     pub const SESSION_ACCESS_GRANTED: &str = "access_granted";
-
-    /// Sets this answer's HTTP status (the server function still answers its error).
-    fn set_status(status: StatusCode) {
-        if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
-            response.set_status(status);
-        }
-    }
 
     async fn client_address() -> Option<std::net::IpAddr> {
         leptos_axum::extract::<ConnectInfo<SocketAddr>>()

@@ -71,15 +71,10 @@ mod server {
 
     use super::*;
     use crate::api::auth::require_admin;
+    use crate::api::replies::set_status;
     use crate::api::tasks::when;
     use crate::domain::owner::{self, ChangeError, ConfirmError};
     use crate::startup::AppState;
-
-    fn set_status(status: StatusCode) {
-        if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
-            response.set_status(status);
-        }
-    }
 
     fn internal(err: impl std::fmt::Display) -> ServerFnError {
         tracing::error!(error = %err, "an account operation failed");

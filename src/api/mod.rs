@@ -7,7 +7,10 @@ pub mod account;
 pub mod auth;
 #[cfg(feature = "ssr")]
 pub mod health;
+pub mod listings;
 #[cfg(feature = "ssr")]
 pub mod metrics;
+#[cfg(feature = "ssr")]
+pub mod replies;
 pub mod status;
 pub mod tasks;

@@ -15,9 +15,9 @@ use crate::ui::components::toast::{ToastRegion, Toasts};
 use crate::ui::layout::Layout;
 use crate::ui::pages::{
     access::AccessPage, access_requests::AccessRequestsPage, account::AccountPage,
-    coming_soon::ComingSoon, confirm_email::ConfirmEmailPage, home::HomePage, login::LoginPage,
-    mail_log::MailLogPage, not_found::NotFound, request_access::RequestAccessPage,
-    task_detail::TaskDetailPage, tasks::TasksPage,
+    coming_soon::ComingSoon, confirm_email::ConfirmEmailPage, home::HomePage,
+    listings::ListingsPage, login::LoginPage, mail_log::MailLogPage, not_found::NotFound,
+    request_access::RequestAccessPage, task_detail::TaskDetailPage, tasks::TasksPage,
 };
 
 /// The HTML document around the app; the server renders it for every page.
@@ -62,7 +62,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/admin/tasks") view=TasksPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/tasks/:id") view=TaskDetailPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/access-requests") view=AccessRequestsPage ssr=SsrMode::Async/>
-                    <Route path=path!("/admin/listings") view=|| view! { <ComingSoon title="Listings"/> }/>
+                    <Route path=path!("/admin/listings") view=ListingsPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/corpus") view=|| view! { <ComingSoon title="Corpus"/> }/>
                     <Route path=path!("/admin/mail") view=MailLogPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/account") view=AccountPage ssr=SsrMode::Async/>

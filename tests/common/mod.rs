@@ -3,7 +3,9 @@
 
 #![allow(dead_code)]
 
+pub mod boards;
 pub mod jobs;
+pub mod mcp;
 pub mod smtp;
 
 use axum::Router;

@@ -6,6 +6,7 @@ pub mod account;
 pub mod coming_soon;
 pub mod confirm_email;
 pub mod home;
+pub mod listings;
 pub mod login;
 pub mod mail_log;
 pub mod not_found;

@@ -1,0 +1,130 @@
+//! Job boards on loopback for the tests: real HTTP serving the sample bodies in
+//! tests/fixtures/boards, with switches per path for an error status (for the next N
+//! requests), a delay, or a body of the test's own.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+/// The paths served, their sample body and its content type.
+const SAMPLES: [(&str, &str, &str); 4] = [
+    (
+        "/greenhouse/acme",
+        include_str!("../fixtures/boards/greenhouse.json"),
+        "application/json",
+    ),
+    (
+        "/lever/globex",
+        include_str!("../fixtures/boards/lever.json"),
+        "application/json",
+    ),
+    (
+        "/feeds/rust.rss",
+        include_str!("../fixtures/boards/rss.xml"),
+        "application/rss+xml",
+    ),
+    (
+        "/feeds/hooli.atom",
+        include_str!("../fixtures/boards/atom.xml"),
+        "application/atom+xml",
+    ),
+];
+
+#[derive(Default)]
+struct Switches {
+    /// Path → (status, how many more requests get it).
+    failing: HashMap<String, (u16, u32)>,
+    delays: HashMap<String, Duration>,
+    bodies: HashMap<String, (String, Vec<u8>)>,
+    hits: HashMap<String, usize>,
+}
+
+#[derive(Clone)]
+pub struct BoardServer {
+    pub port: u16,
+    switches: Arc<Mutex<Switches>>,
+}
+
+impl BoardServer {
+    pub async fn start() -> BoardServer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let switches = Arc::new(Mutex::new(Switches::default()));
+        let app = Router::new().fallback(answer).with_state(switches.clone());
+        tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        BoardServer { port, switches }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// The next `times` requests for `path` get `status`.
+    pub fn fail(&self, path: &str, status: u16, times: u32) {
+        let mut switches = self.switches.lock().unwrap();
+        switches.failing.insert(path.into(), (status, times));
+    }
+
+    /// Requests for `path` are answered after `delay`.
+    pub fn delay(&self, path: &str, delay: Duration) {
+        let mut switches = self.switches.lock().unwrap();
+        switches.delays.insert(path.into(), delay);
+    }
+
+    /// `path` answers `body` (200, `content_type`).
+    pub fn serve(&self, path: &str, content_type: &str, body: impl Into<Vec<u8>>) {
+        let mut switches = self.switches.lock().unwrap();
+        switches
+            .bodies
+            .insert(path.into(), (content_type.into(), body.into()));
+    }
+
+    /// How many requests `path` got.
+    pub fn hits(&self, path: &str) -> usize {
+        let switches = self.switches.lock().unwrap();
+        switches.hits.get(path).copied().unwrap_or(0)
+    }
+}
+
+async fn answer(State(switches): State<Arc<Mutex<Switches>>>, request: Request) -> Response {
+    let path = request.uri().path().to_string();
+    let (delay, failure, own) = {
+        let mut switches = switches.lock().unwrap();
+        *switches.hits.entry(path.clone()).or_default() += 1;
+        let failure = match switches.failing.get_mut(&path) {
+            Some((status, left)) if *left > 0 => {
+                *left -= 1;
+                Some(*status)
+            }
+            _ => None,
+        };
+        (
+            switches.delays.get(&path).copied(),
+            failure,
+            switches.bodies.get(&path).cloned(),
+        )
+    };
+    if let Some(delay) = delay {
+        tokio::time::sleep(delay).await;
+    }
+    if let Some(status) = failure {
+        let status = StatusCode::from_u16(status).unwrap();
+        return (status, format!("the test board answers {status}")).into_response();
+    }
+    if let Some((content_type, body)) = own {
+        return ([(header::CONTENT_TYPE, content_type)], body).into_response();
+    }
+    match SAMPLES.iter().find(|(sample, _, _)| *sample == path) {
+        Some((_, body, content_type)) => {
+            ([(header::CONTENT_TYPE, *content_type)], *body).into_response()
+        }
+        None => (StatusCode::NOT_FOUND, "no such board").into_response(),
+    }
+}

@@ -1,0 +1,490 @@
+//! Job listings: sources and their checks, fetching real HTTP from boards on loopback,
+//! deduplication within and across boards, what failures do, and the receipt that
+//! `jobs.fetch_result` redeems in the same shape as a fetch that finished in time.
+
+mod common;
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use common::boards::BoardServer;
+use common::jobs::wait_for_state;
+use common::mcp::{TOKEN, call, structured};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use standmeet::domain::listings::{self, ListingsError};
+use standmeet::jobs::{JobId, JobState};
+use standmeet::model::FetchAnswer;
+use standmeet::startup::AppState;
+
+fn settings(fetch_wait_ms: &str) -> standmeet::config::Settings {
+    common::settings_with(&[
+        ("STANDMEET_MCP_TOKEN", TOKEN),
+        ("STANDMEET_FETCH_WAIT_MS", fetch_wait_ms),
+    ])
+}
+
+/// The four sample boards as sources; answers their ids (greenhouse, lever, rss, atom).
+async fn add_samples(pool: &PgPool, boards: &BoardServer) -> [i64; 4] {
+    let mut ids = [0; 4];
+    for (slot, (name, kind, path)) in [
+        ("Acme", "greenhouse", "/greenhouse/acme"),
+        ("Globex", "lever", "/lever/globex"),
+        ("Rust Jobs Weekly", "rss", "/feeds/rust.rss"),
+        ("Hooli", "rss", "/feeds/hooli.atom"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        ids[slot] = listings::add_source(pool, name, kind, &boards.url(path))
+            .await
+            .unwrap();
+    }
+    ids
+}
+
+async fn fetch_new(state: &AppState, limit: Duration) -> Result<FetchAnswer, ListingsError> {
+    listings::fetch_new(&state.pool, &state.signals.waiters, limit, None).await
+}
+
+fn titles(answer: &FetchAnswer) -> Vec<String> {
+    let mut titles: Vec<String> = answer
+        .listings
+        .as_ref()
+        .expect("a finished answer")
+        .iter()
+        .map(|listing| listing.title.clone())
+        .collect();
+    titles.sort();
+    titles
+}
+
+#[sqlx::test]
+async fn one_fetch_per_board_finds_every_listing_once_across_boards(pool: PgPool) {
+    let boards = BoardServer::start().await;
+    let (_app, state, jobs) = common::app_with_jobs(pool.clone(), settings("20000")).await;
+    let [greenhouse, ..] = add_samples(&pool, &boards).await;
+
+    let answer = fetch_new(&state, Duration::from_secs(20)).await.unwrap();
+    assert!(!answer.pending);
+    assert_eq!(answer.job_ids.len(), 4, "one job per enabled source");
+    assert_eq!(answer.errors.as_deref(), Some(&[][..]));
+    // 3 + 2 + 2 + 2 postings, one of them on two boards (Greenhouse and the RSS feed,
+    // with tracking parameters, http and a trailing slash in the feed's link).
+    assert_eq!(
+        titles(&answer),
+        [
+            "Backend Engineer (Rust)",
+            "Data Engineer",
+            "Embedded Rust Developer at Initech",
+            "Frontend Engineer",
+            "Product Designer",
+            "Security Engineer",
+            "Site Reliability Engineer",
+            "Staff Engineer, Search",
+        ]
+    );
+    let listings = answer.listings.as_ref().unwrap();
+    assert!(listings.iter().all(|listing| listing.new));
+    let backend = listings
+        .iter()
+        .find(|l| l.title == "Backend Engineer (Rust)")
+        .unwrap();
+    assert_eq!(backend.source_id, greenhouse);
+    assert_eq!(backend.external_id, "4001");
+    assert_eq!(backend.company.as_deref(), Some("Acme Robotics"));
+    assert_eq!(backend.location.as_deref(), Some("Berlin, Germany"));
+    assert_eq!(backend.url, "https://boards.greenhouse.io/acme/jobs/4001");
+    assert_eq!(backend.posted_at.as_deref(), Some("2026-11-20T15:00:00Z"));
+    // A Lever posting carries no company: the source's name stands in.
+    let data = listings
+        .iter()
+        .find(|l| l.title == "Data Engineer")
+        .unwrap();
+    assert_eq!(data.company.as_deref(), Some("Globex"));
+
+    assert_eq!(
+        common::count(&pool, "SELECT count(*) FROM listings").await,
+        8
+    );
+    assert_eq!(
+        common::count(&pool, "SELECT count(*) FROM listing_sightings").await,
+        9,
+        "the posting on two boards is one listing seen twice"
+    );
+    for path in [
+        "/greenhouse/acme",
+        "/lever/globex",
+        "/feeds/rust.rss",
+        "/feeds/hooli.atom",
+    ] {
+        assert_eq!(boards.hits(path), 1, "{path}");
+    }
+    jobs.shutdown().await;
+}
+
+#[sqlx::test]
+async fn a_second_fetch_updates_in_place_and_marks_nothing_new(pool: PgPool) {
+    let boards = BoardServer::start().await;
+    let (_app, state, jobs) = common::app_with_jobs(pool.clone(), settings("20000")).await;
+    add_samples(&pool, &boards).await;
+    let first = fetch_new(&state, Duration::from_secs(20)).await.unwrap();
+
+    // The board renamed a posting meanwhile.
+    let renamed = include_str!("fixtures/boards/greenhouse.json")
+        .replace("Product Designer", "Senior Product Designer");
+    boards.serve("/greenhouse/acme", "application/json", renamed);
+    let second = fetch_new(&state, Duration::from_secs(20)).await.unwrap();
+    assert_eq!(second.new_count(), 0);
+    let ids = |answer: &FetchAnswer| {
+        let mut ids: Vec<i64> = answer
+            .listings
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|l| l.id)
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(ids(&first), ids(&second), "the same listings, not new rows");
+    assert!(titles(&second).contains(&"Senior Product Designer".to_string()));
+    assert_eq!(
+        common::count(&pool, "SELECT count(*) FROM listings").await,
+        8
+    );
+
+    // A posting that appears later is new in its fetch only.
+    let grown = include_str!("fixtures/boards/lever.json").replacen(
+        "[",
+        r#"[{"id": "added-1", "text": "Platform Engineer", "hostedUrl": "https://jobs.lever.co/globex/added-1", "categories": {"location": "Remote"}, "createdAt": 1795348800000},"#,
+        1,
+    );
+    boards.serve("/lever/globex", "application/json", grown);
+    let third = fetch_new(&state, Duration::from_secs(20)).await.unwrap();
+    let new: Vec<&str> = third
+        .listings
+        .as_ref()
+        .unwrap()
+        .iter()
+        .filter(|l| l.new)
+        .map(|l| l.title.as_str())
+        .collect();
+    assert_eq!(new, ["Platform Engineer"]);
+    jobs.shutdown().await;
+}
+
+#[sqlx::test]
+async fn a_broken_board_is_reported_and_the_others_still_arrive(pool: PgPool) {
+    let boards = BoardServer::start().await;
+    let (_app, state, jobs) = common::app_with_jobs(pool.clone(), settings("20000")).await;
+    let [greenhouse, lever, rss, atom] = add_samples(&pool, &boards).await;
+    boards.fail("/lever/globex", 404, 100);
+    boards.serve(
+        "/feeds/rust.rss",
+        "text/html",
+        "<html><body>Down for maintenance</body></html>",
+    );
+    // A server error is worth another try: the second attempt gets the board.
+    boards.fail("/feeds/hooli.atom", 503, 1);
+
+    let answer = fetch_new(&state, Duration::from_secs(20)).await.unwrap();
+    assert!(!answer.pending);
+    let errors = answer.errors.clone().unwrap();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    let lever_error = errors.iter().find(|e| e.source_id == Some(lever)).unwrap();
+    assert_eq!(lever_error.state, JobState::Discarded);
+    assert_eq!(lever_error.source.as_deref(), Some("Globex"));
+    assert_eq!(
+        lever_error.error,
+        "the board answered 404 Not Found; check the source's URL"
+    );
+    let rss_error = errors.iter().find(|e| e.source_id == Some(rss)).unwrap();
+    assert!(
+        rss_error
+            .error
+            .starts_with("the answer is not an RSS or Atom feed"),
+        "{}",
+        rss_error.error
+    );
+    assert_eq!(boards.hits("/lever/globex"), 1, "a 404 is not retried");
+    assert_eq!(boards.hits("/feeds/hooli.atom"), 2, "a 503 is retried");
+
+    let listings = answer.listings.unwrap();
+    assert_eq!(listings.len(), 5, "Greenhouse's 3 and Hooli's 2");
+    assert!(
+        listings
+            .iter()
+            .all(|l| [greenhouse, atom].contains(&l.source_id))
+    );
+    jobs.shutdown().await;
+}
+
+#[sqlx::test]
+async fn an_answer_too_large_is_refused_with_a_reason(pool: PgPool) {
+    let boards = BoardServer::start().await;
+    let (_app, state, jobs) = common::app_with_jobs(pool.clone(), settings("20000")).await;
+    listings::add_source(&pool, "Huge", "rss", &boards.url("/feeds/huge.rss"))
+        .await
+        .unwrap();
+    boards.serve(
+        "/feeds/huge.rss",
+        "application/rss+xml",
+        vec![b' '; listings::fetch::MAX_BODY_BYTES + 1],
+    );
+    let answer = fetch_new(&state, Duration::from_secs(20)).await.unwrap();
+    let errors = answer.errors.unwrap();
+    assert_eq!(errors[0].error, "the board's answer is larger than 5 MiB");
+    assert_eq!(errors[0].state, JobState::Discarded);
+    jobs.shutdown().await;
+}
+
+#[sqlx::test]
+async fn a_receipt_is_redeemed_in_exactly_the_shape_of_a_fetch_that_finished_in_time(pool: PgPool) {
+    let boards = BoardServer::start().await;
+    let (app, state, jobs) = common::app_with_jobs(pool.clone(), settings("300")).await;
+    add_samples(&pool, &boards).await;
+    boards.delay("/lever/globex", Duration::from_millis(1500));
+
+    let receipt = structured(&call(&app, "jobs.fetch_new", json!({})).await);
+    assert_eq!(receipt["pending"], true);
+    let keys = |value: &Value| {
+        let mut keys: Vec<String> = value.as_object().unwrap().keys().cloned().collect();
+        keys.sort();
+        keys
+    };
+    assert_eq!(keys(&receipt), ["job_ids", "pending"]);
+    let job_ids = receipt["job_ids"].clone();
+    assert_eq!(job_ids.as_array().unwrap().len(), 4);
+
+    // Still running: pending, in the receipt's shape.
+    let early = structured(&call(&app, "jobs.fetch_result", json!({ "job_ids": job_ids })).await);
+    assert_eq!(early, receipt);
+
+    for id in job_ids.as_array().unwrap() {
+        wait_for_state(&pool, JobId(id.as_i64().unwrap()), JobState::Completed).await;
+    }
+    let redeemed =
+        structured(&call(&app, "jobs.fetch_result", json!({ "job_ids": job_ids })).await);
+    assert_eq!(redeemed["pending"], false);
+    assert_eq!(
+        keys(&redeemed),
+        ["errors", "job_ids", "listings", "pending"]
+    );
+    assert_eq!(redeemed["listings"].as_array().unwrap().len(), 8);
+
+    // The same fetch, finished in time, answers the same object.
+    let ids: Vec<JobId> = serde_json::from_value(job_ids).unwrap();
+    let in_time = listings::fetch_result(&state.pool, &ids).await.unwrap();
+    assert_eq!(serde_json::to_value(&in_time).unwrap(), redeemed);
+    let listing = &redeemed["listings"][0];
+    assert_eq!(
+        keys(listing),
+        [
+            "company",
+            "external_id",
+            "first_seen_at",
+            "id",
+            "location",
+            "new",
+            "posted_at",
+            "source_id",
+            "title",
+            "url"
+        ]
+    );
+
+    // And a fetch that does finish within the wait answers the same shape at once.
+    boards.delay("/lever/globex", Duration::ZERO);
+    let (fast_app, _state, fast_jobs) =
+        common::app_with_jobs(pool.clone(), settings("20000")).await;
+    let done = structured(&call(&fast_app, "jobs.fetch_new", json!({})).await);
+    assert_eq!(done["pending"], false);
+    assert_eq!(keys(&done), keys(&redeemed));
+    jobs.shutdown().await;
+    fast_jobs.shutdown().await;
+}
+
+#[sqlx::test]
+async fn fetch_tools_refuse_what_they_cannot_answer(pool: PgPool) {
+    let boards = BoardServer::start().await;
+    let (app, _state, jobs) = common::app_with_jobs(pool.clone(), settings("20000")).await;
+
+    let none = call(&app, "jobs.fetch_new", json!({})).await;
+    assert_eq!(none["isError"], true);
+    assert!(
+        structured(&none)["error"]
+            .as_str()
+            .unwrap()
+            .contains("No source is enabled")
+    );
+
+    let [greenhouse, ..] = add_samples(&pool, &boards).await;
+    listings::set_enabled(&pool, greenhouse, false)
+        .await
+        .unwrap();
+    let disabled = call(
+        &app,
+        "jobs.fetch_new",
+        json!({ "source_ids": [greenhouse] }),
+    )
+    .await;
+    assert_eq!(disabled["isError"], true);
+    assert!(
+        structured(&disabled)["error"]
+            .as_str()
+            .unwrap()
+            .contains("is disabled")
+    );
+    let unknown = call(&app, "jobs.fetch_new", json!({ "source_ids": [999] })).await;
+    assert_eq!(structured(&unknown)["error"], "There is no source 999.");
+    assert_eq!(common::count(&pool, "SELECT count(*) FROM jobs").await, 0);
+
+    let empty = call(&app, "jobs.fetch_result", json!({ "job_ids": [] })).await;
+    assert_eq!(empty["isError"], true);
+    let missing = call(&app, "jobs.fetch_result", json!({ "job_ids": [424242] })).await;
+    assert!(
+        structured(&missing)["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("There is no job 424242")
+    );
+    let noop = standmeet::jobs::insert::<standmeet::jobs::builtin::Noop>(&pool, &json!({}))
+        .await
+        .unwrap();
+    let foreign = call(&app, "jobs.fetch_result", json!({ "job_ids": [noop.0] })).await;
+    assert_eq!(
+        structured(&foreign)["error"],
+        format!(
+            "Job {} is not a listings fetch (it is system.noop).",
+            noop.0
+        )
+    );
+    let wrong_type = call(&app, "jobs.fetch_result", json!({ "job_ids": "7" })).await;
+    assert_eq!(wrong_type["isError"], true);
+
+    // Only the chosen sources are fetched.
+    let sources = listings::sources(&pool).await.unwrap();
+    let globex = sources.iter().find(|s| s.name == "Globex").unwrap().id;
+    let chosen = structured(&call(&app, "jobs.fetch_new", json!({ "source_ids": [globex] })).await);
+    assert_eq!(chosen["job_ids"].as_array().unwrap().len(), 1);
+    assert_eq!(chosen["listings"].as_array().unwrap().len(), 2);
+    jobs.shutdown().await;
+}
+
+#[sqlx::test]
+async fn sources_are_checked_and_bad_ones_write_nothing(pool: PgPool) {
+    let app = common::app(pool.clone());
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let add = |name: &'static str, kind: &'static str, url: &'static str| {
+        let app = app.clone();
+        let cookie = cookie.clone();
+        async move {
+            common::post_form(
+                &app,
+                "/api/listings/add_source",
+                &[("name", name), ("kind", kind), ("url", url)],
+                Some(&cookie),
+            )
+            .await
+        }
+    };
+    for (name, kind, url, message) in [
+        (
+            "",
+            "rss",
+            "https://a.example/feed",
+            "a name of 1 to 100 characters",
+        ),
+        (
+            "Feed",
+            "workday",
+            "https://a.example/feed",
+            "greenhouse, lever or rss",
+        ),
+        ("Feed", "rss", "", "Give the board's URL"),
+        ("Feed", "rss", "a.example/feed", "is not a URL"),
+        (
+            "Feed",
+            "rss",
+            "ftp://a.example/feed",
+            "must start with http:// or https://",
+        ),
+    ] {
+        let reply = add(name, kind, url).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::BAD_REQUEST,
+            "{url}: {}",
+            reply.body
+        );
+        assert!(reply.body.contains(message), "{}", reply.body);
+    }
+    assert_eq!(
+        common::count(&pool, "SELECT count(*) FROM listing_sources").await,
+        0
+    );
+
+    let added = add("Feed", "rss", "https://a.example/feed").await;
+    assert_eq!(added.status, StatusCode::OK, "{}", added.body);
+    let again = add("Same feed", "rss", "https://a.example/feed").await;
+    assert_eq!(again.status, StatusCode::BAD_REQUEST);
+    assert!(again.body.contains("exists already"));
+    assert_eq!(
+        common::count(&pool, "SELECT count(*) FROM listing_sources").await,
+        1
+    );
+
+    let gone = common::post_form(
+        &app,
+        "/api/listings/remove_source",
+        &[("id", "999")],
+        Some(&cookie),
+    )
+    .await;
+    assert_eq!(gone.status, StatusCode::NOT_FOUND);
+    assert!(gone.body.contains("There is no source 999"));
+
+    // Without a session nothing is changed.
+    let anonymous = common::post_form(
+        &app,
+        "/api/listings/add_source",
+        &[
+            ("name", "X"),
+            ("kind", "rss"),
+            ("url", "https://b.example/feed"),
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED);
+    let page = common::get_with_cookie(&app, "/admin/listings", &cookie).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains(r#"data-testid="source-row""#));
+}
+
+#[sqlx::test]
+async fn the_page_shows_a_listing_seen_on_two_boards_once_with_its_boards(pool: PgPool) {
+    let boards = BoardServer::start().await;
+    let (app, state, jobs) = common::app_with_jobs(pool.clone(), settings("20000")).await;
+    add_samples(&pool, &boards).await;
+    fetch_new(&state, Duration::from_secs(20)).await.unwrap();
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let page = common::get_with_cookie(&app, "/admin/listings", &cookie).await;
+    assert_eq!(page.body.matches(r#"data-testid="listing-row""#).count(), 8);
+    assert!(
+        !page.body.contains("at Acme Robotics"),
+        "the employer's board's words, not the feed's"
+    );
+    assert!(
+        page.body.contains("Acme, Rust Jobs Weekly"),
+        "the boards that list it"
+    );
+    assert_eq!(page.body.matches(r#"data-testid="listing-new""#).count(), 8);
+    assert_eq!(
+        page.body.matches(r#"data-state="fetched""#).count(),
+        4,
+        "a chip per source"
+    );
+    jobs.shutdown().await;
+}
