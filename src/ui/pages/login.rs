@@ -32,7 +32,7 @@ pub fn LoginPage() -> impl IntoView {
                 </p>
             })}
             <form method="post" action="/login" class="mt-6 space-y-4 rounded-xl border border-slate-200 bg-white p-6 shadow-sm">
-                <input type="hidden" name="next" prop:value=next/>
+                <input type="hidden" name="next" value=next()/>
                 <div>
                     <label for="login-email" class=LABEL>"Email"</label>
                     <input
@@ -41,7 +41,9 @@ pub fn LoginPage() -> impl IntoView {
                         type="email"
                         autocomplete="username"
                         required
-                        prop:value=email
+                        // The starting value only: a reactive value would wipe what
+                        // someone typed before the page was hydrated.
+                        value=email()
                         class=INPUT
                     />
                 </div>
