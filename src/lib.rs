@@ -30,7 +30,8 @@
 //!   output, backoff, rescue, fenced completion, cleanup) and the process's one LISTEN
 //!   connection. Its module documentation says who moves jobs between states.
 //! - `mcp`: the MCP endpoint `/mcp` (rmcp): the same operations as tools for agents.
-//! - `bench`: `standmeet bench`, the job engine's benchmark on a fresh private cluster.
+//! - `bench`: `standmeet bench`: the job engine, the Tasks panel and the corpus search,
+//!   measured on a fresh private cluster.
 //! - `security`: what every request passes through: the admin guard (pages redirect to
 //!   `/login`, server functions answer 401, deny by default), cross-site refusal,
 //!   security headers, and sign-in attempt limits.

@@ -24,13 +24,13 @@ struct Cli {
 enum Command {
     /// Serve StandMeet (the default): web pages, server functions and /healthz.
     Serve,
-    /// Benchmark the job engine, the waiters and the Tasks panel on a fresh private
+    /// Benchmark the job engine, the waiters, the Tasks panel and the corpus search on a fresh private
     /// PostgreSQL cluster.
     Bench {
         /// A small run of each measure (for CI), instead of the full one.
         #[arg(long)]
         quick: bool,
-        /// Only one subject: jobs or panel.
+        /// Only one subject: jobs, panel or corpus.
         #[arg(long)]
         only: Option<String>,
     },

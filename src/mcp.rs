@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::access::server::view as request_view;
 use crate::api::tasks::PAGE_SIZE;
 use crate::domain::access_requests::{self, DecisionError, RequestStatus};
+use crate::domain::corpus::{self, CorpusError, Written};
 use crate::domain::listings::{self, ListingsError};
 use crate::jobs::store::{self, PanelFilter};
 use crate::jobs::{JobId, JobState, WaitOutcome};
@@ -77,6 +78,42 @@ pub struct FetchNewParams {
 pub struct FetchResultParams {
     /// The job_ids a jobs.fetch_new answer gave.
     pub job_ids: Vec<i64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CreateEntryParams {
+    /// The entry's title (1 to 300 characters).
+    pub title: String,
+    /// The entry's text.
+    pub body: String,
+    /// public (every visitor, once promoted) or restricted (visitors with an access
+    /// code).
+    pub visibility: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct UpdateEntryParams {
+    /// The entry to change.
+    pub id: i64,
+    /// A new title.
+    pub title: Option<String>,
+    /// A new text.
+    pub body: Option<String>,
+    /// public or restricted.
+    pub visibility: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct PromoteEntryParams {
+    /// The draft entry to promote.
+    pub id: i64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SearchParams {
+    /// What to look for (words; CJK text works without spaces); at most 200
+    /// characters.
+    pub q: String,
 }
 
 /// The tools; one value per request, holding the app's state.
@@ -243,6 +280,78 @@ impl Tools {
     }
 
     #[tool(
+        name = "corpus.create",
+        description = "Write a draft corpus entry. Waits up to 2 s for it to be indexed and answers {id, indexed, index_job_id}; indexed:true means a search right after finds it (once promoted)."
+    )]
+    async fn corpus_create(
+        &self,
+        Parameters(params): Parameters<CreateEntryParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let written = corpus::create(
+            &self.state.pool,
+            &params.title,
+            &params.body,
+            &params.visibility,
+        )
+        .await;
+        self.corpus_receipt(written).await
+    }
+
+    #[tool(
+        name = "corpus.update",
+        description = "Change a corpus entry's title, body or visibility (only the ones given). Answers {id, indexed, index_job_id} like corpus.create."
+    )]
+    async fn corpus_update(
+        &self,
+        Parameters(params): Parameters<UpdateEntryParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let written = corpus::update(
+            &self.state.pool,
+            params.id,
+            params.title.as_deref(),
+            params.body.as_deref(),
+            params.visibility.as_deref(),
+        )
+        .await;
+        self.corpus_receipt(written).await
+    }
+
+    #[tool(
+        name = "corpus.promote",
+        description = "Promote a draft corpus entry so visitors can find it. Answers {id, indexed, index_job_id} like corpus.create."
+    )]
+    async fn corpus_promote(
+        &self,
+        Parameters(params): Parameters<PromoteEntryParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let written = corpus::promote(&self.state.pool, params.id).await;
+        self.corpus_receipt(written).await
+    }
+
+    #[tool(
+        name = "corpus.search",
+        description = "Search the promoted public corpus entries, best first: {q, results: [{id, title, snippet}]}, matched terms in **bold**. An empty result list means nothing matched."
+    )]
+    async fn corpus_search(
+        &self,
+        Parameters(params): Parameters<SearchParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        // An agent holds no visitor session, so it sees what any visitor sees.
+        match corpus::search(&self.state.pool, &params.q, false).await {
+            Ok(hits) => answer(json!({
+                "q": params.q.trim(),
+                "results": hits.into_iter().map(|hit| json!({
+                    "id": hit.id,
+                    "title": hit.title,
+                    "snippet": corpus::text::snippet_text(&hit.snippet),
+                })).collect::<Vec<_>>(),
+            })),
+            Err(CorpusError::Internal(err)) => failed(err),
+            Err(refusal) => refuse(refusal.to_string()),
+        }
+    }
+
+    #[tool(
         name = "tasks.get",
         description = "The state of one job (a task): kind, queue, state, attempts, times and its last error."
     )]
@@ -289,6 +398,36 @@ impl Tools {
             Ok(jobs) => {
                 answer(json!({ "tasks": jobs.into_iter().map(task_json).collect::<Vec<_>>() }))
             }
+            Err(err) => failed(err),
+        }
+    }
+}
+
+impl Tools {
+    /// Waits for a corpus write's index job, then answers its receipt.
+    async fn corpus_receipt(
+        &self,
+        written: Result<Written, CorpusError>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let written = match written {
+            Ok(written) => written,
+            Err(CorpusError::Internal(err)) => return failed(err),
+            Err(refusal) => return refuse(refusal.to_string()),
+        };
+        let state = &self.state;
+        match corpus::receipt(
+            &state.pool,
+            &state.signals.waiters,
+            state.settings.index_wait,
+            written,
+        )
+        .await
+        {
+            Ok(receipt) => answer(json!({
+                "id": receipt.id,
+                "indexed": receipt.indexed,
+                "index_job_id": receipt.index_job_id,
+            })),
             Err(err) => failed(err),
         }
     }

@@ -199,6 +199,16 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
         announce_generated_admin(&generated, &settings.public_url);
     }
 
+    // Entries written while no index job could finish (a crash, a stop) are indexed
+    // again; nobody waits for these.
+    let requeued = crate::domain::corpus::reindex_lagging(&pool).await?;
+    if requeued > 0 {
+        tracing::info!(
+            entries = requeued,
+            "corpus entries whose index lags are queued for indexing"
+        );
+    }
+
     let addr = settings.site_addr;
     let state = AppState::new(pool.clone(), settings)?;
     let state_for_housekeeping = state.clone();
@@ -250,6 +260,7 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
 /// Every job kind this StandMeet runs.
 pub fn job_registry(mail: MailContext) -> anyhow::Result<Registry> {
     use crate::domain::access_requests::{ApprovalMail, NotifyOwner};
+    use crate::domain::corpus::IndexEntry;
     use crate::domain::listings::FetchSource;
     use crate::domain::owner::EmailConfirmation;
     let fetch =
@@ -258,7 +269,8 @@ pub fn job_registry(mail: MailContext) -> anyhow::Result<Registry> {
         .register(NotifyOwner(mail.clone()))
         .register(ApprovalMail(mail.clone()))
         .register(EmailConfirmation(mail))
-        .register(fetch))
+        .register(fetch)
+        .register(IndexEntry))
 }
 
 /// Shows the generated admin's password on the console, once: on stdout, not through

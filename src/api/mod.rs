@@ -5,6 +5,7 @@
 pub mod access;
 pub mod account;
 pub mod auth;
+pub mod corpus;
 #[cfg(feature = "ssr")]
 pub mod health;
 pub mod listings;

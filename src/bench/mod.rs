@@ -8,7 +8,9 @@
 //!   the terminal notification, latency under load.
 //! - [`panel`]: the Tasks panel with a million jobs: server time of each page and
 //!   filter, and of the status poll.
+//! - [`corpus`]: the visitors' search over 100,000 entries.
 
+pub mod corpus;
 pub mod jobs;
 pub mod panel;
 
@@ -21,15 +23,15 @@ use crate::db::{self, PrivateCluster};
 
 pub struct BenchOptions {
     pub quick: bool,
-    /// Only this subject (`jobs` or `panel`); both when `None`.
+    /// Only this subject (`jobs`, `panel` or `corpus`); all when `None`.
     pub only: Option<String>,
 }
 
 pub async fn run(options: BenchOptions) -> anyhow::Result<()> {
     let subjects: Vec<&str> = match options.only.as_deref() {
-        None => vec!["jobs", "panel"],
-        Some(subject @ ("jobs" | "panel")) => vec![subject],
-        Some(other) => anyhow::bail!("there is no benchmark {other:?}; try jobs or panel"),
+        None => vec!["jobs", "panel", "corpus"],
+        Some(subject @ ("jobs" | "panel" | "corpus")) => vec![subject],
+        Some(other) => anyhow::bail!("there is no benchmark {other:?}; try jobs, panel or corpus"),
     };
     let dir = scratch_dir()?;
     let root = dir.join("pg");
@@ -48,7 +50,8 @@ pub async fn run(options: BenchOptions) -> anyhow::Result<()> {
         for subject in subjects {
             match subject {
                 "jobs" => jobs::measure(&pool, options.quick).await?,
-                _ => panel::measure(&pool, options.quick).await?,
+                "panel" => panel::measure(&pool, options.quick).await?,
+                _ => corpus::measure(&pool, options.quick).await?,
             }
         }
         pool.close().await;

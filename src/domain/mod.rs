@@ -4,6 +4,7 @@
 
 pub mod access_requests;
 pub mod admins;
+pub mod corpus;
 pub mod listings;
 pub mod mail;
 pub mod owner;

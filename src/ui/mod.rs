@@ -14,10 +14,20 @@ use leptos_router::{SsrMode, path};
 use crate::ui::components::toast::{ToastRegion, Toasts};
 use crate::ui::layout::Layout;
 use crate::ui::pages::{
-    access::AccessPage, access_requests::AccessRequestsPage, account::AccountPage,
-    coming_soon::ComingSoon, confirm_email::ConfirmEmailPage, home::HomePage,
-    listings::ListingsPage, login::LoginPage, mail_log::MailLogPage, not_found::NotFound,
-    request_access::RequestAccessPage, task_detail::TaskDetailPage, tasks::TasksPage,
+    access::AccessPage,
+    access_requests::AccessRequestsPage,
+    account::AccountPage,
+    confirm_email::ConfirmEmailPage,
+    corpus::{CorpusEntryPage, CorpusPage},
+    home::HomePage,
+    listings::ListingsPage,
+    login::LoginPage,
+    mail_log::MailLogPage,
+    not_found::NotFound,
+    request_access::RequestAccessPage,
+    search::SearchPage,
+    task_detail::TaskDetailPage,
+    tasks::TasksPage,
 };
 
 /// The HTML document around the app; the server renders it for every page.
@@ -63,14 +73,15 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/admin/tasks/:id") view=TaskDetailPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/access-requests") view=AccessRequestsPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/listings") view=ListingsPage ssr=SsrMode::Async/>
-                    <Route path=path!("/admin/corpus") view=|| view! { <ComingSoon title="Corpus"/> }/>
+                    <Route path=path!("/admin/corpus") view=CorpusPage ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/corpus/:id") view=CorpusEntryPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/mail") view=MailLogPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/account") view=AccountPage ssr=SsrMode::Async/>
                     // Visitor pages.
                     <Route path=path!("/request-access") view=RequestAccessPage/>
                     <Route path=path!("/access") view=AccessPage/>
                     <Route path=path!("/account/confirm-email") view=ConfirmEmailPage ssr=SsrMode::Async/>
-                    <Route path=path!("/search") view=|| view! { <ComingSoon title="Search"/> }/>
+                    <Route path=path!("/search") view=SearchPage ssr=SsrMode::Async/>
                 </Routes>
             </Layout>
         </Router>

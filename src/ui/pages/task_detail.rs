@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use leptos::prelude::*;
 use leptos_meta::Title;
-use leptos_router::hooks::use_params_map;
 
 use crate::api::tasks::{CancelTask, RetryTask, TaskActionResult, TaskDetail, get_task};
 use crate::model::JobState;
 use crate::ui::components::form::SECONDARY_BUTTON;
+use crate::ui::components::params::use_id_param;
 use crate::ui::components::poll::use_polling;
 use crate::ui::components::status_chip::JobStateChip;
 use crate::ui::components::toast::use_toasts;
@@ -19,13 +19,7 @@ use crate::ui::pages::tasks::server_message;
 
 #[component]
 pub fn TaskDetailPage() -> impl IntoView {
-    let params = use_params_map();
-    let id = Memo::new(move |_| {
-        params
-            .read()
-            .get("id")
-            .and_then(|id| id.parse::<i64>().ok())
-    });
+    let id = use_id_param();
     let detail = Resource::new(
         move || id.get(),
         |id| async move {

@@ -1,0 +1,264 @@
+//! `/admin/corpus`: the entries, newest first, each with its index chip (indexed,
+//! indexing, failed) that follows its index job; a form to write one; Promote; and the
+//! admin's "grep", a substring search over titles and texts (`?grep=`).
+//! `/admin/corpus/<id>`: one entry, to edit.
+
+use std::time::Duration;
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
+
+use crate::api::corpus::{
+    CreateCorpusEntry, EntryView, PromoteCorpusEntry, UpdateCorpusEntry, WriteReceipt,
+    corpus_entries, corpus_entry,
+};
+use crate::ui::components::form::{INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON};
+use crate::ui::components::params::use_id_param;
+use crate::ui::components::poll::use_polling;
+use crate::ui::components::status_chip::{StatusChip, Tone};
+use crate::ui::components::toast::{Toasts, use_toasts};
+use crate::ui::pages::tasks::server_message;
+
+fn index_tone(state: &str) -> Tone {
+    match state {
+        "indexed" => Tone::Success,
+        "indexing" => Tone::Active,
+        _ => Tone::Danger,
+    }
+}
+
+fn status_tone(status: &str) -> Tone {
+    if status == "promoted" {
+        Tone::Success
+    } else {
+        Tone::Muted
+    }
+}
+
+/// Tells the admin what a write's receipt says, then reloads the page's data.
+fn after_write(
+    toasts: Toasts,
+    result: Option<Result<WriteReceipt, ServerFnError>>,
+    verb: &str,
+    reload: impl Fn(),
+) {
+    match result {
+        Some(Ok(receipt)) => {
+            toasts.success(receipt.message(verb));
+            reload();
+        }
+        Some(Err(error)) => toasts.error(server_message(&error)),
+        None => {}
+    }
+}
+
+#[component]
+pub fn CorpusPage() -> impl IntoView {
+    let toasts = use_toasts();
+    let query = use_query_map();
+    let grep = Memo::new(move |_| query.read().get("grep").filter(|g| !g.trim().is_empty()));
+    let entries = Resource::new(move || grep.get(), corpus_entries);
+    let create = ServerAction::<CreateCorpusEntry>::new();
+    let promote = ServerAction::<PromoteCorpusEntry>::new();
+    let hydrated = RwSignal::new(false);
+    Effect::new(move |_| hydrated.set(true));
+    Effect::new(move |_| {
+        after_write(
+            toasts,
+            create.value().get(),
+            "saved as a draft",
+            move || entries.refetch(),
+        )
+    });
+    Effect::new(move |_| {
+        after_write(toasts, promote.value().get(), "promoted", move || {
+            entries.refetch()
+        })
+    });
+    use_polling(Duration::from_secs(1), move || {
+        let indexing = entries
+            .get_untracked()
+            .and_then(Result::ok)
+            .is_some_and(|rows| rows.iter().any(|row| row.index_state == "indexing"));
+        if indexing {
+            entries.refetch();
+        }
+    });
+
+    view! {
+        <Title text="Corpus"/>
+        <h1 class="text-2xl font-semibold tracking-tight">"Corpus"</h1>
+        <form method="get" action="/admin/corpus" role="search" class="mt-6 flex flex-wrap items-end gap-3">
+            <div class="min-w-72 flex-1">
+                <label for="corpus-grep" class=LABEL>"Grep"</label>
+                <input id="corpus-grep" name="grep" type="search" placeholder="a word, or part of one, in any title or text" class=INPUT value=move || grep.get().unwrap_or_default()/>
+            </div>
+            <button type="submit" class=SECONDARY_BUTTON>"Find"</button>
+            {move || grep.get().map(|_| view! { <a href="/admin/corpus" rel="external" class="text-sm text-teal-800 hover:underline">"Show all"</a> })}
+        </form>
+        <Transition fallback=|| view! { <p class="mt-6 text-sm text-slate-500">"Loading entries…"</p> }>
+            {move || Suspend::new(async move {
+                match entries.await {
+                    Ok(rows) => view! { <EntryTable rows=rows grep=grep.get_untracked() promote=promote hydrated=hydrated/> }.into_any(),
+                    Err(error) => view! { <p role="alert" class="mt-6 text-sm text-rose-800">{server_message(&error)}</p> }.into_any(),
+                }
+            })}
+        </Transition>
+        <section class="mt-6 rounded-xl border border-slate-200 bg-white p-6">
+            <h2 class="font-semibold">"Write an entry"</h2>
+            <p class="mt-1 text-sm text-slate-600">"New entries are drafts: visitors find them once promoted."</p>
+            <ActionForm action=create attr:novalidate=true attr:class="mt-4 space-y-3">
+                <EntryFields entry=None/>
+                <button type="submit" class=PRIMARY_BUTTON disabled=move || !hydrated.get() || create.pending().get()>"Create entry"</button>
+            </ActionForm>
+        </section>
+    }
+}
+
+/// Title, text and visibility, empty or filled from `entry`.
+#[component]
+fn EntryFields(entry: Option<EntryView>) -> impl IntoView {
+    let (title, body, visibility) = entry
+        .map(|e| (e.title, e.body, e.visibility))
+        .unwrap_or_else(|| (String::new(), String::new(), "public".into()));
+    let restricted = visibility == "restricted";
+    view! {
+        <div>
+            <label for="entry-title" class=LABEL>"Title"</label>
+            <input id="entry-title" name="title" type="text" maxlength="300" class=INPUT value=title/>
+        </div>
+        <div>
+            <label for="entry-body" class=LABEL>"Text"</label>
+            <textarea id="entry-body" name="body" rows="6" class=INPUT>{body}</textarea>
+        </div>
+        <div class="max-w-xs">
+            <label for="entry-visibility" class=LABEL>"Visibility"</label>
+            <select id="entry-visibility" name="visibility" class=INPUT>
+                <option value="public" selected=!restricted>"Public"</option>
+                <option value="restricted" selected=restricted>"Restricted (after an access code)"</option>
+            </select>
+        </div>
+    }
+}
+
+#[component]
+fn EntryTable(
+    rows: Vec<EntryView>,
+    grep: Option<String>,
+    promote: ServerAction<PromoteCorpusEntry>,
+    hydrated: RwSignal<bool>,
+) -> impl IntoView {
+    if rows.is_empty() {
+        let message = match grep {
+            Some(needle) => format!("No entry contains “{needle}”."),
+            None => "No entries yet: write the first one below.".into(),
+        };
+        return view! { <p data-testid="corpus-empty" class="mt-6 rounded-xl border border-slate-200 bg-white px-6 py-4 text-sm text-slate-600">{message}</p> }.into_any();
+    }
+    view! {
+        <table class="mt-6 w-full overflow-hidden rounded-xl border border-slate-200 bg-white text-left text-sm">
+            <thead class="bg-slate-50 text-xs uppercase tracking-wide text-slate-500">
+                <tr>
+                    <th class="px-4 py-2 font-medium">"Title"</th>
+                    <th class="px-4 py-2 font-medium">"Visibility"</th>
+                    <th class="px-4 py-2 font-medium">"Status"</th>
+                    <th class="px-4 py-2 font-medium">"Index"</th>
+                    <th class="px-4 py-2 font-medium">"Changed"</th>
+                    <th class="px-4 py-2"></th>
+                </tr>
+            </thead>
+            <tbody class="divide-y divide-slate-100">
+                {rows.into_iter().map(|row| {
+                    let id = row.id;
+                    let draft = row.status == "draft";
+                    let title = row.index_error.clone().map(|e| format!("Last error: {e}")).unwrap_or_default();
+                    view! {
+                        <tr data-testid="corpus-row" data-entry-id=id.to_string()>
+                            <td class="px-4 py-2">
+                                <a href=format!("/admin/corpus/{id}") rel="external" class="font-medium text-teal-800 hover:underline">{row.title}</a>
+                            </td>
+                            <td class="px-4 py-2" data-testid="entry-visibility">{row.visibility}</td>
+                            <td class="px-4 py-2"><StatusChip label=row.status.clone() tone=status_tone(&row.status) test_id="entry-status"/></td>
+                            <td class="px-4 py-2"><StatusChip label=row.index_state.clone() tone=index_tone(&row.index_state) test_id="index-state" title=title/></td>
+                            <td class="px-4 py-2 whitespace-nowrap text-slate-600">{row.updated}</td>
+                            <td class="px-4 py-2 text-right">
+                                {draft.then(|| view! {
+                                    <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get() || promote.pending().get()
+                                            on:click=move |_| { promote.dispatch(PromoteCorpusEntry { id }); }>"Promote"</button>
+                                })}
+                            </td>
+                        </tr>
+                    }
+                }).collect_view()}
+            </tbody>
+        </table>
+    }.into_any()
+}
+
+#[component]
+pub fn CorpusEntryPage() -> impl IntoView {
+    let toasts = use_toasts();
+    let id = use_id_param();
+    let entry = Resource::new(
+        move || id.get(),
+        |id| async move {
+            match id {
+                Some(id) => corpus_entry(id).await,
+                None => Err(ServerFnError::new("There is no such entry.")),
+            }
+        },
+    );
+    let save = ServerAction::<UpdateCorpusEntry>::new();
+    let promote = ServerAction::<PromoteCorpusEntry>::new();
+    let hydrated = RwSignal::new(false);
+    Effect::new(move |_| hydrated.set(true));
+    Effect::new(move |_| after_write(toasts, save.value().get(), "saved", move || entry.refetch()));
+    Effect::new(move |_| {
+        after_write(toasts, promote.value().get(), "promoted", move || {
+            entry.refetch()
+        })
+    });
+    use_polling(Duration::from_secs(1), move || {
+        if entry
+            .get_untracked()
+            .and_then(Result::ok)
+            .is_some_and(|e| e.index_state == "indexing")
+        {
+            entry.refetch();
+        }
+    });
+
+    view! {
+        <Title text="Corpus entry"/>
+        <a href="/admin/corpus" rel="external" class="text-sm text-teal-800 hover:underline">"← All entries"</a>
+        <Transition fallback=|| view! { <p class="mt-6 text-sm text-slate-500">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match entry.await {
+                    Ok(entry) => {
+                        let id = entry.id;
+                        let draft = entry.status == "draft";
+                        view! {
+                            <div class="mt-4 flex flex-wrap items-center gap-3">
+                                <h1 class="text-2xl font-semibold tracking-tight">{format!("Entry {id}")}</h1>
+                                <StatusChip label=entry.status.clone() tone=status_tone(&entry.status) test_id="entry-status"/>
+                                <StatusChip label=entry.index_state.clone() tone=index_tone(&entry.index_state) test_id="index-state"/>
+                                <span class="text-sm text-slate-500">{format!("version {}, changed {}", entry.version, entry.updated)}</span>
+                                {draft.then(|| view! {
+                                    <button type="button" class=format!("ml-auto {SECONDARY_BUTTON}") disabled=move || !hydrated.get() || promote.pending().get()
+                                            on:click=move |_| { promote.dispatch(PromoteCorpusEntry { id }); }>"Promote"</button>
+                                })}
+                            </div>
+                            <ActionForm action=save attr:novalidate=true attr:class="mt-6 space-y-3 rounded-xl border border-slate-200 bg-white p-6">
+                                <input type="hidden" name="id" value=id.to_string()/>
+                                <EntryFields entry=Some(entry)/>
+                                <button type="submit" class=PRIMARY_BUTTON disabled=move || !hydrated.get() || save.pending().get()>"Save"</button>
+                            </ActionForm>
+                        }.into_any()
+                    }
+                    Err(error) => view! { <p role="alert" class="mt-6 text-sm text-rose-800">{server_message(&error)}</p> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}

@@ -1,0 +1,457 @@
+//! The corpus: write receipts that say whether the index holds the write, searches that
+//! read their own write, stale index jobs, CJK, who sees restricted entries, bad
+//! queries, and re-indexing at start.
+
+mod common;
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use common::jobs::wait_for_state;
+use common::mcp::{TOKEN, call, structured};
+use serde_json::json;
+use sqlx::PgPool;
+use standmeet::domain::corpus::{self, Status, Visibility};
+use standmeet::jobs::{JobId, JobState};
+use standmeet::startup::AppState;
+
+fn settings(index_wait_ms: &str) -> standmeet::config::Settings {
+    common::settings_with(&[
+        ("STANDMEET_MCP_TOKEN", TOKEN),
+        ("STANDMEET_INDEX_WAIT_MS", index_wait_ms),
+    ])
+}
+
+/// The ids a visitor's search finds (no session unless `cookie`).
+async fn visitor_finds(app: &axum::Router, q: &str, cookie: Option<&str>) -> Vec<i64> {
+    let path = format!("/api/search?q={}", url_encoded(q));
+    let reply = match cookie {
+        Some(cookie) => common::get_with_cookie(app, &path, cookie).await,
+        None => common::get(app, &path).await,
+    };
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    reply.json()["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|hit| hit["id"].as_i64().unwrap())
+        .collect()
+}
+
+/// Creates and promotes an entry, waiting for its index; answers its id.
+async fn promoted_entry(state: &AppState, title: &str, body: &str, visibility: &str) -> i64 {
+    let written = corpus::create(&state.pool, title, body, visibility)
+        .await
+        .unwrap();
+    let promoted = corpus::promote(&state.pool, written.id).await.unwrap();
+    let receipt = corpus::receipt(
+        &state.pool,
+        &state.signals.waiters,
+        Duration::from_secs(2),
+        promoted,
+    )
+    .await
+    .unwrap();
+    assert!(receipt.indexed);
+    written.id
+}
+
+fn url_encoded(text: &str) -> String {
+    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+#[sqlx::test]
+async fn a_receipt_saying_indexed_means_a_search_right_after_finds_the_entry(pool: PgPool) {
+    let (app, _state, jobs) = common::app_with_jobs(pool.clone(), settings("2000")).await;
+    let created = structured(
+        &call(
+            &app,
+            "corpus.create",
+            json!({ "title": "Harbour walks", "body": "The ferry leaves the harbour at dawn; walkers follow the pier.", "visibility": "public" }),
+        )
+        .await,
+    );
+    assert_eq!(created["indexed"], true, "{created}");
+    let id = created["id"].as_i64().unwrap();
+    // A draft: nobody finds it yet.
+    assert!(visitor_finds(&app, "harbour", None).await.is_empty());
+
+    let promoted = structured(&call(&app, "corpus.promote", json!({ "id": id })).await);
+    assert_eq!(promoted["indexed"], true);
+    assert_eq!(promoted["id"], id);
+    assert_ne!(promoted["index_job_id"], created["index_job_id"]);
+    assert_eq!(visitor_finds(&app, "harbour", None).await, [id]);
+    // English stemming: "walk" finds "walks".
+    assert_eq!(visitor_finds(&app, "walk", None).await, [id]);
+
+    let found = structured(&call(&app, "corpus.search", json!({ "q": "ferry" })).await);
+    assert_eq!(found["results"][0]["id"], id);
+    assert_eq!(found["results"][0]["title"], "Harbour walks");
+    assert!(
+        found["results"][0]["snippet"]
+            .as_str()
+            .unwrap()
+            .contains("**ferry**"),
+        "{found}"
+    );
+
+    // An update is found by its new words right after its receipt.
+    let updated = structured(
+        &call(
+            &app,
+            "corpus.update",
+            json!({ "id": id, "body": "Lighthouse tours start at noon." }),
+        )
+        .await,
+    );
+    assert_eq!(updated["indexed"], true);
+    assert_eq!(visitor_finds(&app, "lighthouse", None).await, [id]);
+    assert!(visitor_finds(&app, "ferry", None).await.is_empty());
+    jobs.shutdown().await;
+}
+
+#[sqlx::test]
+async fn with_the_index_queue_stopped_the_receipt_says_not_indexed_and_the_job_brings_it_later(
+    pool: PgPool,
+) {
+    // No engine: nothing runs the index job.
+    let app = common::app_with(pool.clone(), settings("300"));
+    let created = structured(
+        &call(
+            &app,
+            "corpus.create",
+            json!({ "title": "Night market", "body": "Stalls open after dark.", "visibility": "public" }),
+        )
+        .await,
+    );
+    assert_eq!(created["indexed"], false);
+    let id = created["id"].as_i64().unwrap();
+    let promoted = structured(&call(&app, "corpus.promote", json!({ "id": id })).await);
+    assert_eq!(promoted["indexed"], false);
+    assert!(visitor_finds(&app, "stalls", None).await.is_empty());
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let page = common::get_with_cookie(&app, "/admin/corpus", &cookie).await;
+    assert!(
+        page.body.contains(r#"data-state="indexing""#),
+        "the chip says indexing"
+    );
+
+    // The engine starts: both jobs run; the first finds a newer version and skips.
+    let (app, _state, jobs) = common::app_with_jobs(pool.clone(), settings("300")).await;
+    let job = JobId(promoted["index_job_id"].as_i64().unwrap());
+    let done = wait_for_state(&pool, job, JobState::Completed).await;
+    assert_eq!(done.output.unwrap()["indexed"], true);
+    let first = wait_for_state(
+        &pool,
+        JobId(created["index_job_id"].as_i64().unwrap()),
+        JobState::Completed,
+    )
+    .await;
+    assert_eq!(first.output.unwrap()["reason"], "stale");
+    assert_eq!(visitor_finds(&app, "stalls", None).await, [id]);
+    jobs.shutdown().await;
+}
+
+#[sqlx::test]
+async fn an_index_job_for_an_older_version_never_overwrites_a_newer_one(pool: PgPool) {
+    let first = corpus::create(&pool, "Tide tables", "Low tide at six.", "public")
+        .await
+        .unwrap();
+    let second = corpus::update(&pool, first.id, None, Some("Low tide at nine."), None)
+        .await
+        .unwrap();
+    assert_eq!(second.version, 2);
+    // The newer job runs first (by hand, as a worker would), then the older one.
+    let (_app, _state, jobs) = common::app_with_jobs(pool.clone(), settings("2000")).await;
+    let newer = wait_for_state(&pool, second.job, JobState::Completed).await;
+    let older = wait_for_state(&pool, first.job, JobState::Completed).await;
+    assert_eq!(newer.output.unwrap()["version"], 2);
+    assert_eq!(older.output.unwrap()["reason"], "stale");
+    jobs.shutdown().await;
+
+    // Even an older write that got past the version check loses to the newer one.
+    let mut tx = pool.begin().await.unwrap();
+    let older_write = corpus::IndexInput {
+        entry_id: first.id,
+        version: 1,
+        title: "Tide tables".into(),
+        body: "Low tide at six.".into(),
+        visibility: Visibility::Public,
+        status: Status::Draft,
+    };
+    let written = corpus::write_index(&mut tx, &[older_write]).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(written, 0);
+    let (version, body): (i64, String) =
+        sqlx::query_as("SELECT version, body FROM corpus_index WHERE entry_id = $1")
+            .bind(first.id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!((version, body.as_str()), (2, "Low tide at nine."));
+}
+
+#[sqlx::test]
+async fn cjk_text_is_found_without_spaces(pool: PgPool) {
+    let (app, state, jobs) = common::app_with_jobs(pool.clone(), settings("2000")).await;
+    let mut ids = Vec::new();
+    for (title, body) in [
+        ("東京タワー", "東京タワーは夜にきれいです。"),
+        ("大阪城", "大阪城の桜は春に咲きます。"),
+        ("서울 타워", "남산서울타워에서 야경을 봅니다."),
+    ] {
+        ids.push(promoted_entry(&state, title, body, "public").await);
+    }
+    assert_eq!(visitor_finds(&app, "東京", None).await, [ids[0]]);
+    assert_eq!(visitor_finds(&app, "タワー", None).await, [ids[0]]);
+    assert_eq!(visitor_finds(&app, "桜", None).await, [ids[1]]);
+    assert_eq!(visitor_finds(&app, "서울타워", None).await, [ids[2]]);
+    assert!(visitor_finds(&app, "京都", None).await.is_empty());
+
+    let reply = common::get(&app, &format!("/api/search?q={}", url_encoded("東京"))).await;
+    let snippet = &reply.json()["hits"][0]["snippet"];
+    assert!(
+        snippet
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|piece| piece["mark"] == true && piece["text"] == "東京"),
+        "{snippet}"
+    );
+    // The page says when nothing matched.
+    let page = common::get(&app, &format!("/search?q={}", url_encoded("京都"))).await;
+    assert!(page.body.contains("No results for “京都”"), "{}", page.body);
+    let page = common::get(&app, &format!("/search?q={}", url_encoded("東京"))).await;
+    assert_eq!(
+        page.body.matches(r#"data-testid="search-result""#).count(),
+        1
+    );
+    jobs.shutdown().await;
+}
+
+#[sqlx::test]
+async fn restricted_entries_are_found_only_after_an_access_code(pool: PgPool) {
+    let (app, state, jobs) = common::app_with_jobs(pool.clone(), settings("2000")).await;
+    let mut ids = Vec::new();
+    for visibility in ["public", "restricted"] {
+        let title = format!("Orchard notes ({visibility})");
+        ids.push(promoted_entry(&state, &title, "Apple harvest notes.", visibility).await);
+    }
+    assert_eq!(visitor_finds(&app, "apple", None).await, [ids[0]]);
+    let agent = structured(&call(&app, "corpus.search", json!({ "q": "apple" })).await);
+    assert_eq!(agent["results"].as_array().unwrap().len(), 1);
+
+    // A replied request whose code the visitor redeems.
+    let code = "K7QF-2MZP-9HXA";
+    sqlx::query(
+        "INSERT INTO access_requests (name, email, status, code_hash, replied_at) VALUES ('Vi', 'vi@example.com', 'replied', $1, now())",
+    )
+    .bind(standmeet::domain::access_requests::code_hash(code))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let redeemed = common::post_form(
+        &app,
+        "/api/redeem_access",
+        &[("email", "vi@example.com"), ("code", code)],
+        None,
+    )
+    .await;
+    assert_eq!(redeemed.status, StatusCode::OK, "{}", redeemed.body);
+    let cookie = redeemed.session_cookie().unwrap();
+    let mut found = visitor_finds(&app, "apple", Some(&cookie)).await;
+    found.sort();
+    assert_eq!(found, ids);
+    jobs.shutdown().await;
+}
+
+#[sqlx::test]
+async fn bad_queries_and_bad_writes_get_a_clear_answer_and_change_nothing(pool: PgPool) {
+    let app = common::app_with(pool.clone(), settings("100"));
+    for (q, status, message) in [
+        ("", StatusCode::BAD_REQUEST, "Type something to search for."),
+        (
+            "   ",
+            StatusCode::BAD_REQUEST,
+            "Type something to search for.",
+        ),
+    ] {
+        let reply = common::get(&app, &format!("/api/search?q={}", url_encoded(q))).await;
+        assert_eq!(reply.status, status);
+        assert_eq!(reply.json()["message"], message);
+    }
+    let long = "a".repeat(10 * 1024);
+    let reply = common::get(&app, &format!("/api/search?q={long}")).await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        reply.json()["message"],
+        "A search is at most 200 characters; this one has 10240."
+    );
+    // Query syntax a person might type is not an error.
+    for q in ["!!!", "\"unclosed", "a & | b", "-", "' OR 1=1 --", "%_\\"] {
+        assert!(visitor_finds(&app, q, None).await.is_empty(), "{q}");
+    }
+    let page = common::get(&app, &format!("/search?q={long}")).await;
+    assert_eq!(page.status, StatusCode::BAD_REQUEST);
+    assert!(page.body.contains("A search is at most 200 characters"));
+
+    let tool = call(&app, "corpus.search", json!({ "q": long })).await;
+    assert_eq!(tool["isError"], true);
+    for (arguments, message) in [
+        (
+            json!({ "title": "", "body": "x", "visibility": "public" }),
+            "Give a title of 1 to 300 characters.",
+        ),
+        (
+            json!({ "title": "T", "body": " ", "visibility": "public" }),
+            "Write the entry's text.",
+        ),
+        (
+            json!({ "title": "T", "body": "x", "visibility": "secret" }),
+            "The visibility must be public or restricted; it was \"secret\".",
+        ),
+    ] {
+        let refused = call(&app, "corpus.create", arguments).await;
+        assert_eq!(refused["isError"], true);
+        assert_eq!(structured(&refused)["error"], message);
+    }
+    let missing = call(&app, "corpus.promote", json!({ "id": 77 })).await;
+    assert_eq!(structured(&missing)["error"], "There is no entry 77.");
+    let nothing = call(&app, "corpus.update", json!({ "id": 77 })).await;
+    assert_eq!(
+        structured(&nothing)["error"],
+        "Give at least one of title, body and visibility to change."
+    );
+    assert_eq!(
+        common::count(&pool, "SELECT count(*) FROM corpus_entries").await,
+        0
+    );
+    assert_eq!(common::count(&pool, "SELECT count(*) FROM jobs").await, 0);
+
+    // The admin's page: 400 for a bad write, 401 without a session.
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let bad = common::post_form(
+        &app,
+        "/api/corpus/create",
+        &[("title", "T"), ("body", ""), ("visibility", "public")],
+        Some(&cookie),
+    )
+    .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    let anonymous = common::post_form(
+        &app,
+        "/api/corpus/create",
+        &[("title", "T"), ("body", "x"), ("visibility", "public")],
+        None,
+    )
+    .await;
+    assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        common::count(&pool, "SELECT count(*) FROM corpus_entries").await,
+        0
+    );
+}
+
+#[sqlx::test]
+async fn the_admins_grep_finds_substrings_drafts_included(pool: PgPool) {
+    let (app, state, jobs) = common::app_with_jobs(pool.clone(), settings("2000")).await;
+    for (title, body) in [
+        ("Config notes", "Set STANDMEET_INDEX_WAIT_MS=2000 to wait."),
+        ("Percent", "100% of the 5_000 entries."),
+        ("Other", "Nothing to see."),
+    ] {
+        let written = corpus::create(&pool, title, body, "public").await.unwrap();
+        corpus::receipt(
+            &pool,
+            &state.signals.waiters,
+            Duration::from_secs(2),
+            written,
+        )
+        .await
+        .unwrap();
+    }
+    let titles = |grep: &str| {
+        let pool = pool.clone();
+        let grep = grep.to_string();
+        async move {
+            corpus::entries(&pool, Some(&grep), 50)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|row| row.title)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(titles("index_wait").await, ["Config notes"]);
+    assert_eq!(
+        titles("DEX_WA").await,
+        ["Config notes"],
+        "any case, inside words"
+    );
+    assert_eq!(titles("100%").await, ["Percent"]);
+    assert_eq!(titles("5_0").await, ["Percent"]);
+    assert!(
+        titles("%").await == ["Percent"],
+        "a % is a character, not a wildcard"
+    );
+    assert!(titles("nowhere").await.is_empty());
+
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let page = common::get_with_cookie(&app, "/admin/corpus?grep=index_wait", &cookie).await;
+    assert_eq!(page.body.matches(r#"data-testid="corpus-row""#).count(), 1);
+    assert_eq!(
+        page.body
+            .matches(r#"data-testid="index-state" data-state="indexed""#)
+            .count(),
+        1
+    );
+    let none = common::get_with_cookie(&app, "/admin/corpus?grep=nowhere", &cookie).await;
+    assert!(none.body.contains("No entry contains “nowhere”."));
+    jobs.shutdown().await;
+}
+
+#[sqlx::test]
+async fn at_start_entries_whose_index_lags_are_queued_again(pool: PgPool) {
+    let written = corpus::create(
+        &pool,
+        "Lost write",
+        "Written while the index job was lost.",
+        "public",
+    )
+    .await
+    .unwrap();
+    // The job was lost (say, discarded by an operator); nothing would index the entry.
+    sqlx::query("UPDATE jobs SET state = 'discarded', finalized_at = now() WHERE id = $1")
+        .bind(written.job.0)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let app = common::app_with(pool.clone(), settings("100"));
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let page = common::get_with_cookie(&app, "/admin/corpus", &cookie).await;
+    assert!(
+        page.body.contains(r#"data-state="failed""#),
+        "the chip says failed"
+    );
+
+    assert_eq!(corpus::reindex_lagging(&pool).await.unwrap(), 1);
+    assert_eq!(
+        corpus::reindex_lagging(&pool).await.unwrap(),
+        0,
+        "queued once"
+    );
+    let (_app, _state, jobs) = common::app_with_jobs(pool.clone(), settings("100")).await;
+    let entry = corpus::entry(&pool, written.id).await.unwrap();
+    let job = JobId(entry.index_job_id.unwrap());
+    assert_ne!(job, written.job);
+    wait_for_state(&pool, job, JobState::Completed).await;
+    assert_eq!(
+        corpus::entry(&pool, written.id)
+            .await
+            .unwrap()
+            .index_state
+            .as_str(),
+        "indexed"
+    );
+    jobs.shutdown().await;
+}
