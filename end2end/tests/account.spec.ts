@@ -25,6 +25,7 @@ test("a change is queued, its chip goes sending → sent, and opening the mailed
   await account.changeTo(next);
   await expect(page.getByRole("status")).toContainText("queued");
   await expect(account.pendingRow).toContainText(next);
+  await expect(account.newEmail).toHaveValue("");
   await expect(account.pendingState).toHaveText("sending");
   await expect(account.pendingState).toHaveText("sent");
   // Nothing changes until the new address confirms.

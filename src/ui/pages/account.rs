@@ -26,10 +26,15 @@ pub fn AccountPage() -> impl IntoView {
     let recovery = ServerAction::<SendRecoveryPhrase>::new();
     let hydrated = RwSignal::new(false);
     Effect::new(move |_| hydrated.set(true));
+    let change_form = NodeRef::<leptos::html::Form>::new();
 
     Effect::new(move |_| match change.value().get() {
         Some(Ok(message)) => {
             toasts.success(message);
+            // Done: the field is cleared for the next change.
+            if let Some(form) = change_form.get_untracked() {
+                form.reset();
+            }
             account.refetch();
         }
         Some(Err(error)) => toasts.error(server_message(&error)),
@@ -70,7 +75,7 @@ pub fn AccountPage() -> impl IntoView {
         <Transition fallback=|| view! { <p class="mt-6 text-sm text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match account.await {
-                    Ok(view) => view! { <AccountBody view=view change=change cancel=cancel recovery=recovery hydrated=hydrated/> }.into_any(),
+                    Ok(view) => view! { <AccountBody view=view change=change change_form=change_form cancel=cancel recovery=recovery hydrated=hydrated/> }.into_any(),
                     Err(error) => view! { <p role="alert" class="mt-6 text-sm text-rose-800">{server_message(&error)}</p> }.into_any(),
                 }
             })}
@@ -82,6 +87,7 @@ pub fn AccountPage() -> impl IntoView {
 fn AccountBody(
     view: AccountView,
     change: ServerAction<ChangeOwnerEmail>,
+    change_form: NodeRef<leptos::html::Form>,
     cancel: ServerAction<CancelEmailChange>,
     recovery: ServerAction<SendRecoveryPhrase>,
     hydrated: RwSignal<bool>,
@@ -96,7 +102,7 @@ fn AccountBody(
             <h2 class="font-semibold">"The owner's address"</h2>
             <p class="mt-1 text-sm text-slate-600">"Where StandMeet mails the owner: new access requests, recovery phrases."</p>
             <p class="mt-3 text-lg" data-testid="current-email">{current_email.unwrap_or_else(|| "(none yet)".into())}</p>
-            <ActionForm action=change attr:novalidate=true attr:class="mt-4 flex flex-wrap items-end gap-3">
+            <ActionForm action=change node_ref=change_form attr:novalidate=true attr:class="mt-4 flex flex-wrap items-end gap-3">
                 <div class="min-w-72 flex-1">
                     <label for="new-email" class=LABEL>"New email"</label>
                     <input id="new-email" name="new_email" type="email" autocomplete="email" class=INPUT/>

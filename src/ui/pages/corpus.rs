@@ -63,12 +63,19 @@ pub fn CorpusPage() -> impl IntoView {
     let promote = ServerAction::<PromoteCorpusEntry>::new();
     let hydrated = RwSignal::new(false);
     Effect::new(move |_| hydrated.set(true));
+    let create_form = NodeRef::<leptos::html::Form>::new();
     Effect::new(move |_| {
         after_write(
             toasts,
             create.value().get(),
             "saved as a draft",
-            move || entries.refetch(),
+            move || {
+                // Written: the form is cleared for the next entry.
+                if let Some(form) = create_form.get_untracked() {
+                    form.reset();
+                }
+                entries.refetch();
+            },
         )
     });
     Effect::new(move |_| {
@@ -108,7 +115,7 @@ pub fn CorpusPage() -> impl IntoView {
         <section class="mt-6 rounded-xl border border-slate-200 bg-white p-6">
             <h2 class="font-semibold">"Write an entry"</h2>
             <p class="mt-1 text-sm text-slate-600">"New entries are drafts: visitors find them once promoted."</p>
-            <ActionForm action=create attr:novalidate=true attr:class="mt-4 space-y-3">
+            <ActionForm action=create node_ref=create_form attr:novalidate=true attr:class="mt-4 space-y-3">
                 <EntryFields entry=None/>
                 <button type="submit" class=PRIMARY_BUTTON disabled=move || !hydrated.get() || create.pending().get()>"Create entry"</button>
             </ActionForm>

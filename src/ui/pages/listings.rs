@@ -64,6 +64,7 @@ pub fn ListingsPage() -> impl IntoView {
     let hydrated = RwSignal::new(false);
     Effect::new(move |_| hydrated.set(true));
 
+    let add_form = NodeRef::<leptos::html::Form>::new();
     let after = move |result: Option<Result<String, ServerFnError>>| match result {
         Some(Ok(message)) => {
             toasts.success(message);
@@ -75,7 +76,16 @@ pub fn ListingsPage() -> impl IntoView {
         }
         None => {}
     };
-    Effect::new(move |_| after(add.value().get()));
+    Effect::new(move |_| {
+        let result = add.value().get();
+        if matches!(result, Some(Ok(_))) {
+            // Added: the form is cleared for the next board.
+            if let Some(form) = add_form.get_untracked() {
+                form.reset();
+            }
+        }
+        after(result);
+    });
     Effect::new(move |_| after(toggle.value().get()));
     Effect::new(move |_| after(remove.value().get()));
     Effect::new(move |_| match fetch.value().get() {
@@ -125,7 +135,7 @@ pub fn ListingsPage() -> impl IntoView {
                 }
             })}
         </Transition>
-        <AddSourceForm add=add hydrated=hydrated/>
+        <AddSourceForm add=add form=add_form hydrated=hydrated/>
     }
 }
 
@@ -249,14 +259,18 @@ fn ListingRow(row: ListingView) -> impl IntoView {
 }
 
 #[component]
-fn AddSourceForm(add: ServerAction<AddListingSource>, hydrated: RwSignal<bool>) -> impl IntoView {
+fn AddSourceForm(
+    add: ServerAction<AddListingSource>,
+    form: NodeRef<leptos::html::Form>,
+    hydrated: RwSignal<bool>,
+) -> impl IntoView {
     view! {
         <section class="mt-6 rounded-xl border border-slate-200 bg-white p-6">
             <h2 class="font-semibold">"Add a job board"</h2>
             <p class="mt-1 text-sm text-slate-600">
                 "Greenhouse: https://boards-api.greenhouse.io/v1/boards/<board>/jobs · Lever: https://api.lever.co/v0/postings/<company>?mode=json · RSS or Atom: the feed's URL."
             </p>
-            <ActionForm action=add attr:novalidate=true attr:class="mt-4 grid gap-3 sm:grid-cols-[1fr_10rem_2fr_auto] sm:items-end">
+            <ActionForm action=add node_ref=form attr:novalidate=true attr:class="mt-4 grid gap-3 sm:grid-cols-[1fr_10rem_2fr_auto] sm:items-end">
                 <div>
                     <label for="source-name" class=LABEL>"Name"</label>
                     <input id="source-name" name="name" type="text" maxlength="100" class=INPUT/>
