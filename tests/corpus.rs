@@ -287,6 +287,12 @@ async fn bad_queries_and_bad_writes_get_a_clear_answer_and_change_nothing(pool: 
         reply.json()["message"],
         "A search is at most 200 characters; this one has 10240."
     );
+    let nul = common::get(&app, "/api/search?q=a%00b").await;
+    assert_eq!(nul.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        nul.json()["message"],
+        "A search cannot contain control characters such as tabs or NUL."
+    );
     // Query syntax a person might type is not an error.
     for q in ["!!!", "\"unclosed", "a & | b", "-", "' OR 1=1 --", "%_\\"] {
         assert!(visitor_finds(&app, q, None).await.is_empty(), "{q}");
@@ -454,4 +460,36 @@ async fn at_start_entries_whose_index_lags_are_queued_again(pool: PgPool) {
         "indexed"
     );
     jobs.shutdown().await;
+}
+
+#[sqlx::test]
+async fn an_entry_made_restricted_is_hidden_at_once_before_its_index_job_runs(pool: PgPool) {
+    let (app, state, jobs) = common::app_with_jobs(pool.clone(), settings("2000")).await;
+    let id = promoted_entry(
+        &state,
+        "Garden diary",
+        "Tomatoes ripen in August.",
+        "public",
+    )
+    .await;
+    assert_eq!(visitor_finds(&app, "tomatoes", None).await, [id]);
+    jobs.shutdown().await;
+
+    // No engine now: the index still says public.
+    let app = common::app_with(pool.clone(), settings("100"));
+    let written = corpus::update(&pool, id, None, None, Some("restricted"))
+        .await
+        .unwrap();
+    let receipt = corpus::receipt(
+        &pool,
+        &state.signals.waiters,
+        Duration::from_millis(100),
+        written,
+    )
+    .await
+    .unwrap();
+    assert!(!receipt.indexed);
+    assert!(visitor_finds(&app, "tomatoes", None).await.is_empty());
+    let agent = structured(&call(&app, "corpus.search", json!({ "q": "tomatoes" })).await);
+    assert_eq!(agent["results"], json!([]));
 }

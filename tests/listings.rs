@@ -488,3 +488,43 @@ async fn the_page_shows_a_listing_seen_on_two_boards_once_with_its_boards(pool: 
     );
     jobs.shutdown().await;
 }
+
+#[sqlx::test]
+async fn removing_a_source_keeps_the_listings_another_source_lists(pool: PgPool) {
+    let boards = BoardServer::start().await;
+    let (_app, state, jobs) = common::app_with_jobs(pool.clone(), settings("20000")).await;
+    let [greenhouse, _, rss, _] = add_samples(&pool, &boards).await;
+    fetch_new(&state, Duration::from_secs(20)).await.unwrap();
+    assert_eq!(
+        common::count(&pool, "SELECT count(*) FROM listings").await,
+        8
+    );
+
+    listings::remove_source(&pool, greenhouse).await.unwrap();
+    // Greenhouse's 3 go but the one the feed lists too, now shown from the feed.
+    assert_eq!(
+        common::count(&pool, "SELECT count(*) FROM listings").await,
+        6
+    );
+    let rows = listings::latest(&pool, 50).await.unwrap();
+    let relisted = rows
+        .iter()
+        .find(|row| row.listing.title == "Backend Engineer (Rust)")
+        .expect("the posting the feed lists too stays");
+    assert_eq!(relisted.listing.source_id, rss);
+    assert_eq!(relisted.listing.external_id, "rustjobs-1187");
+    assert_eq!(relisted.seen_on, ["Rust Jobs Weekly"]);
+
+    // The feed's next fetch shows its own words, and nothing comes back as new.
+    let again = listings::fetch_new(
+        &state.pool,
+        &state.signals.waiters,
+        Duration::from_secs(20),
+        Some(&[rss]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(again.new_count(), 0);
+    assert!(titles(&again).contains(&"Backend Engineer (Rust) at Acme Robotics".to_string()));
+    jobs.shutdown().await;
+}

@@ -202,7 +202,7 @@ mod server {
             "a listing source was removed"
         );
         Ok(format!(
-            "Source {name} removed, with the listings it found first."
+            "Source {name} removed, with the listings only it lists."
         ))
     }
 

@@ -123,6 +123,11 @@ pub async fn request_change(
         return Err(ChangeError::Same(new_email.to_string()));
     }
     let mut tx = pool.begin().await?;
+    // One change at a time: two requests at once (a double submit, two admins) queue
+    // here instead of meeting at the one-pending index.
+    sqlx::query!("SELECT pg_advisory_xact_lock(hashtext('standmeet.owner_email_change'))")
+        .execute(&mut *tx)
+        .await?;
     sqlx::query!(
         "UPDATE owner_email_changes SET status = 'superseded', decided_at = now() WHERE status = 'pending'"
     )

@@ -83,7 +83,18 @@ pub const MAX_TITLE_CHARS: usize = 300;
 pub const MAX_BODY_CHARS: usize = 100_000;
 pub const MAX_QUERY_CHARS: usize = 200;
 
+/// PostgreSQL cannot store a NUL character in text.
+fn without_nul(text: &str, what: &str) -> Result<(), CorpusError> {
+    if text.contains('\0') {
+        return Err(CorpusError::Invalid(format!(
+            "The {what} contains a NUL character (\\0), which cannot be stored; remove it."
+        )));
+    }
+    Ok(())
+}
+
 fn checked_title(title: &str) -> Result<String, CorpusError> {
+    without_nul(title, "title")?;
     let title = title.trim();
     let count = title.chars().count();
     if count == 0 || count > MAX_TITLE_CHARS {
@@ -100,6 +111,7 @@ fn checked_title(title: &str) -> Result<String, CorpusError> {
 }
 
 fn checked_body(body: &str) -> Result<String, CorpusError> {
+    without_nul(body, "text")?;
     let count = body.chars().count();
     if body.trim().is_empty() {
         return Err(CorpusError::Invalid("Write the entry's text.".into()));
@@ -418,6 +430,11 @@ pub async fn search(
     if query.is_empty() {
         return Err(CorpusError::Invalid("Type something to search for.".into()));
     }
+    if query.chars().any(char::is_control) {
+        return Err(CorpusError::Invalid(
+            "A search cannot contain control characters such as tabs or NUL.".into(),
+        ));
+    }
     let count = query.chars().count();
     if count > MAX_QUERY_CHARS {
         return Err(CorpusError::Invalid(format!(
@@ -440,16 +457,26 @@ pub async fn search(
             SELECT CASE WHEN words IS NULL THEN cjk WHEN cjk IS NULL THEN words ELSE words && cjk END AS q
             FROM parts
         ), candidates AS (
-            SELECT i.entry_id, i.title, i.body, i.visibility, i.document
+            SELECT i.entry_id, i.title, i.body, i.document
             FROM corpus_index i, query
             WHERE i.status = 'promoted'
               AND (i.visibility = 'public' OR $3)
               AND i.document @@ query.q
             LIMIT $5
+        ), ranked AS (
+            SELECT c.entry_id, c.title, c.body, ts_rank_cd(c.document, query.q) AS rank
+            FROM candidates c, query
+            ORDER BY rank DESC, c.entry_id DESC
+            LIMIT 2 * $4::bigint
         )
-        SELECT c.entry_id, c.title, c.body, c.visibility AS "visibility: Visibility"
-        FROM candidates c, query
-        ORDER BY ts_rank_cd(c.document, query.q) DESC, c.entry_id DESC
+        -- Who may see an entry also follows the entry as it is now: one made restricted
+        -- is hidden at once, before its index job runs. (Checked on the best few only,
+        -- so the common case costs no lookups.)
+        SELECT r.entry_id, r.title, r.body, e.visibility AS "visibility: Visibility"
+        FROM ranked r
+        JOIN corpus_entries e ON e.id = r.entry_id
+        WHERE e.status = 'promoted' AND (e.visibility = 'public' OR $3)
+        ORDER BY r.rank DESC, r.entry_id DESC
         LIMIT $4
         "#,
         words,

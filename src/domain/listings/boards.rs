@@ -72,8 +72,14 @@ fn http_url(raw: &str, base: Option<&Url>) -> Option<Url> {
     matches!(url.scheme(), "http" | "https").then_some(url)
 }
 
+/// One line of text: whitespace runs become one space, control characters (which
+/// PostgreSQL may not store, like NUL) go.
 fn clean(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    text.split_whitespace()
+        .map(|word| word.chars().filter(|c| !c.is_control()).collect::<String>())
+        .filter(|word| !word.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn non_empty(text: Option<&str>) -> Option<String> {
@@ -93,6 +99,7 @@ fn greenhouse(body: &[u8]) -> Result<BoardPage, ParseError> {
         absolute_url: Option<String>,
         location: Option<Location>,
         updated_at: Option<String>,
+        first_published: Option<String>,
         company_name: Option<String>,
     }
     #[derive(Deserialize)]
@@ -110,9 +117,11 @@ fn greenhouse(body: &[u8]) -> Result<BoardPage, ParseError> {
                 company: non_empty(job.company_name.as_deref()),
                 location: non_empty(job.location.as_ref().and_then(|l| l.name.as_deref())),
                 url: http_url(job.absolute_url.as_deref()?, None)?,
+                // When it was first published, when the board says; else its last change.
                 posted_at: job
-                    .updated_at
+                    .first_published
                     .as_deref()
+                    .or(job.updated_at.as_deref())
                     .and_then(|at| OffsetDateTime::parse(at, &Rfc3339).ok()),
             })
         })();
@@ -359,6 +368,14 @@ mod tests {
                 .starts_with("the answer is not an RSS or Atom feed"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn control_characters_are_dropped_and_first_published_wins() {
+        let body = "{\"jobs\":[{\"id\": 9, \"title\": \"Eng\\u0000ineer\\t (Rust)\", \"absolute_url\": \"https://a.example/9\", \"updated_at\": \"2026-11-20T10:00:00Z\", \"first_published\": \"2026-10-01T08:00:00Z\"}]}";
+        let page = parse(SourceKind::Greenhouse, body.as_bytes(), &board_url()).unwrap();
+        assert_eq!(page.listings[0].title, "Engineer (Rust)");
+        assert_eq!(page.listings[0].posted_at, at("2026-10-01T08:00:00Z"));
     }
 
     #[test]

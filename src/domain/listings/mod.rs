@@ -113,6 +113,11 @@ pub async fn add_source(
             "Give the source a name of 1 to 100 characters.".into(),
         ));
     }
+    if name.chars().any(char::is_control) {
+        return Err(ListingsError::Invalid(
+            "The name cannot contain control characters such as tabs or NUL.".into(),
+        ));
+    }
     let Some(kind) = SourceKind::parse(kind) else {
         return Err(ListingsError::Invalid(format!(
             "The kind must be greenhouse, lever or rss; it was \"{}\".",
@@ -178,15 +183,38 @@ pub async fn set_enabled(pool: &PgPool, id: i64, enabled: bool) -> Result<(), Li
     Ok(())
 }
 
-/// Removes source `id`, and the listings it saw first.
+/// Removes source `id` and the listings only it lists; a listing another source lists
+/// too stays, shown from the best-ranked of those.
 pub async fn remove_source(pool: &PgPool, id: i64) -> Result<String, ListingsError> {
+    let mut tx = pool.begin().await?;
+    sqlx::query!(
+        r#"
+        UPDATE listings l
+        SET source_id = other.source_id, external_id = other.external_id, source_rank = other.rank
+        FROM (
+            SELECT DISTINCT ON (g.listing_id) g.listing_id, g.source_id, g.external_id,
+                   CASE WHEN s.kind = 'rss' THEN 1 ELSE 0 END::smallint AS rank
+            FROM listing_sightings g
+            JOIN listing_sources s ON s.id = g.source_id
+            WHERE g.source_id <> $1
+              AND g.listing_id IN (SELECT id FROM listings WHERE source_id = $1)
+            ORDER BY g.listing_id, (s.kind = 'rss'), s.id
+        ) other
+        WHERE l.id = other.listing_id
+        "#,
+        id
+    )
+    .execute(&mut *tx)
+    .await?;
     let removed = sqlx::query_scalar!(
         "DELETE FROM listing_sources WHERE id = $1 RETURNING name",
         id
     )
-    .fetch_optional(pool)
-    .await?;
-    removed.ok_or(ListingsError::UnknownSource(id))
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or(ListingsError::UnknownSource(id))?;
+    tx.commit().await?;
+    Ok(removed)
 }
 
 /// Every source, oldest first, with its newest fetch.
@@ -327,6 +355,11 @@ pub async fn start_fetch(
         .await?;
     let chosen: Vec<i64> = match source_ids {
         None => all.iter().filter(|s| s.enabled).map(|s| s.id).collect(),
+        Some([]) => {
+            return Err(ListingsError::Invalid(
+                "source_ids is empty: give at least one source id, or leave it out to fetch every enabled source.".into(),
+            ));
+        }
         Some(ids) => {
             let mut chosen = Vec::new();
             for id in ids {
