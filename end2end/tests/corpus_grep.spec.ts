@@ -36,3 +36,28 @@ test("the admin's grep finds substrings inside words, drafts included, and says 
   await page.getByRole("link", { name: "Show all" }).click();
   await expect(corpus.rows).toHaveCount(3);
 });
+
+test("Edit opens the entry; Save answers its receipt and the new words are searchable at once", async ({ page }) => {
+  await signInAsAdmin(page, "/admin/corpus");
+  const corpus = new CorpusPage(page);
+  await corpus.goto();
+  await corpus.create("Tide tables", "Low tide at six.");
+  await expect(corpus.indexState("Tide tables")).toHaveText("indexed");
+  await corpus.row("Tide tables").getByRole("button", { name: "Promote" }).click();
+  await expect(corpus.row("Tide tables").getByTestId("entry-status")).toHaveText("promoted");
+
+  await corpus.row("Tide tables").getByRole("link", { name: "Edit" }).click();
+  await expect(page.getByRole("heading", { level: 1 })).toHaveText(/^Entry \d+$/);
+  await expect(page.getByLabel("Body")).toHaveValue("Low tide at six.");
+  await page.getByLabel("Body").fill("Low tide at nine, with the spring moon.");
+  await expect(page.getByRole("button", { name: "Save" })).toBeEnabled();
+  await page.getByRole("button", { name: "Save" }).click();
+  await expect(corpus.toasts).toContainText("saved and indexed");
+  await expect(page.getByTestId("index-state")).toHaveText("indexed");
+
+  const search = await page.context().newPage();
+  await search.goto(`/search?q=${encodeURIComponent("spring moon")}`);
+  await expect(search.getByTestId("search-result")).toHaveCount(1);
+  await search.goto("/search?q=six");
+  await expect(search.getByTestId("search-empty")).toBeVisible();
+});

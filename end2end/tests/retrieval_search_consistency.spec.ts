@@ -15,7 +15,7 @@ test("an entry written and promoted in the admin page with receipts saying index
   await corpus.create("Harbour walks", "The ferry leaves the harbour at dawn; walkers follow the pier to the lighthouse.");
   await expect(corpus.toasts).toContainText("saved as a draft and indexed");
   await expect(page.getByLabel("Title")).toHaveValue("");
-  await expect(page.getByLabel("Text")).toHaveValue("");
+  await expect(page.getByLabel("Body")).toHaveValue("");
   await expect(corpus.indexState("Harbour walks")).toHaveText("indexed");
   await expect(corpus.row("Harbour walks").getByTestId("entry-status")).toHaveText("draft");
 

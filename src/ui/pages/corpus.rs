@@ -136,7 +136,7 @@ fn EntryFields(entry: Option<EntryView>) -> impl IntoView {
             <input id="entry-title" name="title" type="text" maxlength="300" class=INPUT value=title/>
         </div>
         <div>
-            <label for="entry-body" class=LABEL>"Text"</label>
+            <label for="entry-body" class=LABEL>"Body"</label>
             <textarea id="entry-body" name="body" rows="6" class=INPUT>{body}</textarea>
         </div>
         <div class="max-w-xs">
@@ -189,7 +189,8 @@ fn EntryTable(
                             <td class="px-4 py-2"><StatusChip label=row.status.clone() tone=status_tone(&row.status) test_id="entry-status"/></td>
                             <td class="px-4 py-2"><StatusChip label=row.index_state.clone() tone=index_tone(&row.index_state) test_id="index-state" title=title/></td>
                             <td class="px-4 py-2 whitespace-nowrap text-slate-600">{row.updated}</td>
-                            <td class="px-4 py-2 text-right">
+                            <td class="px-4 py-2 text-right whitespace-nowrap">
+                                <a href=format!("/admin/corpus/{id}") rel="external" class=format!("mr-2 inline-block {SECONDARY_BUTTON}")>"Edit"</a>
                                 {draft.then(|| view! {
                                     <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get() || promote.pending().get()
                                             on:click=move |_| { promote.dispatch(PromoteCorpusEntry { id }); }>"Promote"</button>
