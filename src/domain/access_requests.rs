@@ -361,7 +361,7 @@ pub struct RequestArgs {
 }
 
 /// What a mail job did.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MailOutput {
     pub sent: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -378,7 +378,9 @@ pub struct MailContext {
 }
 
 impl MailContext {
-    async fn deliver(&self, job: &JobContext, mail: &Mail) -> Result<Delivery, JobError> {
+    /// Sends `mail` for `job`: logged, throttled per recipient, a failure made the
+    /// job's retry or discard.
+    pub async fn deliver(&self, job: &JobContext, mail: &Mail) -> Result<Delivery, JobError> {
         mail::deliver(
             job.pool(),
             &self.mailer,

@@ -14,7 +14,7 @@ use sqlx::PgPool;
 use time::OffsetDateTime;
 
 use crate::config::Settings;
-use crate::domain::access_requests::MailContext;
+use crate::domain::access_requests::{MailContext, MailOutput};
 use crate::domain::mail::{self, Delivery, Mail, Mailer};
 use crate::domain::types::EmailAddress;
 use crate::jobs::{self, InsertOptions, JobContext, JobError, JobId, JobKind, JobState};
@@ -262,15 +262,6 @@ pub struct ChangeArgs {
     pub change_id: i64,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct ConfirmationOutput {
-    pub sent: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub to: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
 /// `owner.email_confirmation`: mails the new address a confirmation link, minting its
 /// token as it sends; sends nothing for a change that is no longer pending.
 pub struct EmailConfirmation(pub MailContext);
@@ -280,10 +271,10 @@ impl JobKind for EmailConfirmation {
     const QUEUE: &'static str = "mail";
     const MAX_ATTEMPTS: i16 = 10;
     type Args = ChangeArgs;
-    type Output = ConfirmationOutput;
+    type Output = MailOutput;
 
-    async fn run(&self, job: JobContext, args: ChangeArgs) -> Result<ConfirmationOutput, JobError> {
-        let stale = || ConfirmationOutput {
+    async fn run(&self, job: JobContext, args: ChangeArgs) -> Result<MailOutput, JobError> {
+        let stale = || MailOutput {
             sent: false,
             to: None,
             reason: Some("stale".into()),
@@ -320,16 +311,7 @@ impl JobKind for EmailConfirmation {
                  If you did not ask for this, ignore this mail; nothing changes.\n"
             ),
         };
-        let delivered = mail::deliver(
-            job.pool(),
-            &self.0.mailer,
-            &self.0.settings.mail_from,
-            &mail,
-            Some(job.id),
-            self.0.settings.mail_per_recipient_per_hour,
-        )
-        .await
-        .map_err(mail::SendError::into_job_error)?;
+        let delivered = self.0.deliver(&job, &mail).await?;
         if let Delivery::Throttled { until } = delivered {
             return Err(mail::snooze_until(until, &to));
         }
@@ -348,14 +330,14 @@ impl JobKind for EmailConfirmation {
         .execute(&mut *tx)
         .await?;
         let output = if stored.rows_affected() == 1 {
-            ConfirmationOutput {
+            MailOutput {
                 sent: true,
                 to: Some(to.to_string()),
                 reason: None,
             }
         } else {
             // Superseded while the mail was on its way: its link will not work.
-            ConfirmationOutput {
+            MailOutput {
                 sent: true,
                 to: Some(to.to_string()),
                 reason: Some("stale".into()),
