@@ -32,6 +32,9 @@
 //! - `mcp`: the MCP endpoint `/mcp` (rmcp): the same operations as tools for agents.
 //! - `bench`: `standmeet bench`: the job engine, the Tasks panel and the corpus search,
 //!   measured on a fresh private cluster.
+//! - `chaos`: `standmeet chaos`: the fault suite (kill -9 of workers, PostgreSQL
+//!   restarted under waiters, a misbehaving mail server, bad input everywhere), with
+//!   real processes on a fresh private cluster; it fails when a promise breaks.
 //! - `security`: what every request passes through: the admin guard (pages redirect to
 //!   `/login`, server functions answer 401, deny by default), cross-site refusal,
 //!   security headers, and sign-in attempt limits.
@@ -44,6 +47,8 @@ pub mod ui;
 
 #[cfg(feature = "ssr")]
 pub mod bench;
+#[cfg(feature = "ssr")]
+pub mod chaos;
 #[cfg(feature = "ssr")]
 pub mod config;
 #[cfg(feature = "ssr")]

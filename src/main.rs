@@ -34,6 +34,19 @@ enum Command {
         #[arg(long)]
         only: Option<String>,
     },
+    /// Fault-test StandMeet on a fresh private PostgreSQL cluster: kill -9 workers,
+    /// restart PostgreSQL, a misbehaving mail server, bad input.
+    Chaos {
+        /// The full size of each scenario instead of the quick one (CI runs the quick one).
+        #[arg(long)]
+        full: bool,
+        /// Only one scenario: kill9, pg-restart, approvals or bad-input.
+        #[arg(long)]
+        only: Option<String>,
+    },
+    /// A job worker for `standmeet chaos` to kill.
+    #[command(hide = true)]
+    ChaosWorker,
     /// Manage the private PostgreSQL cluster under $STANDMEET_DATA_DIR/pg.
     Postgres {
         #[command(subcommand)]
@@ -79,6 +92,15 @@ fn main() -> ExitCode {
                 only,
             }))
         }),
+        Command::Chaos { full, only } => runtime().and_then(|rt| {
+            rt.block_on(standmeet::chaos::run(standmeet::chaos::ChaosOptions {
+                full,
+                only,
+            }))
+        }),
+        Command::ChaosWorker => {
+            runtime().and_then(|rt| rt.block_on(standmeet::chaos::worker_main()))
+        }
         Command::Postgres { action } => postgres(action, &settings),
     };
     match outcome {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use axum::Router;
+use axum::http::StatusCode;
 use axum::extract::FromRef;
 use axum::middleware;
 use axum::response::Redirect;
@@ -14,6 +15,8 @@ use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
+use tower::limit::GlobalConcurrencyLimitLayer;
+use tower_http::timeout::TimeoutLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 use tower_sessions::cookie::SameSite;
@@ -140,6 +143,7 @@ pub fn router(state: AppState) -> Router {
             AppState,
             _,
         >(headers::set_page_policy, shell))
+        .layer(middleware::from_fn(crate::api::replies::bad_arguments_are_400))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             guard::require_admin_where_needed,
@@ -150,11 +154,25 @@ pub fn router(state: AppState) -> Router {
             csrf::refuse_cross_site,
         ))
         .layer(middleware::from_fn(headers::add_security_headers))
+        // Bounded work per process: at most this many requests at once (more wait their
+        // turn), and none longer than the time limit, waiting included (503). Database
+        // connections are bounded by the pool; this bounds the memory and the queue.
+        .layer(GlobalConcurrencyLimitLayer::new(MAX_CONCURRENT_REQUESTS))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            REQUEST_TIME_LIMIT,
+        ))
         .layer(TraceLayer::new_for_http().make_span_with(crate::telemetry::request_span))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .with_state(state)
 }
+
+/// How many requests one process serves at once; more wait for a free place.
+const MAX_CONCURRENT_REQUESTS: usize = 512;
+/// The longest a request may take, waiting for a place included. Longer than the longest
+/// wait for jobs that a request makes (`STANDMEET_FETCH_WAIT_MS`, 20 s by default).
+const REQUEST_TIME_LIMIT: Duration = Duration::from_secs(30);
 
 /// Sessions in the `sessions` table (see the migration).
 fn session_store(pool: &PgPool) -> PostgresStore {
@@ -213,9 +231,11 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
     let state = AppState::new(pool.clone(), settings)?;
     let state_for_housekeeping = state.clone();
 
-    // The job engine and the one LISTEN connection that wakes it and the waiters.
+    // The job engine (on connections of its own) and the one LISTEN connection that
+    // wakes it and the waiters.
+    let engine_pool = db::engine_pool(&pool);
     let jobs = JobRuntime::start(
-        &pool,
+        &engine_pool,
         state.registry.clone(),
         EngineConfig::from_settings(&state.settings),
         state.signals.clone(),
@@ -252,6 +272,7 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
 
     // Requests are done; now the jobs: running attempts finish or are interrupted.
     jobs.shutdown().await;
+    engine_pool.close().await;
     pool.close().await;
     tracing::info!("StandMeet stopped");
     Ok(())

@@ -132,12 +132,12 @@ impl Drop for Server {
 }
 
 /// The URL of the private cluster's `standmeet` database, from the file the cluster
-/// writes for operators.
+/// writes for operators (the README's `psql "$(cat .standmeet/pg/database-url)"`).
 fn private_url(data_dir: &Path) -> String {
     let written = std::fs::read_to_string(data_dir.join("pg").join("database-url"))
         .expect("the cluster writes its URL");
-    let mut url = url::Url::parse(written.trim()).unwrap();
-    url.set_path("standmeet");
+    let url = url::Url::parse(written.trim()).unwrap();
+    assert_eq!(url.path(), "/standmeet", "the file names StandMeet's own database");
     url.to_string()
 }
 

@@ -91,7 +91,7 @@ async fn every_path_into_a_terminal_state_notifies_exactly_once_and_a_rollback_n
     )
     .await
     .unwrap();
-    store::job_fetch_available(&pool, "default", 1, "ghost", Duration::from_secs(60))
+    store::job_fetch_available(&pool, "default", 1, "ghost", Duration::from_secs(60), &["system.noop".to_string()])
         .await
         .unwrap();
     sqlx::query("UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1")

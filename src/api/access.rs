@@ -40,6 +40,11 @@ impl FromServerFnError for FormError {
     fn from_server_fn_error(value: ServerFnErrorErr) -> Self {
         match value {
             ServerFnErrorErr::ServerError(message) => FormError::new(message),
+            ServerFnErrorErr::Args(detail)
+            | ServerFnErrorErr::Deserialization(detail)
+            | ServerFnErrorErr::MissingArg(detail) => {
+                FormError::new(format!("{}{detail}", super::ARGUMENTS_DO_NOT_FIT))
+            }
             _ => FormError::new("StandMeet did not answer; try again."),
         }
     }
@@ -291,7 +296,9 @@ pub(crate) mod server {
     fn refused(error: DecisionError) -> ServerFnError {
         let status = match &error {
             DecisionError::NotFound(_) => StatusCode::NOT_FOUND,
-            DecisionError::NotPending { .. } => StatusCode::CONFLICT,
+            DecisionError::NotPending { .. } | DecisionError::MailOnItsWay(_) => {
+                StatusCode::CONFLICT
+            }
             DecisionError::NoMailSupplier => StatusCode::BAD_REQUEST,
             DecisionError::Internal(_) => return internal(error),
         };

@@ -15,3 +15,8 @@ pub mod metrics;
 pub mod replies;
 pub mod status;
 pub mod tasks;
+
+/// How an answer begins when a server function's arguments did not fit it (wrong types,
+/// missing fields, bodies that do not decode): the function never ran, and the caller
+/// gets 400 with these words and what did not fit (see `replies::bad_arguments_are_400`).
+pub const ARGUMENTS_DO_NOT_FIT: &str = "The request's fields do not fit this call: ";

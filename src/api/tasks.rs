@@ -30,7 +30,15 @@ pub struct TaskRow {
     pub finalized: Option<String>,
     pub next_run: Option<String>,
     pub last_error: Option<String>,
+    /// Why an unfinished job is not moving, when StandMeet knows: no running process
+    /// has a handler for its kind (it waits for one that does).
+    #[serde(default)]
+    pub note: Option<String>,
 }
+
+/// The note of a job whose kind no running StandMeet knows.
+pub const NO_HANDLER_NOTE: &str =
+    "No running StandMeet knows this kind of job; it waits for one that does (a newer version?).";
 
 /// The filters of the panel, as the URL query carries them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -157,6 +165,8 @@ mod server {
     use axum::response::{IntoResponse, Response};
     use leptos::prelude::*;
     use serde::Deserialize;
+    use std::collections::HashSet;
+
     use time::OffsetDateTime;
 
     use super::*;
@@ -174,8 +184,11 @@ mod server {
             .unwrap_or_else(|_| at.to_string())
     }
 
-    fn row(job: JobSummary) -> TaskRow {
+    fn row(job: JobSummary, nobody_runs: &HashSet<String>) -> TaskRow {
+        let note = (!job.state.is_terminal() && nobody_runs.contains(&job.kind))
+            .then(|| NO_HANDLER_NOTE.to_string());
         TaskRow {
+            note,
             id: job.id.0,
             kind: job.kind,
             queue: job.queue,
@@ -190,14 +203,40 @@ mod server {
         }
     }
 
+    /// The kinds among `jobs`' unfinished ones that no running StandMeet has a handler
+    /// for. Asks the database only when a kind is unknown to this process, which is rare.
+    async fn kinds_nobody_runs(
+        state: &AppState,
+        jobs: &[JobSummary],
+    ) -> Result<HashSet<String>, sqlx::Error> {
+        let strangers: HashSet<String> = jobs
+            .iter()
+            .filter(|job| !job.state.is_terminal())
+            .filter(|job| !state.registry.kinds().any(|kind| kind == job.kind))
+            .map(|job| job.kind.clone())
+            .collect();
+        if strangers.is_empty() {
+            return Ok(strangers);
+        }
+        // A process that renewed within three leases is alive (it renews every third).
+        let live = state.settings.job_lease * 3;
+        let known = store::worker_known_kinds(&state.pool, live).await?;
+        Ok(strangers
+            .into_iter()
+            .filter(|kind| !known.contains(kind))
+            .collect())
+    }
+
     fn internal(err: impl std::fmt::Display) -> ServerFnError {
         tracing::error!(error = %err, "a Tasks panel query failed");
         ServerFnError::new("StandMeet could not read the jobs just now; try again.")
     }
 
-    /// A kind or queue filter: trimmed, not empty, not absurdly long.
+    /// A kind or queue filter: trimmed, without control characters (no kind or queue
+    /// has any, and PostgreSQL refuses NUL), not empty, not absurdly long.
     fn name_filter(value: Option<String>) -> Option<String> {
         value
+            .map(|value| value.chars().filter(|c| !c.is_control()).collect::<String>())
             .map(|value| value.trim().to_string())
             .filter(|value| !value.is_empty())
             .map(|value| value.chars().take(128).collect())
@@ -207,7 +246,9 @@ mod server {
         require_admin().await?;
         let state = expect_context::<AppState>();
         let filter = PanelFilter {
-            state: parse_state_filter(query.state.as_deref()).map_err(ServerFnError::new)?,
+            state: parse_state_filter(query.state.as_deref()).map_err(|message| {
+                crate::api::replies::refuse(StatusCode::BAD_REQUEST, message)
+            })?,
             kind: name_filter(query.kind),
             queue: name_filter(query.queue),
             before: query.before.map(JobId),
@@ -239,8 +280,9 @@ mod server {
             .into_iter()
             .map(|q| q.name)
             .collect();
+        let nobody_runs = kinds_nobody_runs(&state, &jobs).await.map_err(internal)?;
         Ok(TaskPage {
-            rows: jobs.into_iter().map(row).collect(),
+            rows: jobs.into_iter().map(|job| row(job, &nobody_runs)).collect(),
             counts,
             older,
             kinds,
@@ -275,7 +317,7 @@ mod server {
             last_error: job.attempt_errors().last().map(|error| error.error.clone()),
         };
         TaskDetail {
-            row: row(summary),
+            row: row(summary, &HashSet::new()),
             priority: job.priority,
             args: pretty(&job.args),
             output: job.output.as_ref().map(pretty),
@@ -290,10 +332,25 @@ mod server {
     pub async fn detail(id: i64) -> Result<Option<TaskDetail>, ServerFnError> {
         require_admin().await?;
         let state = expect_context::<AppState>();
-        let job = store::job_get(&state.pool, JobId(id))
+        let Some(job) = store::job_get(&state.pool, JobId(id))
             .await
-            .map_err(internal)?;
-        Ok(job.map(detail_of))
+            .map_err(internal)?
+        else {
+            return Ok(None);
+        };
+        let mut detail = detail_of(job);
+        if !detail.row.state.is_terminal()
+            && !state.registry.kinds().any(|kind| kind == detail.row.kind)
+        {
+            let live = state.settings.job_lease * 3;
+            let known = store::worker_known_kinds(&state.pool, live)
+                .await
+                .map_err(internal)?;
+            if !known.contains(&detail.row.kind) {
+                detail.row.note = Some(NO_HANDLER_NOTE.to_string());
+            }
+        }
+        Ok(Some(detail))
     }
 
     pub async fn retry(id: i64) -> Result<TaskActionResult, ServerFnError> {
@@ -382,14 +439,22 @@ mod server {
                     .into_response();
             }
         };
-        match store::job_summaries(&state.pool, &ids).await {
-            Ok(jobs) => {
+        let read = async {
+            let jobs = store::job_summaries(&state.pool, &ids).await?;
+            let nobody_runs = kinds_nobody_runs(&state, &jobs).await?;
+            Ok::<_, sqlx::Error>((jobs, nobody_runs))
+        };
+        match read.await {
+            Ok((jobs, nobody_runs)) => {
                 let unknown: Vec<i64> = ids
                     .iter()
                     .filter(|id| !jobs.iter().any(|job| job.id == **id))
                     .map(|id| id.0)
                     .collect();
-                let rows: Vec<TaskRow> = jobs.into_iter().map(row).collect();
+                let rows: Vec<TaskRow> = jobs
+                    .into_iter()
+                    .map(|job| row(job, &nobody_runs))
+                    .collect();
                 Json(serde_json::json!({ "jobs": rows, "unknown": unknown })).into_response()
             }
             Err(err) => crate::error::AppError::from(err).into_response(),

@@ -63,11 +63,31 @@ pub async fn connect(url: &str) -> anyhow::Result<PgPool> {
         .log_statements(log::LevelFilter::Debug)
         .log_slow_statements(log::LevelFilter::Warn, Duration::from_millis(500));
     PgPoolOptions::new()
-        .max_connections(20)
+        .max_connections(APP_POOL_SIZE)
         .acquire_timeout(Duration::from_secs(5))
         .connect_with(options)
         .await
         .context("cannot connect to PostgreSQL")
+}
+
+/// Connections for requests (pages, server functions, MCP).
+const APP_POOL_SIZE: u32 = 16;
+/// Connections of the job engine's own pool (see [`engine_pool`]).
+const ENGINE_POOL_SIZE: u32 = 10;
+
+/// A pool for the job engine alone, to the same database as `app`: its fetches, outcome
+/// writes, lease renewals and handlers never wait behind public HTTP load for a
+/// connection (a renewal that cannot run in time would let the rescuer take running
+/// jobs back and run them twice). Opens connections as needed.
+pub fn engine_pool(app: &PgPool) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(ENGINE_POOL_SIZE)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect_lazy_with(
+            (*app.connect_options())
+                .clone()
+                .application_name("standmeet-jobs"),
+        )
 }
 
 /// Brings the schema up to date. Several copies of StandMeet may start at once: sqlx

@@ -5,7 +5,8 @@
 //! ```text
 //! data/           PGDATA, made by initdb on first start and kept across restarts
 //! password        the superuser's generated password (mode 0600)
-//! database-url    a ready-made URL for psql (mode 0600): psql "$(cat .standmeet/pg/database-url)"
+//! database-url    a ready-made URL of StandMeet's own database, for psql (mode 0600):
+//!                 psql "$(cat .standmeet/pg/database-url)"
 //! postgres.log    the server's own log
 //! ```
 //!
@@ -354,7 +355,7 @@ impl PrivateCluster {
     fn write_database_url_file(&self) -> anyhow::Result<()> {
         write_private_file(
             &self.root.join("database-url"),
-            &self.database_url(SUPERUSER),
+            &self.database_url(super::PRIVATE_DATABASE),
         )
     }
 

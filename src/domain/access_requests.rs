@@ -3,9 +3,11 @@
 //!
 //! Business state follows completion: a request is `approved` when an admin said yes
 //! and its mail job is queued, and `replied` only in the same transaction that
-//! completes that job, after the mail really went out. The access code is minted when
-//! its mail is sent and only its hash is kept, so no code exists that nobody was sent,
-//! and none sits in clear in the database.
+//! completes that job, after the mail really went out. The access code is minted by the
+//! attempt that mails it, and only its hash is kept (`access_codes`, committed before
+//! the send): every code that may have gone out works, whichever attempt sent it and
+//! whatever became of that attempt afterwards (a failed commit, a time-out after the
+//! mail server took the mail, a crash), and none sits in clear in the database.
 
 use std::sync::Arc;
 
@@ -87,6 +89,9 @@ impl NewRequest {
             problems.name = Some("Please give your name.".into());
         } else if name.chars().count() > 200 {
             problems.name = Some("A name can be at most 200 characters long.".into());
+        } else if name.chars().any(char::is_control) {
+            problems.name =
+                Some("A name cannot contain control characters such as tabs or NUL.".into());
         }
         let email = match EmailAddress::parse(email) {
             Ok(email) => Some(email),
@@ -98,6 +103,14 @@ impl NewRequest {
         let message = message.trim();
         if message.chars().count() > 5000 {
             problems.message = Some("A message can be at most 5,000 characters long.".into());
+        } else if message
+            .chars()
+            .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
+        {
+            problems.message = Some(
+                "A message cannot contain control characters such as NUL (line breaks are fine)."
+                    .into(),
+            );
         }
         match email {
             Some(email) if problems.is_empty() => Ok(NewRequest {
@@ -224,6 +237,10 @@ pub enum DecisionError {
         "No mail supplier is configured (STANDMEET_MAIL=none), so no approval mail can be sent; nothing was changed."
     )]
     NoMailSupplier,
+    #[error(
+        "Access request {0} is approved already and its mail is on its way; approve it again only if that mail fails."
+    )]
+    MailOnItsWay(i64),
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }
@@ -236,6 +253,10 @@ impl From<sqlx::Error> for DecisionError {
 
 /// Approves a pending request: in one transaction its status becomes `approved` and
 /// the approval mail is queued (its job id kept on the request). Answers that job.
+///
+/// An approved request whose mail job ended without the mail going out (discarded,
+/// cancelled), or was cleaned away, can be approved again: a new mail job is queued,
+/// so no request is left approved with nothing on its way.
 #[tracing::instrument(skip(pool, mailer), err)]
 /// `admin_id` is `None` when an agent approved through MCP.
 pub async fn approve(
@@ -248,7 +269,7 @@ pub async fn approve(
         return Err(DecisionError::NoMailSupplier);
     }
     let mut tx = pool.begin().await?;
-    lock_pending(&mut tx, id, "approved").await?;
+    lock_approvable(&mut tx, id).await?;
     let job = jobs::insert_tx::<ApprovalMail>(&mut tx, &RequestArgs { request_id: id }).await?;
     sqlx::query!(
         r#"
@@ -282,6 +303,36 @@ pub async fn deny(pool: &PgPool, id: i64, admin_id: i64) -> Result<(), DecisionE
     Ok(())
 }
 
+/// Locks request `id` for an approval; fails unless it is pending, or approved with its
+/// mail job finished without sending (or gone).
+async fn lock_approvable(tx: &mut sqlx::PgConnection, id: i64) -> Result<(), DecisionError> {
+    let current = sqlx::query!(
+        r#"
+        SELECT r.status AS "status: RequestStatus", j.state AS "mail_state?: JobState"
+        FROM access_requests r LEFT JOIN jobs j ON j.id = r.mail_job_id
+        WHERE r.id = $1 FOR UPDATE OF r
+        "#,
+        id
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    match current {
+        None => Err(DecisionError::NotFound(id)),
+        Some(row) => match (row.status, row.mail_state) {
+            (RequestStatus::Pending, _) => Ok(()),
+            (RequestStatus::Approved, None | Some(JobState::Discarded | JobState::Cancelled)) => {
+                Ok(())
+            }
+            (RequestStatus::Approved, Some(_)) => Err(DecisionError::MailOnItsWay(id)),
+            (other, _) => Err(DecisionError::NotPending {
+                id,
+                status: other.as_str(),
+                verb: "approved",
+            }),
+        },
+    }
+}
+
 /// Locks request `id` for a decision; fails unless it is pending.
 async fn lock_pending(
     tx: &mut sqlx::PgConnection,
@@ -305,7 +356,8 @@ async fn lock_pending(
     }
 }
 
-/// Whether `code` is the access code mailed to `email` (any of their replied requests).
+/// Whether `code` is an access code minted for `email`: the one a replied request
+/// records, or any other that an attempt of its mail job minted (and so may have mailed).
 pub async fn code_matches(
     pool: &PgPool,
     email: &EmailAddress,
@@ -317,6 +369,10 @@ pub async fn code_matches(
         SELECT EXISTS (
             SELECT FROM access_requests
             WHERE lower(email) = lower($1) AND status = 'replied' AND code_hash = $2
+        ) OR EXISTS (
+            SELECT FROM access_codes c JOIN access_requests r ON r.id = c.request_id
+            WHERE c.code_hash = $2 AND lower(r.email) = lower($1)
+              AND r.status IN ('approved', 'replied')
         ) AS "matches!"
         "#,
         email.as_str(),
@@ -449,7 +505,8 @@ impl JobKind for NotifyOwner {
     }
 }
 
-/// `access_request.approval_mail`: mints the access code, mails it to the visitor, and
+/// `access_request.approval_mail`: mints an access code (its hash committed first, so
+/// the code works once mailed, whatever happens next), mails it to the visitor, and
 /// then, in one transaction with its own completion, marks the request `replied`.
 pub struct ApprovalMail(pub MailContext);
 
@@ -475,6 +532,13 @@ impl JobKind for ApprovalMail {
             JobError::discard(format!("the request's address is not valid: {err}"))
         })?;
         let code = new_code();
+        sqlx::query!(
+            "INSERT INTO access_codes (code_hash, request_id) VALUES ($1, $2)",
+            code_hash(&code),
+            request.id,
+        )
+        .execute(job.pool())
+        .await?;
         let redeem = self
             .0
             .settings

@@ -95,11 +95,12 @@ impl Mailer {
         match self {
             Mailer::None => Err(SendError::NotConfigured),
             Mailer::Log => {
+                // Never the body: it carries codes, links and recovery phrases, and the
+                // process log is read by more people than the admin pages.
                 tracing::info!(
                     mail.to = %mail.to,
                     mail.subject = %mail.subject,
-                    mail.body = %mail.body,
-                    "mail (the log supplier: not sent, see /admin/mail)"
+                    "mail (the log supplier: not sent; its body is on /admin/mail)"
                 );
                 Ok(())
             }
@@ -183,9 +184,11 @@ pub enum Delivery {
 }
 
 /// Sends `mail` unless its recipient already got `per_hour` mails in the last hour,
-/// and logs it. The count and the log entry are made under a lock per recipient, so
-/// two jobs mailing one person at once cannot both slip under the limit; the entry is
-/// removed again when the send fails.
+/// and logs it. The count and the log entry (`sending`) are made under a lock per
+/// recipient, so two jobs mailing one person at once cannot both slip under the limit;
+/// the entry becomes `sent` once the mail server took the mail, and is removed again
+/// when the send fails. The mail log shows `sent` entries only: a crash during the send
+/// leaves a `sending` entry that the throttle counts and nobody is shown.
 pub async fn deliver(
     pool: &PgPool,
     mailer: &Mailer,
@@ -205,7 +208,19 @@ pub async fn deliver(
         Reservation::Logged(id) => id,
     };
     match mailer.send(from, mail).await {
-        Ok(()) => Ok(Delivery::Sent),
+        Ok(()) => {
+            if let Err(err) = sqlx::query!(
+                "UPDATE mail_log SET state = 'sent', sent_at = now() WHERE id = $1",
+                id
+            )
+            .execute(pool)
+            .await
+            {
+                // The mail went out all the same: its job must not send it again.
+                tracing::warn!(error = %err, "cannot mark a mail that went out as sent in the mail log");
+            }
+            Ok(Delivery::Sent)
+        }
         Err(error) => {
             if let Err(err) = sqlx::query!("DELETE FROM mail_log WHERE id = $1", id)
                 .execute(pool)
@@ -256,8 +271,8 @@ async fn reserve(
     let body = matches!(mailer, Mailer::Log).then_some(mail.body.as_str());
     let id = sqlx::query_scalar!(
         r#"
-        INSERT INTO mail_log (recipient, subject, body, supplier, job_id)
-        VALUES ($1, $2, $3, $4, $5) RETURNING id
+        INSERT INTO mail_log (recipient, subject, body, supplier, job_id, state)
+        VALUES ($1, $2, $3, $4, $5, 'sending') RETURNING id
         "#,
         mail.to.as_str(),
         mail.subject,
@@ -292,11 +307,14 @@ pub struct LoggedMail {
     pub sent_at: OffsetDateTime,
 }
 
-/// The newest mails first, up to `limit`.
+/// The newest mails that went out first, up to `limit`.
 pub async fn mail_log_newest(pool: &PgPool, limit: i64) -> Result<Vec<LoggedMail>, sqlx::Error> {
     sqlx::query_as!(
         LoggedMail,
-        "SELECT id, recipient, subject, body, supplier, sent_at FROM mail_log ORDER BY id DESC LIMIT $1",
+        r#"
+        SELECT id, recipient, subject, body, supplier, sent_at FROM mail_log
+        WHERE state = 'sent' ORDER BY id DESC LIMIT $1
+        "#,
         limit
     )
     .fetch_all(pool)

@@ -1,7 +1,8 @@
 //! The owner's address, and changing it: a change waits until the new address confirms
-//! through a link mailed to it. The link's token is minted when the mail is sent (only
-//! its hash is kept), so a change that was superseded or cancelled before its mail went
-//! out never gets a working link; its job completes as `stale` and sends nothing.
+//! through a link mailed to it. The link's token is minted by the attempt that mails it
+//! (only its hash is kept, committed before the send, so every link that may have gone
+//! out works), and a change that was superseded or cancelled before its mail went out
+//! never gets a working link; its job completes as `stale` and sends nothing.
 //!
 //! Also the recovery phrase, which is sent at once, by decision (no job): the owner
 //! asked for it now, and the page says what really happened.
@@ -198,8 +199,13 @@ pub async fn confirm(
     let mut tx = pool.begin().await?;
     let change = sqlx::query!(
         r#"
-        SELECT id, new_email, status AS "status: ChangeStatus", token_expires_at AS "expires!"
-        FROM owner_email_changes WHERE token_hash = $1 FOR UPDATE
+        SELECT c.id, c.new_email, c.status AS "status: ChangeStatus",
+               -- The change's own expiry (its latest link's) ends every link of it.
+               least(t.expires_at, c.token_expires_at) AS "expires!"
+        FROM owner_email_changes c
+        LEFT JOIN owner_email_change_tokens t ON t.change_id = c.id AND t.token_hash = $1
+        WHERE t.token_hash IS NOT NULL OR c.token_hash = $1
+        FOR UPDATE OF c
         "#,
         token_hash(token)
     )
@@ -293,7 +299,21 @@ impl JobKind for EmailConfirmation {
         }
         let to = EmailAddress::parse(&change.new_email)
             .map_err(|err| JobError::discard(format!("the new address is not valid: {err}")))?;
+        // The token exists (by hash) before the mail that carries it leaves, so the
+        // link works whatever becomes of this attempt after the send; a retry mails a
+        // new link, and both work.
         let token = new_token();
+        sqlx::query!(
+            r#"
+            INSERT INTO owner_email_change_tokens (token_hash, change_id, expires_at)
+            VALUES ($1, $2, now() + $3 * interval '1 second')
+            "#,
+            token_hash(&token),
+            args.change_id,
+            self.0.settings.confirm_link_valid.as_secs() as f64,
+        )
+        .execute(job.pool())
+        .await?;
         let hours = self.0.settings.confirm_link_valid.as_secs() / 3600;
         let mut link = self
             .0

@@ -1,35 +1,51 @@
 //! Writes attempt outcomes. It never waits on a timer: when idle it writes each outcome
 //! as it comes; when busy, the outcomes that arrive while one write is in flight are
-//! written together by the next, in one statement and one transaction. A write that
-//! fails on a passing error (a dropped connection, a failover) is tried again.
-
-use std::time::Duration;
+//! written together by the next, in one statement and one transaction.
+//!
+//! What can go wrong, and what it does about it:
+//! - a passing error (a dropped connection, a failover, the database restarting): the
+//!   batch is tried again, for up to [`GIVE_UP_AFTER`]; then its attempts are released,
+//!   so the lease renewal stops keeping them alive and the rescuer takes their jobs back
+//!   when the lease runs out (they run again: at least once, never lost);
+//! - an error that would come back on every try (SQLSTATE classes 22 and 23: data the
+//!   database refuses, a broken constraint): one bad outcome must not hold up the
+//!   others, so the batch is written one outcome at a time, and an outcome the database
+//!   refuses is recorded as a failed attempt with the database's words instead.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use sqlx::PgPool;
 use tokio::sync::mpsc;
 
+use super::JobId;
 use super::listener::Signals;
 use super::store::{self, Outcome};
 
 /// The most outcomes written in one statement.
 const MAX_BATCH: usize = 1_000;
-/// How long a failing write is retried before its outcomes are left to the rescuer
-/// (their jobs stay `running` until their lease runs out, then run again).
+/// How long a failing write is retried before its attempts are released to the rescuer.
 const GIVE_UP_AFTER: Duration = Duration::from_secs(60);
+
+/// What the completer needs besides its outcomes.
+pub(crate) struct CompleterContext {
+    pub pool: PgPool,
+    pub signals: Arc<Signals>,
+    /// This process's worker id: outcomes are fenced by it.
+    pub worker_id: Arc<str>,
+    pub retry_base: Duration,
+}
 
 /// Starts the completer; it ends when every sender is dropped and all is written.
 pub(crate) fn spawn(
-    pool: PgPool,
-    signals: Arc<Signals>,
+    context: CompleterContext,
 ) -> (mpsc::Sender<Outcome>, tokio::task::JoinHandle<()>) {
     let (sender, receiver) = mpsc::channel(MAX_BATCH * 4);
-    let handle = tokio::spawn(run(pool, signals, receiver));
+    let handle = tokio::spawn(run(context, receiver));
     (sender, handle)
 }
 
-async fn run(pool: PgPool, signals: Arc<Signals>, mut receiver: mpsc::Receiver<Outcome>) {
+async fn run(context: CompleterContext, mut receiver: mpsc::Receiver<Outcome>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = receiver.recv().await {
         batch.push(first);
@@ -39,38 +55,37 @@ async fn run(pool: PgPool, signals: Arc<Signals>, mut receiver: mpsc::Receiver<O
                 Err(_) => break,
             }
         }
-        let written = write(&pool, &batch).await;
-        signals.add_recorded(written.len() as u64);
-        // Committed: wake this process's waiters now, ahead of the notification.
+        let written = write(&context, &batch).await;
+        context.signals.add_recorded(written.len() as u64);
+        for outcome in &batch {
+            // Written, fenced out or given up on: no longer ours to renew.
+            context.signals.release(outcome.id, outcome.attempt);
+        }
+        // Committed: wake this process's waiters now, ahead of the notification. (A
+        // fenced-out or refused outcome wakes nobody; its job's real end notifies.)
         for outcome in batch
             .iter()
             .filter(|o| o.state.is_terminal() && written.contains(&o.id))
         {
-            signals.waiters.job_finished(outcome.id);
+            context.signals.waiters.job_finished(outcome.id);
         }
         batch.clear();
     }
 }
 
 /// Writes `batch`; answers the ids it changed.
-async fn write(pool: &PgPool, batch: &[Outcome]) -> Vec<super::JobId> {
+async fn write(context: &CompleterContext, batch: &[Outcome]) -> Vec<JobId> {
     let started = tokio::time::Instant::now();
     let mut delay = Duration::from_millis(20);
     loop {
-        match store::job_record_outcomes(pool, batch).await {
+        match store::job_record_outcomes(&context.pool, &context.worker_id, batch).await {
             Ok(changed) => {
-                if changed.len() < batch.len() {
-                    let skipped: Vec<_> = batch
-                        .iter()
-                        .filter(|outcome| !changed.contains(&outcome.id))
-                        .map(|outcome| outcome.id.0)
-                        .collect();
-                    tracing::info!(
-                        ?skipped,
-                        "outcomes of jobs that were cancelled or rescued meanwhile were not written"
-                    );
-                }
+                log_skipped(batch, &changed);
                 return changed;
+            }
+            Err(err) if refused_for_good(&err) => {
+                tracing::warn!(error = %err, jobs = batch.len(), "the database refused a batch of job outcomes; writing them one by one");
+                return write_one_by_one(context, batch).await;
             }
             Err(err) if started.elapsed() < GIVE_UP_AFTER => {
                 tracing::warn!(error = %err, retry_in = ?delay, jobs = batch.len(), "cannot record job outcomes; trying again");
@@ -78,9 +93,66 @@ async fn write(pool: &PgPool, batch: &[Outcome]) -> Vec<super::JobId> {
                 delay = (delay * 2).min(Duration::from_secs(2));
             }
             Err(err) => {
-                tracing::error!(error = %err, jobs = batch.len(), "gave up recording job outcomes; the rescuer will take the jobs back");
+                tracing::error!(error = %err, jobs = batch.len(), "gave up recording job outcomes; their leases are no longer renewed, and the rescuer will take the jobs back");
                 return Vec::new();
             }
         }
+    }
+}
+
+/// Each outcome on its own, so that the one the database refuses does not take the
+/// others down with it; that one is recorded as a failed attempt with the reason.
+async fn write_one_by_one(context: &CompleterContext, batch: &[Outcome]) -> Vec<JobId> {
+    let mut changed = Vec::with_capacity(batch.len());
+    for outcome in batch {
+        let single = std::slice::from_ref(outcome);
+        match store::job_record_outcomes(&context.pool, &context.worker_id, single).await {
+            Ok(ids) => changed.extend(ids),
+            Err(err) if refused_for_good(&err) => {
+                let reason = format!("the outcome of this attempt could not be recorded: {err}");
+                match store::job_record_unwritable(
+                    &context.pool,
+                    &context.worker_id,
+                    outcome.id,
+                    outcome.attempt,
+                    &reason,
+                    context.retry_base,
+                )
+                .await
+                {
+                    Ok(true) => tracing::warn!(job.id = outcome.id.0, error = %err, "recorded a refused outcome as a failed attempt"),
+                    Ok(false) => {}
+                    Err(err) => tracing::error!(job.id = outcome.id.0, error = %err, "cannot record a refused outcome; the rescuer will take the job back"),
+                }
+            }
+            Err(err) => {
+                // A passing error in the middle: the rest goes to the rescuer rather
+                // than holding up every queue while the database is away.
+                tracing::warn!(job.id = outcome.id.0, error = %err, "cannot record a job outcome; the rescuer will take the job back");
+            }
+        }
+    }
+    changed
+}
+
+/// Whether the database refused the statement for its data (SQLSTATE class 22, data
+/// exception, or 23, integrity constraint violation): the same write fails every time.
+fn refused_for_good(err: &sqlx::Error) -> bool {
+    err.as_database_error()
+        .and_then(|db| db.code())
+        .is_some_and(|code| code.starts_with("22") || code.starts_with("23"))
+}
+
+fn log_skipped(batch: &[Outcome], changed: &[JobId]) {
+    if changed.len() < batch.len() {
+        let skipped: Vec<_> = batch
+            .iter()
+            .filter(|outcome| !changed.contains(&outcome.id))
+            .map(|outcome| outcome.id.0)
+            .collect();
+        tracing::info!(
+            ?skipped,
+            "outcomes of jobs that were cancelled or rescued meanwhile were not written"
+        );
     }
 }

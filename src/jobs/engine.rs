@@ -11,7 +11,8 @@ use super::executor::ExecutorContext;
 use super::listener::Signals;
 use super::producer::{self, ProducerContext};
 use super::registry::Registry;
-use super::{completer, maintenance};
+use super::completer::CompleterContext;
+use super::{completer, maintenance, store};
 use crate::config::Settings;
 
 /// One queue: how many of its jobs run at once here, and how often it looks for work
@@ -93,6 +94,7 @@ pub fn worker_id() -> String {
 
 /// A running engine. Dropping it does not stop it: call [`Engine::shutdown`].
 pub struct Engine {
+    pool: PgPool,
     stop: CancellationToken,
     producers: Vec<tokio::task::JoinHandle<()>>,
     completer: tokio::task::JoinHandle<()>,
@@ -119,14 +121,25 @@ impl Engine {
             }
         }
         let stop = CancellationToken::new();
-        let (outcomes, completer) = completer::spawn(pool.clone(), signals.clone());
+        let worker_id: Arc<str> = config.worker_id.as_str().into();
+        let mut kinds: Vec<String> = registry.kinds().map(str::to_string).collect();
+        kinds.sort();
+        let kinds = Arc::new(kinds);
+        let (outcomes, completer) = completer::spawn(CompleterContext {
+            pool: pool.clone(),
+            signals: signals.clone(),
+            worker_id: worker_id.clone(),
+            retry_base: config.retry_base,
+        });
         let context = Arc::new(ProducerContext {
             executor: ExecutorContext {
                 pool: pool.clone(),
                 registry,
                 signals: signals.clone(),
                 retry_base: config.retry_base,
+                worker_id,
             },
+            kinds: kinds.as_ref().clone(),
             worker_id: config.worker_id.clone(),
             lease: config.lease,
             shutdown_grace: config.shutdown_grace,
@@ -145,9 +158,11 @@ impl Engine {
             .collect();
         // The producers hold the only senders now: the completer ends after them.
         drop(outcomes);
-        let maintenance = maintenance::spawn_all(pool, config.clone(), signals, stop.clone());
+        let maintenance =
+            maintenance::spawn_all(pool.clone(), config.clone(), signals, kinds, stop.clone());
         tracing::info!(worker = %config.worker_id, queues = config.queues.len(), "the job engine started");
         Engine {
+            pool,
             stop,
             producers,
             completer,
@@ -170,6 +185,9 @@ impl Engine {
         let _ = self.completer.await;
         for chore in self.maintenance {
             let _ = chore.await;
+        }
+        if let Err(err) = store::worker_remove(&self.pool, &self.config.worker_id).await {
+            tracing::debug!(error = %err, "cannot remove this process from job_workers");
         }
         tracing::info!("the job engine stopped");
     }

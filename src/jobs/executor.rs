@@ -24,10 +24,18 @@ pub(crate) struct ExecutorContext {
     pub registry: Registry,
     pub signals: Arc<Signals>,
     pub retry_base: Duration,
+    /// This process's worker id (`attempted_by`), which fences a handler's `complete_tx`.
+    pub worker_id: Arc<str>,
 }
 
+/// How long a job of a kind this process has no handler for waits before it is
+/// offered again. The producers do not fetch such jobs at all, so this is only the
+/// answer for a registry that changed under a running producer.
+const NO_HANDLER_WAIT: Duration = Duration::from_secs(60);
+
 /// Runs one attempt of `job` and answers what to write (`None`: the handler already
-/// completed the job in its own transaction).
+/// completed the job in its own transaction, or this process lost the job; either way
+/// the attempt is no longer held here).
 pub(crate) async fn execute(job: FetchedJob, context: &ExecutorContext) -> Option<Outcome> {
     let span = tracing::info_span!(
         "job",
@@ -44,13 +52,16 @@ pub(crate) async fn execute(job: FetchedJob, context: &ExecutorContext) -> Optio
             context.signals.add_recorded(1);
             context.signals.waiters.job_finished(job.id);
         }
-        let plan = retry::plan(
+        let Some(plan) = retry::plan(
             result,
             job.attempt,
             job.max_attempts,
             context.retry_base,
             retry::jitter(),
-        )?;
+        ) else {
+            context.signals.release(job.id, job.attempt);
+            return None;
+        };
         Some(Outcome {
             id: job.id,
             attempt: job.attempt,
@@ -58,7 +69,7 @@ pub(crate) async fn execute(job: FetchedJob, context: &ExecutorContext) -> Optio
             output: plan.output,
             error: plan.error,
             delay: plan.delay,
-            extra_attempts: plan.extra_attempts,
+            give_back_attempt: plan.give_back_attempt,
         })
     }
     .instrument(span)
@@ -67,12 +78,13 @@ pub(crate) async fn execute(job: FetchedJob, context: &ExecutorContext) -> Optio
 
 async fn run_attempt(job: &FetchedJob, context: &ExecutorContext) -> AttemptResult {
     let Some(handler) = context.registry.handler(&job.kind) else {
-        return AttemptResult::Failed(JobError::discard(format!(
-            "no handler for the job kind {:?} in this StandMeet",
-            job.kind
-        )));
+        // Never a discard: another StandMeet (a newer version) may know the kind.
+        return AttemptResult::Failed(JobError::snooze(
+            NO_HANDLER_WAIT,
+            format!("no handler for the job kind {:?} in this StandMeet", job.kind),
+        ));
     };
-    let running = context.signals.register_running(job.id);
+    let running = context.signals.register_running(job.id, job.attempt);
     let completed_in_tx = Arc::new(AtomicBool::new(false));
     let job_context = JobContext {
         id: job.id,
@@ -80,6 +92,7 @@ async fn run_attempt(job: &FetchedJob, context: &ExecutorContext) -> AttemptResu
         attempt: job.attempt,
         max_attempts: job.max_attempts,
         pool: context.pool.clone(),
+        worker_id: context.worker_id.clone(),
         cancel: running.token.clone(),
         completed_in_tx: completed_in_tx.clone(),
     };
@@ -120,11 +133,12 @@ async fn run_attempt(job: &FetchedJob, context: &ExecutorContext) -> AttemptResu
                 // It finished its work after all: that stands.
                 (done @ (AttemptResult::Succeeded(_) | AttemptResult::CompletedInTransaction), _) => done,
                 (_, StopReason::Shutdown) => AttemptResult::Interrupted,
+                (_, StopReason::LeaseLost) => AttemptResult::LeaseLost,
                 _ => AttemptResult::CancelledWhileRunning,
             }
         }
     };
-    context.signals.unregister_running(job.id);
+    context.signals.unregister_running(job.id, job.attempt);
     result
 }
 
@@ -149,5 +163,8 @@ fn log_result(result: &AttemptResult, took: Duration) {
         }
         AttemptResult::CancelledWhileRunning => tracing::info!("attempt cancelled by an admin"),
         AttemptResult::Interrupted => tracing::info!("attempt interrupted by shutdown"),
+        AttemptResult::LeaseLost => {
+            tracing::warn!("attempt stopped: this process no longer holds the job (it was taken back)")
+        }
     }
 }

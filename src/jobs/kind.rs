@@ -51,6 +51,7 @@ pub struct JobContext {
     pub attempt: i16,
     pub max_attempts: i16,
     pub(crate) pool: PgPool,
+    pub(crate) worker_id: Arc<str>,
     pub(crate) cancel: CancellationToken,
     pub(crate) completed_in_tx: Arc<AtomicBool>,
 }
@@ -74,8 +75,9 @@ impl JobContext {
 
     /// Completes this job inside the handler's transaction `tx`, so that its business
     /// write and the job's `completed` commit together. Fenced: when the job is no
-    /// longer running this attempt (an admin cancelled it, the rescuer took it back),
-    /// this fails and the handler's `?` rolls its transaction back.
+    /// longer running this attempt in this process (the rescuer took it back, an
+    /// operator finished it), this fails and the handler's `?` rolls its transaction
+    /// back.
     pub async fn complete_tx<O: Serialize>(
         &self,
         tx: &mut PgConnection,
@@ -83,7 +85,8 @@ impl JobContext {
     ) -> Result<Completed, JobError> {
         let output = serde_json::to_value(output)
             .map_err(|err| JobError::discard(format!("the output cannot be stored: {err}")))?;
-        let changed = store::job_complete_in_tx(tx, self.id, self.attempt, &output).await?;
+        let changed =
+            store::job_complete_in_tx(tx, self.id, self.attempt, &self.worker_id, &output).await?;
         if !changed {
             return Err(JobError::retry(
                 "the job is no longer running this attempt (cancelled or rescued meanwhile)",

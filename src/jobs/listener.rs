@@ -23,6 +23,7 @@ use sqlx::postgres::{PgListener, PgPoolOptions};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::store::HeldAttempt;
 use super::waiters::Waiters;
 use super::{JobId, channels};
 
@@ -35,12 +36,18 @@ pub enum StopReason {
     Cancelled = 1,
     /// The process is shutting down: the attempt ends `retryable`.
     Shutdown = 2,
+    /// This process no longer holds the job (rescued after its lease ran out): the
+    /// attempt stops and writes nothing; whoever holds the job now decides.
+    LeaseLost = 3,
 }
 
 /// A job running in this process, as the listener and the lease renewal see it.
 #[derive(Clone)]
 pub(crate) struct RunningJob {
     pub token: CancellationToken,
+    /// The attempt it runs: a job rescued from this process may run here again (a new
+    /// attempt) while the old attempt winds down.
+    attempt: i16,
     reason: Arc<AtomicU8>,
 }
 
@@ -60,6 +67,7 @@ impl RunningJob {
         match self.reason.load(Ordering::Acquire) {
             1 => StopReason::Cancelled,
             2 => StopReason::Shutdown,
+            3 => StopReason::LeaseLost,
             _ => StopReason::None,
         }
     }
@@ -72,6 +80,11 @@ pub struct Signals {
     // std Mutexes: they are held for a map lookup only, never across an await.
     queues: Mutex<HashMap<String, Arc<Notify>>>,
     running: Mutex<HashMap<JobId, RunningJob>>,
+    /// The attempts this process holds: fetched and not yet recorded (running, or with
+    /// an outcome waiting for the completer). Exactly these leases are renewed, so an
+    /// attempt whose outcome was given up on is not kept alive, and the rescuer takes
+    /// its job back when the lease runs out.
+    held: Mutex<HashMap<JobId, i16>>,
     connected: AtomicBool,
     /// Callers waiting for jobs to finish.
     pub waiters: Arc<Waiters>,
@@ -88,6 +101,7 @@ impl Signals {
         Arc::new(Signals {
             queues: Mutex::default(),
             running: Mutex::default(),
+            held: Mutex::default(),
             connected: AtomicBool::new(false),
             waiters: Waiters::new(max_waiters),
             resync_now: Notify::new(),
@@ -131,9 +145,10 @@ impl Signals {
         }
     }
 
-    pub(crate) fn register_running(&self, id: JobId) -> RunningJob {
+    pub(crate) fn register_running(&self, id: JobId, attempt: i16) -> RunningJob {
         let job = RunningJob {
             token: CancellationToken::new(),
+            attempt,
             reason: Arc::new(AtomicU8::new(StopReason::None as u8)),
         };
         self.running
@@ -143,8 +158,11 @@ impl Signals {
         job
     }
 
-    pub(crate) fn unregister_running(&self, id: JobId) {
-        self.running.lock().expect("not poisoned").remove(&id);
+    pub(crate) fn unregister_running(&self, id: JobId, attempt: i16) {
+        let mut running = self.running.lock().expect("not poisoned");
+        if running.get(&id).is_some_and(|job| job.attempt == attempt) {
+            running.remove(&id);
+        }
     }
 
     /// Stops the attempt of job `id` if it runs in this process.
@@ -157,6 +175,44 @@ impl Signals {
             }
             None => false,
         }
+    }
+
+    /// Stops attempt `attempt` of job `id` if it runs in this process.
+    pub(crate) fn stop_attempt(&self, id: JobId, attempt: i16, reason: StopReason) {
+        let job = self.running.lock().expect("not poisoned").get(&id).cloned();
+        if let Some(job) = job.filter(|job| job.attempt == attempt) {
+            job.stop(reason);
+        }
+    }
+
+    /// Records that this process now holds these attempts (a producer just fetched them).
+    pub(crate) fn hold(&self, attempts: impl IntoIterator<Item = HeldAttempt>) {
+        let mut held = self.held.lock().expect("not poisoned");
+        for attempt in attempts {
+            held.insert(attempt.id, attempt.attempt);
+        }
+    }
+
+    /// Records that this process is done with attempt `attempt` of job `id` (its outcome
+    /// is written, or was given up on).
+    pub(crate) fn release(&self, id: JobId, attempt: i16) {
+        let mut held = self.held.lock().expect("not poisoned");
+        if held.get(&id) == Some(&attempt) {
+            held.remove(&id);
+        }
+    }
+
+    /// The attempts this process holds now.
+    pub fn held_attempts(&self) -> Vec<HeldAttempt> {
+        self.held
+            .lock()
+            .expect("not poisoned")
+            .iter()
+            .map(|(id, attempt)| HeldAttempt {
+                id: *id,
+                attempt: *attempt,
+            })
+            .collect()
     }
 
     /// Stops every attempt running in this process.
@@ -216,9 +272,11 @@ impl Signals {
 
 /// How often the waited-for jobs are re-read even when no reconnect happened.
 const RESYNC_EVERY: Duration = Duration::from_secs(1);
+/// How often they are re-read while the LISTEN connection is down.
+const RESYNC_WHILE_DISCONNECTED: Duration = Duration::from_millis(100);
 
 /// The longest pause between two reconnection attempts.
-const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
+const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(1);
 
 /// Runs the LISTEN connection until `stop`, reconnecting with a capped backoff, and
 /// the task that re-reads waited-for jobs after reconnects and once a second (through
@@ -276,9 +334,13 @@ pub fn spawn_listener(
                         signals.dispatch(notification.channel(), notification.payload())
                     }
                     Ok(None) => {
-                        // sqlx reconnected (and listens again): what was sent meanwhile is lost.
-                        tracing::info!("the job listener reconnected");
-                        signals.after_reconnect();
+                        // The connection broke. Reconnect ourselves (rather than let sqlx
+                        // do it inside the next receive, where we could not tell when it
+                        // is back): until then waiters are answered by quick re-reads,
+                        // and once listening again, everything is re-read.
+                        tracing::info!("the job listener lost its connection; reconnecting");
+                        signals.connected.store(false, Ordering::Release);
+                        break;
                     }
                     Err(err) => {
                         tracing::warn!(error = %err, "the job listener lost its connection");
@@ -295,12 +357,17 @@ pub fn spawn_listener(
 }
 
 async fn resync_waiters(pool: PgPool, signals: Arc<Signals>, stop: CancellationToken) {
-    let mut tick = tokio::time::interval(RESYNC_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        // While the LISTEN connection is down, every notification is lost: re-read
+        // often, so a job that finishes then still answers its waiter within ~100 ms.
+        let pause = if signals.listener_connected() {
+            RESYNC_EVERY
+        } else {
+            RESYNC_WHILE_DISCONNECTED
+        };
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = tick.tick() => {}
+            _ = tokio::time::sleep(pause) => {}
             _ = signals.resync_now.notified() => {}
         }
         if let Err(err) = signals.waiters.resync(&pool).await {

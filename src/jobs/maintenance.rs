@@ -2,8 +2,10 @@
 //! to run in several at once: they lock with SKIP LOCKED or re-check in their WHERE):
 //!
 //! - the scheduler makes due `scheduled` and `retryable` jobs `available`;
-//! - the lease renewal keeps this process's running jobs its own, and picks up cancel
-//!   requests whose notification was lost;
+//! - the lease renewal keeps exactly the attempts this process holds its own, picks up
+//!   cancel requests whose notification was lost, stops the attempts whose jobs were
+//!   taken back meanwhile (so a rescued mail is not sent twice by two workers), and
+//!   says that this process is alive and which kinds it runs (`job_workers`);
 //! - the rescuer takes back running jobs whose holder stopped renewing (it died);
 //! - the cleaner deletes finished jobs past their retention, in batches.
 
@@ -20,10 +22,14 @@ use super::store;
 /// Rows one statement of the scheduler, rescuer or cleaner touches at most.
 const BATCH: i64 = 1_000;
 
+/// A process silent this long is gone: the cleaner forgets its `job_workers` row.
+const WORKER_FORGOTTEN_AFTER: Duration = Duration::from_secs(24 * 3600);
+
 pub(crate) fn spawn_all(
     pool: PgPool,
     config: Arc<EngineConfig>,
     signals: Arc<Signals>,
+    kinds: Arc<Vec<String>>,
     stop: CancellationToken,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let schedule = {
@@ -49,22 +55,15 @@ pub(crate) fn spawn_all(
         let pool = pool.clone();
         let config = config.clone();
         let signals = signals.clone();
+        let last_renewed = Arc::new(std::sync::Mutex::new(tokio::time::Instant::now()));
         every(config.lease / 3, stop.clone(), move || {
-            let pool = pool.clone();
-            let config = config.clone();
-            let signals = signals.clone();
-            async move {
-                match store::job_renew_leases(&pool, &config.worker_id, config.lease).await {
-                    Ok(cancel_requested) => {
-                        for id in cancel_requested {
-                            signals.stop_running(id, StopReason::Cancelled);
-                        }
-                    }
-                    Err(err) => {
-                        tracing::warn!(error = %err, "cannot renew the leases of running jobs")
-                    }
-                }
-            }
+            renew_leases(
+                pool.clone(),
+                config.clone(),
+                signals.clone(),
+                kinds.clone(),
+                last_renewed.clone(),
+            )
         })
     };
 
@@ -117,11 +116,59 @@ pub(crate) fn spawn_all(
                 if deleted > 0 {
                     tracing::info!(deleted, "deleted finished jobs past their retention");
                 }
+                // Rows of processes that died without saying goodbye.
+                let _ = store::worker_forget_silent(&pool, WORKER_FORGOTTEN_AFTER).await;
             }
         })
     };
 
     vec![schedule, renew, rescue, clean]
+}
+
+/// One turn of the lease renewal (see the module documentation).
+async fn renew_leases(
+    pool: PgPool,
+    config: Arc<EngineConfig>,
+    signals: Arc<Signals>,
+    kinds: Arc<Vec<String>>,
+    last_renewed: Arc<std::sync::Mutex<tokio::time::Instant>>,
+) {
+    let held = signals.held_attempts();
+    let renewed = if held.is_empty() {
+        Ok(Vec::new())
+    } else {
+        store::job_renew_leases(&pool, &config.worker_id, &held, config.lease).await
+    };
+    match renewed {
+        Ok(renewed) => {
+            *last_renewed.lock().expect("not poisoned") = tokio::time::Instant::now();
+            for attempt in &held {
+                match renewed.iter().find(|r| r.id == attempt.id) {
+                    Some(r) if r.cancel_requested => {
+                        signals.stop_running(attempt.id, StopReason::Cancelled);
+                    }
+                    Some(_) => {}
+                    // Not ours any more (taken back, or finished by its own transaction
+                    // a moment ago): stop it if it still runs; it writes nothing.
+                    None => signals.stop_attempt(attempt.id, attempt.attempt, StopReason::LeaseLost),
+                }
+            }
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot renew the leases of running jobs");
+            // Unrenewed for a whole lease: the rescuer may have given these jobs to
+            // another process already, so they stop here rather than run twice.
+            if last_renewed.lock().expect("not poisoned").elapsed() >= config.lease {
+                for attempt in &held {
+                    signals.stop_attempt(attempt.id, attempt.attempt, StopReason::LeaseLost);
+                }
+            }
+        }
+    }
+    let queues: Vec<String> = config.queues.iter().map(|q| q.name.clone()).collect();
+    if let Err(err) = store::worker_heartbeat(&pool, &config.worker_id, &kinds, &queues).await {
+        tracing::debug!(error = %err, "cannot record this process as alive");
+    }
 }
 
 /// Runs `chore` every `interval` (the first time right away) until `stop`.

@@ -8,13 +8,17 @@
 //! ## States, and who moves jobs between them
 //!
 //! - `available`: ready to run. In: [`insert`] (due now), the scheduler (a `scheduled`
-//!   or `retryable` job came due), an admin's retry. Out: a producer's fetch.
+//!   or `retryable` job came due), an admin's retry. Out: a producer's fetch, in a
+//!   process that has a handler for its kind (the others leave it where it is).
 //! - `scheduled`: waiting for `scheduled_at`. In: [`insert`] with a later time, a
-//!   handler's snooze. Out: the scheduler; an admin's cancel.
-//! - `running`: held by one worker process (`attempted_by`) under a lease it renews.
-//!   In: a producer's fetch (attempt + 1 in the same statement). Out: the completer
-//!   (fenced: only while still `running` at that attempt), the rescuer when the lease
-//!   ran out, `complete_tx` inside a handler's own transaction.
+//!   handler's snooze (which gives its attempt number back: a snooze is not a try).
+//!   Out: the scheduler; an admin's cancel.
+//! - `running`: held by one worker process (`attempted_by`) under a lease it renews for
+//!   exactly the attempts it still has in flight. In: a producer's fetch (attempt + 1 in
+//!   the same statement). Out: the completer (fenced: only while still `running` at
+//!   that attempt under that process), the rescuer when the lease ran out (the old
+//!   holder's renewal then finds the job gone and stops the attempt), `complete_tx`
+//!   inside a handler's own transaction.
 //! - `retryable`: an attempt failed; runs again after a backoff. In: the completer, the
 //!   rescuer ("worker lost"), shutdown ("interrupted"). Out: the scheduler; an admin's
 //!   cancel.

@@ -15,10 +15,12 @@ use tokio_util::sync::CancellationToken;
 use super::engine::QueueConfig;
 use super::executor::{self, ExecutorContext};
 use super::listener::StopReason;
-use super::store::{self, Outcome};
+use super::store::{self, HeldAttempt, Outcome};
 
 pub(crate) struct ProducerContext {
     pub executor: ExecutorContext,
+    /// The kinds this process has handlers for: the only ones it fetches.
+    pub kinds: Vec<String>,
     pub worker_id: String,
     pub lease: Duration,
     pub shutdown_grace: Duration,
@@ -48,6 +50,7 @@ pub(crate) async fn run(
                 room as i64,
                 &context.worker_id,
                 context.lease,
+                &context.kinds,
             )
             .await
             {
@@ -55,6 +58,11 @@ pub(crate) async fn run(
                     tracing::trace!(queue = %queue.name, room, fetched = jobs.len(), "fetched");
                     fetch_failures = 0;
                     fetched_full_batch = jobs.len() == room;
+                    // Ours until recorded: the lease renewal covers exactly these.
+                    context.executor.signals.hold(jobs.iter().map(|job| HeldAttempt {
+                        id: job.id,
+                        attempt: job.attempt,
+                    }));
                     for job in jobs {
                         let context = context.clone();
                         let outcomes = outcomes.clone();

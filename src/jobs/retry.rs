@@ -7,6 +7,7 @@ use rand::Rng;
 
 use super::JobState;
 use super::kind::{ErrorAction, JobError};
+use super::store::MAX_DELAY;
 
 /// How long before attempt `attempt + 1`, after attempt `attempt` failed:
 /// `base × attempt⁴`, give or take 10 % so that jobs that failed together do not all
@@ -14,9 +15,9 @@ use super::kind::{ErrorAction, JobError};
 pub fn backoff(base: Duration, attempt: i16, jitter: f64) -> Duration {
     let attempt = f64::from(attempt.max(1));
     let factor = 0.9 + 0.2 * jitter.clamp(0.0, 1.0);
-    // Capped at a week: past that, a retry is no longer what anybody waits for.
-    let millis =
-        (base.as_millis() as f64 * attempt.powi(4) * factor).min(7.0 * 24.0 * 3600.0 * 1000.0);
+    // Capped (a week): past that, a retry is no longer what anybody waits for.
+    let millis = (base.as_millis() as f64 * attempt.powi(4) * factor)
+        .min(MAX_DELAY.as_millis() as f64);
     Duration::from_millis(millis as u64)
 }
 
@@ -33,6 +34,9 @@ pub enum AttemptResult {
     CancelledWhileRunning,
     /// The process shut down before it finished.
     Interrupted,
+    /// This process lost the job's lease (it was rescued, or the database was out of
+    /// reach longer than the lease): whoever holds the job now records its outcome.
+    LeaseLost,
 }
 
 /// What to write for the job: its next state and the columns that go with it.
@@ -42,11 +46,13 @@ pub struct Plan {
     pub output: Option<serde_json::Value>,
     pub error: Option<String>,
     pub delay: Option<Duration>,
-    pub extra_attempts: i16,
+    /// Not a try: the attempt number goes back down (a snooze, a shutdown).
+    pub give_back_attempt: bool,
 }
 
 /// The job's next state after attempt `attempt` of `max_attempts` ended with `result`.
-/// `None` when there is nothing to write (the handler completed it itself).
+/// `None` when there is nothing to write (the handler completed it itself, or the job
+/// is no longer this process's). Every delay is at most [`MAX_DELAY`].
 pub fn plan(
     result: AttemptResult,
     attempt: i16,
@@ -59,10 +65,10 @@ pub fn plan(
         output: None,
         error: None,
         delay: None,
-        extra_attempts: 0,
+        give_back_attempt: false,
     };
     Some(match result {
-        AttemptResult::CompletedInTransaction => return None,
+        AttemptResult::CompletedInTransaction | AttemptResult::LeaseLost => return None,
         AttemptResult::Succeeded(output) => Plan {
             output: Some(output),
             ..plain(JobState::Completed)
@@ -75,7 +81,7 @@ pub fn plan(
             // Not the job's fault: it gets its attempt back and runs again soon.
             error: Some("interrupted: StandMeet shut down during the attempt".into()),
             delay: Some(Duration::ZERO),
-            extra_attempts: 1,
+            give_back_attempt: true,
             ..plain(JobState::Retryable)
         },
         AttemptResult::Failed(JobError { action, message }) => match action {
@@ -85,7 +91,7 @@ pub fn plan(
             },
             ErrorAction::RetryAfter(after) => Plan {
                 error: Some(message),
-                delay: Some(after),
+                delay: Some(after.min(MAX_DELAY)),
                 ..plain(JobState::Retryable)
             },
             ErrorAction::Retry => Plan {
@@ -102,8 +108,8 @@ pub fn plan(
                 ..plain(JobState::Cancelled)
             },
             ErrorAction::Snooze(after) => Plan {
-                delay: Some(after),
-                extra_attempts: 1,
+                delay: Some(after.min(MAX_DELAY)),
+                give_back_attempt: true,
                 ..plain(JobState::Scheduled)
             },
         },
@@ -151,6 +157,22 @@ mod tests {
             backoff(BASE, 1_000, 1.0),
             Duration::from_secs(7 * 24 * 3600)
         );
+    }
+
+    #[test]
+    fn every_delay_a_handler_asks_for_is_capped_like_the_backoff() {
+        for error in [
+            JobError::retry_after(Duration::from_millis(9_000_000_000_000_000_000), "later"),
+            JobError::snooze(Duration::MAX, "much later"),
+        ] {
+            let plan = plan(AttemptResult::Failed(error), 1, 25, BASE, 0.5).unwrap();
+            assert_eq!(plan.delay, Some(MAX_DELAY));
+        }
+    }
+
+    #[test]
+    fn a_lost_lease_writes_nothing() {
+        assert_eq!(plan(AttemptResult::LeaseLost, 1, 3, BASE, 0.5), None);
     }
 
     #[test]
@@ -235,8 +257,8 @@ mod tests {
         .unwrap();
         assert_eq!(snooze.state, JobState::Scheduled);
         assert_eq!(snooze.delay, Some(Duration::from_secs(30)));
-        assert_eq!(
-            snooze.extra_attempts, 1,
+        assert!(
+            snooze.give_back_attempt,
             "a snooze does not use up an attempt"
         );
         assert_eq!(snooze.error, None);
@@ -252,6 +274,6 @@ mod tests {
             JobState::Retryable,
             "even on the last attempt"
         );
-        assert_eq!(interrupted.extra_attempts, 1);
+        assert!(interrupted.give_back_attempt);
     }
 }

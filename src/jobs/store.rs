@@ -115,12 +115,17 @@ pub async fn job_insert_many(
 /// Takes up to `limit` available jobs of `queue` for `worker`, in priority order: one
 /// statement marks them `running`, counts the attempt and starts the lease, and
 /// `SKIP LOCKED` lets other workers take the next ones at the same moment.
+///
+/// Only jobs of `kinds` (those this process has handlers for) are taken: a job of a kind
+/// it does not know stays `available` for a process that does (during a rolling deploy,
+/// the newer version's jobs wait for the newer version instead of being discarded).
 pub async fn job_fetch_available(
     pool: &PgPool,
     queue: &str,
     limit: i64,
     worker: &str,
     lease: Duration,
+    kinds: &[String],
 ) -> Result<Vec<FetchedJob>, sqlx::Error> {
     sqlx::query_as!(
         FetchedJob,
@@ -128,6 +133,7 @@ pub async fn job_fetch_available(
         WITH picked AS (
             SELECT id FROM jobs
             WHERE state = 'available' AND queue = $1 AND scheduled_at <= now()
+              AND kind = ANY($5)
             ORDER BY priority, scheduled_at, id
             LIMIT $2
             FOR UPDATE SKIP LOCKED
@@ -147,29 +153,33 @@ pub async fn job_fetch_available(
         limit,
         worker,
         lease.as_millis() as f64,
+        kinds,
     )
     .fetch_all(pool)
     .await
 }
 
 /// Completes a job inside the caller's transaction, fenced: only while it is still
-/// `running` at `attempt`. Answers whether it did.
+/// `running` at `attempt` and held by `worker`. Answers whether it did.
 pub async fn job_complete_in_tx(
     conn: &mut PgConnection,
     id: JobId,
     attempt: i16,
+    worker: &str,
     output: &serde_json::Value,
 ) -> Result<bool, sqlx::Error> {
+    let output = clean_json(output);
     let result = sqlx::query!(
         r#"
         UPDATE jobs
         SET state = 'completed', output = $3, finalized_at = now(),
             attempted_by = NULL, lease_expires_at = NULL
-        WHERE id = $1 AND state = 'running' AND attempt = $2
+        WHERE id = $1 AND state = 'running' AND attempt = $2 AND attempted_by = $4
         "#,
         id.0,
         attempt,
-        output,
+        output.as_ref(),
+        worker,
     )
     .execute(conn)
     .await?;
@@ -185,16 +195,78 @@ pub struct Outcome {
     pub output: Option<serde_json::Value>,
     /// Appended to `errors` when present.
     pub error: Option<String>,
-    /// `scheduled_at = now() + delay` when present.
+    /// `scheduled_at = now() + delay` when present (clamped to [`MAX_DELAY`]).
     pub delay: Option<Duration>,
-    /// Added to `max_attempts` (a snooze or an interruption does not use up an attempt).
-    pub extra_attempts: i16,
+    /// The attempt is given back (`attempt - 1`): a snooze or a shutdown is not a try.
+    pub give_back_attempt: bool,
 }
 
-/// Writes many outcomes in one statement, each fenced: a job no longer `running` at
-/// that attempt (rescued, cancelled) is left alone. Answers the ids it changed.
+/// The longest any delay may be: the backoff's cap, a handler's `retry_after` or
+/// snooze, alike. Past a week a retry is no longer what anybody waits for, and an
+/// unbounded delay would overflow PostgreSQL's interval.
+pub const MAX_DELAY: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The longest error text kept per attempt (in characters): a whole feed or a stack of
+/// causes helps nobody in the Tasks panel and bloats the row at every state change.
+pub const MAX_ERROR_CHARS: usize = 2_000;
+
+/// An error text as it can be stored: without NUL characters (PostgreSQL's text and
+/// jsonb refuse them; a feed or a remote error may carry one) and at most
+/// [`MAX_ERROR_CHARS`] characters, with an ellipsis when cut.
+pub fn clean_error(text: &str) -> String {
+    let mut chars = text.chars().filter(|c| *c != '\0');
+    let mut cleaned: String = chars.by_ref().take(MAX_ERROR_CHARS).collect();
+    if chars.next().is_some() {
+        cleaned.push('…');
+    }
+    cleaned
+}
+
+/// A JSON value as jsonb can store it: strings (and keys) lose their NUL characters.
+/// Borrowed unchanged in the usual case.
+pub fn clean_json(value: &serde_json::Value) -> std::borrow::Cow<'_, serde_json::Value> {
+    if value.to_string().contains("\\u0000") {
+        std::borrow::Cow::Owned(without_nul(value))
+    } else {
+        std::borrow::Cow::Borrowed(value)
+    }
+}
+
+/// `value` as jsonb text, cleaned like [`clean_json`]; serializes once in the usual case.
+fn clean_json_text(value: &serde_json::Value) -> String {
+    let text = value.to_string();
+    if text.contains("\\u0000") {
+        without_nul(value).to_string()
+    } else {
+        text
+    }
+}
+
+fn without_nul(value: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(text) => Value::String(text.replace('\0', "")),
+        Value::Array(items) => Value::Array(items.iter().map(without_nul).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, item)| (key.replace('\0', ""), without_nul(item)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn delay_millis(delay: Duration) -> i64 {
+    delay.min(MAX_DELAY).as_millis() as i64
+}
+
+/// Writes many outcomes of `worker`'s attempts in one statement, each fenced: a job no
+/// longer `running` at that attempt under `worker` (rescued, cancelled) is left alone.
+/// An admin's cancel that the attempt did not see wins over a retry or a snooze: such
+/// a job ends `cancelled` (a completion or a discard stands). Answers the ids it changed.
 pub async fn job_record_outcomes(
     executor: impl PgExecutor<'_>,
+    worker: &str,
     outcomes: &[Outcome],
 ) -> Result<Vec<JobId>, sqlx::Error> {
     let ids: Vec<i64> = outcomes.iter().map(|o| o.id.0).collect();
@@ -205,31 +277,39 @@ pub async fn job_record_outcomes(
         .collect();
     let outputs: Vec<Option<String>> = outcomes
         .iter()
-        .map(|o| o.output.as_ref().map(|value| value.to_string()))
+        .map(|o| o.output.as_ref().map(clean_json_text))
         .collect();
-    let errors: Vec<Option<String>> = outcomes.iter().map(|o| o.error.clone()).collect();
+    let errors: Vec<Option<String>> = outcomes
+        .iter()
+        .map(|o| o.error.as_deref().map(clean_error))
+        .collect();
     let delays: Vec<Option<i64>> = outcomes
         .iter()
-        .map(|o| o.delay.map(|delay| delay.as_millis() as i64))
+        .map(|o| o.delay.map(delay_millis))
         .collect();
-    let extra: Vec<i16> = outcomes.iter().map(|o| o.extra_attempts).collect();
+    let give_back: Vec<bool> = outcomes.iter().map(|o| o.give_back_attempt).collect();
     sqlx::query_scalar!(
         r#"
         UPDATE jobs AS j
-        SET state = c.state::job_state,
+        SET state = (CASE WHEN j.cancel_requested_at IS NOT NULL
+                               AND c.state NOT IN ('completed', 'discarded', 'cancelled')
+                          THEN 'cancelled' ELSE c.state END)::job_state,
             output = CASE WHEN c.output IS NULL THEN j.output ELSE c.output::jsonb END,
             errors = CASE WHEN c.error IS NULL THEN j.errors
                           ELSE j.errors || jsonb_build_array(jsonb_build_object(
                                    'attempt', j.attempt, 'at', now(), 'error', c.error)) END,
-            scheduled_at = CASE WHEN c.delay_ms IS NULL THEN j.scheduled_at
+            scheduled_at = CASE WHEN c.delay_ms IS NULL OR j.cancel_requested_at IS NOT NULL
+                                THEN j.scheduled_at
                                 ELSE now() + c.delay_ms * interval '1 millisecond' END,
-            max_attempts = j.max_attempts + c.extra_attempts,
-            finalized_at = CASE WHEN c.state IN ('completed', 'discarded', 'cancelled') THEN now() END,
+            attempt = CASE WHEN c.give_back AND j.cancel_requested_at IS NULL
+                           THEN greatest(j.attempt - 1, 0) ELSE j.attempt END,
+            finalized_at = CASE WHEN c.state IN ('completed', 'discarded', 'cancelled')
+                                     OR j.cancel_requested_at IS NOT NULL THEN now() END,
             attempted_by = NULL,
             lease_expires_at = NULL
-        FROM unnest($1::bigint[], $2::smallint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::smallint[])
-             AS c(id, attempt, state, output, error, delay_ms, extra_attempts)
-        WHERE j.id = c.id AND j.state = 'running' AND j.attempt = c.attempt
+        FROM unnest($1::bigint[], $2::smallint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bool[])
+             AS c(id, attempt, state, output, error, delay_ms, give_back)
+        WHERE j.id = c.id AND j.state = 'running' AND j.attempt = c.attempt AND j.attempted_by = $8
         RETURNING j.id AS "id: JobId"
         "#,
         &ids,
@@ -238,32 +318,104 @@ pub async fn job_record_outcomes(
         &outputs as &[Option<String>],
         &errors as &[Option<String>],
         &delays as &[Option<i64>],
-        &extra,
+        &give_back,
+        worker,
     )
     .fetch_all(executor)
     .await
 }
 
-/// Renews the lease of every job `worker` holds; answers those of them an admin asked
-/// to cancel (a cancel notification may have been lost).
+/// Records that the outcome of `worker`'s attempt could not be written (the database
+/// refused it, e.g. an output it cannot store): the attempt counts as failed with that
+/// error, `retryable` after the backoff or `discarded` when out of attempts, so the job
+/// is neither stuck nor lost. Fenced like [`job_record_outcomes`]. Answers whether it
+/// changed the job.
+pub async fn job_record_unwritable(
+    executor: impl PgExecutor<'_>,
+    worker: &str,
+    id: JobId,
+    attempt: i16,
+    error: &str,
+    retry_base: Duration,
+) -> Result<bool, sqlx::Error> {
+    let result = sqlx::query!(
+        r#"
+        UPDATE jobs AS j
+        SET state = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'::job_state
+                         WHEN j.attempt >= j.max_attempts THEN 'discarded'::job_state
+                         ELSE 'retryable'::job_state END,
+            errors = j.errors || jsonb_build_array(jsonb_build_object(
+                         'attempt', j.attempt, 'at', now(), 'error', $4::text)),
+            scheduled_at = now() + least($5 * power(j.attempt, 4) * (0.9 + random() * 0.2), $6)
+                                   * interval '1 millisecond',
+            finalized_at = CASE WHEN j.cancel_requested_at IS NOT NULL OR j.attempt >= j.max_attempts
+                                THEN now() END,
+            attempted_by = NULL,
+            lease_expires_at = NULL
+        WHERE j.id = $1 AND j.state = 'running' AND j.attempt = $2 AND j.attempted_by = $3
+        "#,
+        id.0,
+        attempt,
+        worker,
+        clean_error(error),
+        retry_base.as_millis() as f64,
+        MAX_DELAY.as_millis() as f64,
+    )
+    .execute(executor)
+    .await?;
+    Ok(result.rows_affected() == 1)
+}
+
+/// One attempt this process holds: the job and the attempt number it fetched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct HeldAttempt {
+    pub id: JobId,
+    pub attempt: i16,
+}
+
+/// What a lease renewal found about one held attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Renewed {
+    pub id: JobId,
+    /// An admin asked to cancel it (its notification may have been lost).
+    pub cancel_requested: bool,
+}
+
+/// Renews the leases of exactly `held`, the attempts this process still has in flight
+/// (running, or with an outcome not yet written), and only while each is still
+/// `running` at that attempt under `worker`. Answers those it renewed; an attempt
+/// missing from the answer is no longer this process's (rescued, cancelled, finished).
 pub async fn job_renew_leases(
     pool: &PgPool,
     worker: &str,
+    held: &[HeldAttempt],
     lease: Duration,
-) -> Result<Vec<JobId>, sqlx::Error> {
-    sqlx::query_scalar!(
+) -> Result<Vec<Renewed>, sqlx::Error> {
+    let ids: Vec<i64> = held.iter().map(|h| h.id.0).collect();
+    let attempts: Vec<i16> = held.iter().map(|h| h.attempt).collect();
+    let rows = sqlx::query!(
         r#"
-        UPDATE jobs
+        UPDATE jobs AS j
         SET lease_expires_at = now() + $2 * interval '1 millisecond'
-        WHERE state = 'running' AND attempted_by = $1
-        RETURNING CASE WHEN cancel_requested_at IS NOT NULL THEN id END AS "id: JobId"
+        FROM unnest($3::bigint[], $4::smallint[]) AS h(id, attempt)
+        WHERE j.id = h.id AND j.attempt = h.attempt
+          AND j.state = 'running' AND j.attempted_by = $1
+        RETURNING j.id AS "id: JobId", j.cancel_requested_at IS NOT NULL AS "cancel_requested!"
         "#,
         worker,
         lease.as_millis() as f64,
+        &ids,
+        &attempts,
     )
     .fetch_all(pool)
-    .await
-    .map(|ids| ids.into_iter().flatten().collect())
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| Renewed {
+            id: row.id,
+            cancel_requested: row.cancel_requested,
+        })
+        .collect())
 }
 
 /// Makes up to `limit` due `scheduled` and `retryable` jobs `available` (a trigger
@@ -297,6 +449,7 @@ pub async fn job_rescue_expired(
     limit: i64,
     retry_base: Duration,
 ) -> Result<u64, sqlx::Error> {
+    // The same backoff as `retry::backoff`, with the same cap.
     let result = sqlx::query!(
         r#"
         WITH lost AS (
@@ -319,7 +472,8 @@ pub async fn job_rescue_expired(
                 'error', 'worker lost: ' || coalesce(j.attempted_by, 'unknown worker')
                          || ' stopped renewing its lease')),
             scheduled_at = CASE WHEN d.next = 'retryable'
-                                THEN now() + ($2 * power(j.attempt, 4) * (0.9 + random() * 0.2)) * interval '1 millisecond'
+                                THEN now() + least($2 * power(j.attempt, 4) * (0.9 + random() * 0.2), $3)
+                                             * interval '1 millisecond'
                                 ELSE j.scheduled_at END,
             finalized_at = CASE WHEN d.next IN ('cancelled', 'discarded') THEN now() END,
             attempted_by = NULL,
@@ -329,6 +483,7 @@ pub async fn job_rescue_expired(
         "#,
         limit,
         retry_base.as_millis() as f64,
+        MAX_DELAY.as_millis() as f64,
     )
     .execute(pool)
     .await?;
@@ -677,5 +832,60 @@ pub async fn job_get(
         id.0
     )
     .fetch_optional(executor)
+    .await
+}
+
+/// Says that `worker` is alive and runs `kinds` on `queues` (inserting its row the
+/// first time). Renewed with the leases.
+pub async fn worker_heartbeat(
+    pool: &PgPool,
+    worker: &str,
+    kinds: &[String],
+    queues: &[String],
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        r#"
+        INSERT INTO job_workers (worker_id, kinds, queues) VALUES ($1, $2, $3)
+        ON CONFLICT (worker_id) DO UPDATE
+        SET kinds = EXCLUDED.kinds, queues = EXCLUDED.queues, heartbeat_at = now()
+        "#,
+        worker,
+        kinds,
+        queues,
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Removes `worker`'s row: it stops.
+pub async fn worker_remove(pool: &PgPool, worker: &str) -> Result<(), sqlx::Error> {
+    sqlx::query!("DELETE FROM job_workers WHERE worker_id = $1", worker)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// Forgets the processes silent for longer than `silent` (they died).
+pub async fn worker_forget_silent(pool: &PgPool, silent: Duration) -> Result<u64, sqlx::Error> {
+    let result = sqlx::query!(
+        "DELETE FROM job_workers WHERE heartbeat_at < now() - $1 * interval '1 millisecond'",
+        silent.as_millis() as f64,
+    )
+    .execute(pool)
+    .await?;
+    Ok(result.rows_affected())
+}
+
+/// The kinds some process that spoke within `live` has handlers for.
+pub async fn worker_known_kinds(pool: &PgPool, live: Duration) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"
+        SELECT DISTINCT unnest(kinds) AS "kind!" FROM job_workers
+        WHERE heartbeat_at > now() - $1 * interval '1 millisecond'
+        "#,
+        live.as_millis() as f64,
+    )
+    .fetch_all(pool)
     .await
 }

@@ -171,11 +171,20 @@ impl JobKind for Actions {
         job: JobContext,
         args: serde_json::Value,
     ) -> Result<serde_json::Value, JobError> {
-        match (args["action"].as_str(), job.attempt) {
-            (Some("discard"), _) => Err(JobError::discard("cannot ever work")),
-            (Some("cancel"), _) => Err(JobError::cancel("not wanted any more")),
-            // Snoozes once, then completes.
-            (Some("snooze"), 1) => Err(JobError::snooze(Duration::from_millis(200), "not yet")),
+        // Snoozes `snoozes` times (once by default), then completes.
+        static SNOOZED: Mutex<Option<HashMap<JobId, u64>>> = Mutex::new(None);
+        let snoozed_before = |id: JobId| {
+            let mut map = SNOOZED.lock().unwrap();
+            let count = map.get_or_insert_with(HashMap::new).entry(id).or_default();
+            *count += 1;
+            *count - 1
+        };
+        match args["action"].as_str() {
+            Some("discard") => Err(JobError::discard("cannot ever work")),
+            Some("cancel") => Err(JobError::cancel("not wanted any more")),
+            Some("snooze") if snoozed_before(job.id) < args["snoozes"].as_u64().unwrap_or(1) => {
+                Err(JobError::snooze(Duration::from_millis(20), "not yet"))
+            }
             _ => Ok(serde_json::json!({ "attempt": job.attempt })),
         }
     }

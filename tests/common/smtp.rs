@@ -46,6 +46,9 @@ struct Behaviour {
     fail_reply: String,
     /// Wait this long before answering the end of a mail's data.
     delay: Duration,
+    /// Keep this many more mails, then drop the connection instead of answering (the
+    /// client cannot tell that the mail arrived).
+    drop_after_accepting: u32,
     received: Vec<ReceivedMail>,
 }
 
@@ -79,6 +82,11 @@ impl SmtpPeer {
         let mut behaviour = self.behaviour.lock().unwrap();
         behaviour.fail_next = count;
         behaviour.fail_reply = reply.to_string();
+    }
+
+    /// Keeps the next `count` mails but drops the connection instead of saying so.
+    pub fn accept_then_drop_next(&self, count: u32) {
+        self.behaviour.lock().unwrap().drop_after_accepting = count;
     }
 
     /// Answers each mail's data only after `delay`.
@@ -136,6 +144,15 @@ async fn converse(stream: tokio::net::TcpStream, behaviour: Arc<Mutex<Behaviour>
                 tokio::time::sleep(delay).await;
             }
             let mut behaviour = behaviour.lock().unwrap();
+            if behaviour.drop_after_accepting > 0 {
+                behaviour.drop_after_accepting -= 1;
+                behaviour.received.push(ReceivedMail {
+                    from: from.clone(),
+                    to: to.clone(),
+                    data,
+                });
+                return;
+            }
             if behaviour.fail_next > 0 {
                 behaviour.fail_next -= 1;
                 format!("{}\r\n", behaviour.fail_reply)

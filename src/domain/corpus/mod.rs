@@ -337,6 +337,11 @@ pub async fn entries(
                 "A search is at most {MAX_QUERY_CHARS} characters."
             )));
         }
+        Some(needle) if needle.chars().any(char::is_control) => {
+            return Err(CorpusError::Invalid(
+                "A search cannot contain control characters such as tabs or NUL.".into(),
+            ));
+        }
         Some(needle) => Some(format!("%{}%", like_escaped(&needle.to_lowercase()))),
     };
     Ok(entry_rows(pool, pattern.as_deref(), None, limit).await?)

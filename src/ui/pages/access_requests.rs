@@ -92,6 +92,15 @@ fn RequestTable(rows: Vec<AccessRequestView>) -> impl IntoView {
     }
 }
 
+/// An approved request whose mail job is over without having sent, or was cleaned away.
+fn mail_needs_another_try(row: &AccessRequestView) -> bool {
+    row.status == "approved"
+        && matches!(
+            row.mail_job_state,
+            None | Some(JobState::Discarded | JobState::Cancelled)
+        )
+}
+
 #[component]
 fn RequestRowView(row: RwSignal<AccessRequestView>) -> impl IntoView {
     let toasts = use_toasts();
@@ -154,9 +163,17 @@ fn RequestRowView(row: RwSignal<AccessRequestView>) -> impl IntoView {
                     " "
                     <button type="button" class=SECONDARY_BUTTON disabled=busy on:click=move |_| { deny.dispatch(DenyAccessRequest { id }); }>"Deny"</button>
                 </Show>
+                // Approved, but its mail job ended without sending (or is gone): the
+                // admin can queue the mail again rather than leave the visitor waiting.
+                <Show when=move || row.with(mail_needs_another_try)>
+                    <button type="button" class=PRIMARY_BUTTON disabled=busy on:click=move |_| { approve.dispatch(ApproveAccessRequest { id }); }>"Approve again"</button>
+                </Show>
             </td>
         </tr>
     }
+    // Erased: a row of live cells inside the table's `For` is a type deep enough to
+    // overflow rustc's query depth in release builds.
+    .into_any()
 }
 
 /// Every second, one status request for the mail jobs still on their way; a completed

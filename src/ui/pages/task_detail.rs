@@ -144,6 +144,9 @@ fn JobView(
         {job.cancel_requested.then(|| view! {
             <p class="mt-2 text-sm text-amber-800">"An admin asked this job to stop; its attempt is being stopped."</p>
         })}
+        {job.row.note.clone().map(|note| view! {
+            <p class="mt-2 text-sm text-amber-800" data-testid="task-note">{note}</p>
+        })}
 
         <dl class="mt-6 grid gap-x-8 gap-y-2 text-sm sm:grid-cols-4">
             <div><dt class="text-slate-500">"Queue"</dt><dd>{job.row.queue.clone()}</dd></div>

@@ -166,6 +166,26 @@ fn TaskList(page: TaskPage, query: TaskQuery) -> impl IntoView {
     view! {
         <StateCounts counts=counts query=query.clone()/>
         <Filters query=filters kinds=kinds queues=queues/>
+        <TaskTable rows=rows/>
+        <nav aria-label="Pages" class="mt-4 flex justify-between text-sm">
+            {(!first_page).then(|| view! {
+                <a class="text-teal-700 hover:underline" href=link(&newest)>"← Newest"</a>
+            })}
+            <span></span>
+            {older_link.map(|href| view! {
+                <a class="text-teal-700 hover:underline" href=href data-testid="older-page">"Older →"</a>
+            })}
+        </nav>
+    }
+    // Erased here: the page's whole view as one concrete type is deep enough to
+    // overflow rustc's query depth in the release wasm build (debug builds erase
+    // component types anyway, so only `cargo leptos build --release` would show it).
+    .into_any()
+}
+
+#[component]
+fn TaskTable(rows: RwSignal<Vec<RwSignal<TaskRow>>>) -> impl IntoView {
+    view! {
         <div class="mt-4 overflow-x-auto rounded-xl border border-slate-200 bg-white">
             <table class="min-w-full divide-y divide-slate-200 text-sm">
                 <thead class="bg-slate-50 text-left text-xs font-medium uppercase tracking-wide text-slate-500">
@@ -192,16 +212,8 @@ fn TaskList(page: TaskPage, query: TaskQuery) -> impl IntoView {
                 </p>
             </Show>
         </div>
-        <nav aria-label="Pages" class="mt-4 flex justify-between text-sm">
-            {(!first_page).then(|| view! {
-                <a class="text-teal-700 hover:underline" href=link(&newest)>"← Newest"</a>
-            })}
-            <span></span>
-            {older_link.map(|href| view! {
-                <a class="text-teal-700 hover:underline" href=href data-testid="older-page">"Older →"</a>
-            })}
-        </nav>
     }
+    .into_any()
 }
 
 #[component]
@@ -232,11 +244,21 @@ fn TaskRowView(row: RwSignal<TaskRow>) -> impl IntoView {
                     }
                 }}
             </td>
-            <td class="max-w-xs truncate px-4 py-2 text-rose-800" title=move || row.get().last_error.unwrap_or_default()>
-                {move || row.get().last_error.map(|error| short(&error, 80)).unwrap_or_default()}
+            <td class="max-w-xs truncate px-4 py-2 text-rose-800" title=move || { let r = row.get(); r.note.or(r.last_error).unwrap_or_default() }>
+                {move || {
+                    let r = row.get();
+                    match r.note {
+                        // Why it is not moving says more than the last error.
+                        Some(note) => view! { <span data-testid="task-note" class="text-amber-800">{short(&note, 80)}</span> }.into_any(),
+                        None => r.last_error.map(|error| short(&error, 80)).unwrap_or_default().into_any(),
+                    }
+                }}
             </td>
         </tr>
     }
+    // Erased: a row of eight live cells is a deep type, and inside the table's `For`
+    // it overflows rustc's query depth in release builds (see `TaskList`).
+    .into_any()
 }
 
 /// At most `max` characters, with an ellipsis when cut.

@@ -1,0 +1,369 @@
+//! `standmeet chaos`: proves StandMeet's promises while things break, with real
+//! processes, a real PostgreSQL and a real SMTP peer on loopback.
+//!
+//! A private PostgreSQL cluster is made in a scratch directory (as `standmeet bench`
+//! does); each scenario gets a fresh, migrated database of its own in it. Workers and
+//! servers are this same binary started as children (`chaos-worker`, `serve`), so a
+//! `kill -9` kills a real process with real connections. Scenarios (`--only <name>`):
+//!
+//! - `kill9`: two workers are killed and restarted at random moments while they run
+//!   jobs: no job is lost, every job completes, effects happen at least once.
+//! - `pg-restart`: PostgreSQL restarts while 64 callers wait for their jobs: every
+//!   caller returns within its limit, and no answer is lost to a receipt.
+//! - `approvals`: access requests are approved over HTTP and MCP while the mail
+//!   server refuses some mails and cuts the line after others: no 5xx, every mail job
+//!   ends, every replied request got mail, every mailed code redeems.
+//! - `bad-input`: every server function and MCP tool gets garbage: no 5xx, no panic,
+//!   nothing written.
+//!
+//! It prints a table (one row per scenario, its figures, PASS or FAIL) and one JSON
+//! line with every figure, and fails (non-zero exit) when a promise broke, never
+//! because something was slow. The default size is quick (CI runs it, about 1.5 min);
+//! `--full` is the real one. A failed run keeps its scratch directory, with every
+//! child's log, for a post-mortem.
+
+mod approvals;
+mod bad_input;
+mod effect;
+mod http;
+mod kill9;
+mod pg_restart;
+mod process;
+pub mod smtp_sink;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+
+use crate::config::Settings;
+use crate::db::{self, PrivateCluster};
+use crate::jobs::{EngineConfig, JobRuntime, QueueConfig, Signals};
+
+pub use effect::{ChaosEffect, EffectArgs};
+
+pub struct ChaosOptions {
+    /// The full size instead of the quick one.
+    pub full: bool,
+    /// Only this scenario (`kill9`, `pg-restart`, `approvals` or `bad-input`).
+    pub only: Option<String>,
+}
+
+const SCENARIOS: [&str; 4] = ["kill9", "pg-restart", "approvals", "bad-input"];
+
+/// How big each scenario is.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sizes {
+    pub kill9_jobs: usize,
+    pub kill9_kills: usize,
+    pub restart_callers: usize,
+    pub access_requests: usize,
+    /// How long jobs or mails may take to settle before that counts as a failure.
+    pub settle_limit: Duration,
+}
+
+impl Sizes {
+    fn for_run(full: bool) -> Sizes {
+        if full {
+            Sizes {
+                kill9_jobs: 2_000,
+                kill9_kills: 100,
+                restart_callers: 64,
+                access_requests: 1_000,
+                settle_limit: Duration::from_secs(240),
+            }
+        } else {
+            Sizes {
+                kill9_jobs: 300,
+                kill9_kills: 10,
+                restart_callers: 64,
+                access_requests: 100,
+                settle_limit: Duration::from_secs(120),
+            }
+        }
+    }
+}
+
+/// What every scenario works with: the cluster, the scratch directory for its logs,
+/// and the sizes of this run.
+pub(crate) struct Lab {
+    pub cluster: Arc<PrivateCluster>,
+    pub dir: PathBuf,
+    pub sizes: Sizes,
+}
+
+impl Lab {
+    /// A fresh database for one scenario, migrated, with the table of chaos effects:
+    /// its URL (for children) and a pool (for the scenario's own checks).
+    pub async fn fresh_database(&self, name: &str) -> anyhow::Result<(String, PgPool)> {
+        let url = self.cluster.database_url(name);
+        let pool = db::connect(&url).await?;
+        db::migrate(&pool).await?;
+        effect::create_table(&pool).await?;
+        Ok((url, pool))
+    }
+
+    /// Where a child's output goes.
+    pub fn log_path(&self, file: &str) -> PathBuf {
+        self.dir.join(file)
+    }
+}
+
+/// What one scenario found: its figures, in the order they are printed, and the
+/// promises that broke, in words.
+#[derive(Default)]
+pub(crate) struct Outcome {
+    figures: Vec<(&'static str, Value)>,
+    broken: Vec<String>,
+}
+
+impl Outcome {
+    pub fn figure(&mut self, name: &'static str, value: impl Into<Value>) {
+        self.figures.push((name, value.into()));
+    }
+
+    /// Records `promise` as broken unless it `held`.
+    pub fn check(&mut self, held: bool, promise: impl Into<String>) {
+        if !held {
+            self.broken.push(promise.into());
+        }
+    }
+
+    /// A scenario that could not run to its end counts as broken.
+    fn aborted(error: anyhow::Error) -> Outcome {
+        Outcome {
+            figures: Vec::new(),
+            broken: vec![format!("the scenario could not run to its end: {error:#}")],
+        }
+    }
+}
+
+struct ScenarioResult {
+    name: &'static str,
+    seconds: f64,
+    outcome: Outcome,
+}
+
+pub async fn run(options: ChaosOptions) -> anyhow::Result<()> {
+    let chosen: Vec<&'static str> = match options.only.as_deref() {
+        None => SCENARIOS.to_vec(),
+        Some(name) => match SCENARIOS.iter().find(|known| **known == name) {
+            Some(known) => vec![*known],
+            None => bail!(
+                "there is no chaos scenario {name:?}; try {}",
+                SCENARIOS.join(", ")
+            ),
+        },
+    };
+    let mode = if options.full { "full" } else { "quick" };
+    let dir = scratch_dir()?;
+    let root = dir.join("pg");
+    let cluster = tokio::task::spawn_blocking(move || PrivateCluster::start(&root))
+        .await
+        .context("the cluster's start-up task failed")??;
+    let lab = Lab {
+        cluster: Arc::new(cluster),
+        dir: dir.clone(),
+        sizes: Sizes::for_run(options.full),
+    };
+    eprintln!("chaos: {mode} mode; logs in {}", dir.display());
+
+    let started = Instant::now();
+    let mut results = Vec::new();
+    for name in chosen {
+        eprintln!("chaos: {name} …");
+        let began = Instant::now();
+        let outcome = match name {
+            "kill9" => kill9::run(&lab).await,
+            "pg-restart" => pg_restart::run(&lab).await,
+            "approvals" => approvals::run(&lab).await,
+            _ => bad_input::run(&lab).await,
+        }
+        .unwrap_or_else(Outcome::aborted);
+        results.push(ScenarioResult {
+            name,
+            seconds: began.elapsed().as_secs_f64(),
+            outcome,
+        });
+    }
+
+    // Every child is gone by now (each scenario stops its own); stop the cluster. The
+    // report comes first whatever happens to the cluster.
+    let stopped = match Arc::try_unwrap(lab.cluster) {
+        Ok(cluster) => tokio::task::spawn_blocking(move || cluster.stop()).await,
+        // Someone still holds it (a task that outlived its scenario): its Drop stops it.
+        Err(shared) => {
+            drop(shared);
+            Ok(Ok(()))
+        }
+    };
+    report(mode, started.elapsed(), &results);
+    match stopped {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => eprintln!("chaos: could not stop the cluster: {err:#}"),
+        Err(err) => eprintln!("chaos: could not stop the cluster: {err}"),
+    }
+    let failed: Vec<&str> = results
+        .iter()
+        .filter(|result| !result.outcome.broken.is_empty())
+        .map(|result| result.name)
+        .collect();
+    if failed.is_empty() {
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(())
+    } else {
+        bail!(
+            "{} of {} chaos scenarios broke a promise ({}); the logs are in {}",
+            failed.len(),
+            results.len(),
+            failed.join(", "),
+            dir.display()
+        )
+    }
+}
+
+/// The table on stdout, then one JSON line with every figure.
+fn report(mode: &str, took: Duration, results: &[ScenarioResult]) {
+    let shown = |value: &Value| match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    println!();
+    println!(
+        "{:<12} {:<6} {:>8}  figures",
+        "scenario", "result", "seconds"
+    );
+    for result in results {
+        let verdict = if result.outcome.broken.is_empty() {
+            "PASS"
+        } else {
+            "FAIL"
+        };
+        let figures: Vec<String> = result
+            .outcome
+            .figures
+            .iter()
+            .map(|(name, value)| format!("{name}={}", shown(value)))
+            .collect();
+        println!(
+            "{:<12} {:<6} {:>8.1}  {}",
+            result.name,
+            verdict,
+            result.seconds,
+            figures.join(" ")
+        );
+    }
+    for result in results {
+        for broken in &result.outcome.broken {
+            println!("  {} FAIL: {broken}", result.name);
+        }
+    }
+    let scenarios: Vec<Value> = results
+        .iter()
+        .map(|result| {
+            let figures: serde_json::Map<String, Value> = result
+                .outcome
+                .figures
+                .iter()
+                .map(|(name, value)| (name.to_string(), value.clone()))
+                .collect();
+            json!({
+                "name": result.name,
+                "pass": result.outcome.broken.is_empty(),
+                "seconds": (result.seconds * 10.0).round() / 10.0,
+                "figures": figures,
+                "broken": result.outcome.broken,
+            })
+        })
+        .collect();
+    println!(
+        "{}",
+        json!({ "chaos": mode, "seconds": took.as_secs(), "scenarios": scenarios })
+    );
+}
+
+fn scratch_dir() -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("standmeet-chaos-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).context("cannot make the chaos run's scratch directory")?;
+    // The postgres user (when we are root) must be able to reach the cluster below it.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+    Ok(dir)
+}
+
+/// How many of the jobs `ids` are not finished (completed, discarded or cancelled).
+pub(crate) async fn unfinished_among(pool: &PgPool, ids: &[i64]) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM jobs
+         WHERE id = ANY($1) AND state NOT IN ('completed', 'discarded', 'cancelled')",
+    )
+    .bind(ids)
+    .fetch_one(pool)
+    .await
+}
+
+/// Waits until every job of `ids` is finished, up to `limit`; answers whether they
+/// all did. A failed read (the database restarting) just means "not yet".
+pub(crate) async fn wait_until_finished(pool: &PgPool, ids: &[i64], limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Ok(0) = unfinished_among(pool, ids).await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The first few entries of a list of problems, for a message.
+pub(crate) fn first_few(list: &[String]) -> String {
+    list.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
+}
+
+/// The start of `text` on one line, for a message.
+pub(crate) fn snippet(text: &str) -> String {
+    let line: String = text.chars().take(160).collect();
+    line.replace(['\n', '\r'], " ")
+}
+
+/// The environment variable that sets how many `default`-queue jobs a chaos worker
+/// runs at once (few, so that the jobs of a run last long enough to be killed).
+pub(crate) const WORKER_SLOTS_VAR: &str = "STANDMEET_CHAOS_SLOTS";
+
+/// `standmeet chaos-worker`: a job worker and nothing else, for the chaos scenarios to
+/// kill. Settings come from the environment (`DATABASE_URL` is required); it runs the
+/// built-in kinds and `chaos.effect` on the `default` queue until SIGTERM or Ctrl-C,
+/// then stops gracefully.
+pub async fn worker_main() -> anyhow::Result<()> {
+    let settings = Settings::from_env()?;
+    let url = settings
+        .database_url
+        .clone()
+        .context("the chaos worker needs DATABASE_URL")?;
+    let pool = db::connect(&url).await?;
+    let slots = std::env::var(WORKER_SLOTS_VAR)
+        .ok()
+        .and_then(|raw| raw.parse::<usize>().ok())
+        .filter(|slots| *slots > 0)
+        .unwrap_or(10);
+    let mut config = EngineConfig::from_settings(&settings);
+    // Only the queue chaos jobs use, polled often: a lost wake-up costs little time.
+    config.queues = vec![QueueConfig::new(
+        "default",
+        slots,
+        Duration::from_millis(100),
+    )];
+    config.shutdown_grace = Duration::from_secs(2);
+    let registry = crate::jobs::builtin::registry().register(ChaosEffect);
+    let runtime =
+        JobRuntime::start(&pool, registry, config, Signals::new(settings.max_waiters)).await;
+    crate::startup::shutdown_signal().await;
+    runtime.shutdown().await;
+    pool.close().await;
+    Ok(())
+}

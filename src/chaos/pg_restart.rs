@@ -1,0 +1,243 @@
+//! pg-restart: PostgreSQL restarts under waiting callers, and no caller hangs or loses
+//! its answer.
+//!
+//! One worker process runs the jobs. In this process, a listener feeds the waiters,
+//! as in a server. 64 callers each insert a `system.sleep` job (0–3 s, spread evenly)
+//! and wait for it with a 5 s limit; 500 ms later the cluster is restarted
+//! (`pg_ctl restart -m fast`), which cuts every connection, the listener's included.
+//!
+//! Promises: every caller returns within its limit + 1 s; and no answer is lost: a
+//! caller that got a receipt must not have been able to have the answer, that is, its
+//! job must not have been finished when the wait ended (its `finalized_at`, read
+//! afterwards, must not be earlier than that moment, with 100 ms for the clock and
+//! for `now()` being the start of the finishing transaction). Jobs cut off by the
+//! restart are rescued and run again; in the end every job completes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use sqlx::PgPool;
+use time::OffsetDateTime;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::process;
+use super::{Lab, Outcome};
+use crate::jobs::builtin::{Sleep, SleepArgs};
+use crate::jobs::listener::spawn_listener;
+use crate::jobs::{JobId, Signals, WaitOutcome, insert};
+
+const WAIT_LIMIT: Duration = Duration::from_secs(5);
+/// How much later than its limit a wait may end and still count as on time.
+const LATENESS_ALLOWED: Duration = Duration::from_secs(1);
+const RESTART_AFTER: Duration = Duration::from_millis(500);
+const LONGEST_SLEEP_MS: u64 = 3_000;
+const CLOCK_SLACK: time::Duration = time::Duration::milliseconds(100);
+
+/// What one caller saw.
+struct Call {
+    job: JobId,
+    answered: bool,
+    took: Duration,
+    /// The wall-clock moment the wait ended, to compare with `finalized_at`.
+    ended_at: OffsetDateTime,
+    /// Something that is neither an answer nor a receipt.
+    problem: Option<String>,
+}
+
+pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
+    let callers = lab.sizes.restart_callers;
+    let (url, pool) = lab.fresh_database("chaos_pg_restart").await?;
+    let log = lab.log_path("pg-restart-worker.log");
+    // Slots for every caller's job at once: the sleeps run side by side.
+    let mut worker = process::spawn_worker(&url, callers, &log)?;
+
+    let signals = Signals::new(callers);
+    let stop_listener = CancellationToken::new();
+    let _stop_listener_on_any_exit = stop_listener.clone().drop_guard();
+    let listener = spawn_listener(&pool, signals.clone(), stop_listener.clone());
+    // Ours and the worker's: then notifications flow both ways before the first insert.
+    wait_for_listeners(&pool, 2).await?;
+
+    let mut calls = JoinSet::new();
+    for n in 0..callers {
+        let sleep_ms = LONGEST_SLEEP_MS * n as u64 / (callers.max(2) - 1) as u64;
+        calls.spawn(call(pool.clone(), signals.clone(), sleep_ms));
+    }
+    tokio::time::sleep(RESTART_AFTER).await;
+    let cluster = lab.cluster.clone();
+    let restart_began = Instant::now();
+    tokio::task::spawn_blocking(move || cluster.restart())
+        .await?
+        .context("the cluster did not restart")?;
+    let restart_took = restart_began.elapsed();
+    let mut results = Vec::with_capacity(callers);
+    while let Some(joined) = calls.join_next().await {
+        results.push(joined?);
+    }
+
+    let ids: Vec<i64> = results.iter().map(|call| call.job.0).collect();
+    let settled = super::wait_until_finished(&pool, &ids, lab.sizes.settle_limit).await;
+    let rows: Vec<(i64, String, Option<OffsetDateTime>, bool)> = sqlx::query_as(
+        "SELECT id, state::text, finalized_at, errors::text LIKE '%worker lost%'
+         FROM jobs WHERE id = ANY($1)",
+    )
+    .bind(&ids[..])
+    .fetch_all(&pool)
+    .await?;
+    let jobs: HashMap<i64, (String, Option<OffsetDateTime>, bool)> = rows
+        .into_iter()
+        .map(|(id, state, finalized_at, rescued)| (id, (state, finalized_at, rescued)))
+        .collect();
+
+    let mut answered = 0;
+    let mut receipts = 0;
+    let mut lost_answers = Vec::new();
+    let mut late = 0;
+    let mut slowest = Duration::ZERO;
+    let mut problems = Vec::new();
+    for call in &results {
+        if let Some(problem) = &call.problem {
+            problems.push(problem.clone());
+            continue;
+        }
+        slowest = slowest.max(call.took);
+        if call.took > WAIT_LIMIT + LATENESS_ALLOWED {
+            late += 1;
+        }
+        if call.answered {
+            answered += 1;
+            continue;
+        }
+        receipts += 1;
+        if let Some((_, Some(finalized_at), _)) = jobs.get(&call.job.0)
+            && *finalized_at + CLOCK_SLACK < call.ended_at
+        {
+            let early = call.ended_at - *finalized_at;
+            lost_answers.push(format!(
+                "job {} finished {} ms before its caller got a receipt",
+                call.job,
+                early.whole_milliseconds()
+            ));
+        }
+    }
+    let completed = jobs
+        .values()
+        .filter(|(state, _, _)| state == "completed")
+        .count();
+    let rescued = jobs.values().filter(|(_, _, rescued)| *rescued).count();
+
+    stop_listener.cancel();
+    let _ = listener.await;
+    worker.stop(Duration::from_secs(10)).await;
+    let panics = process::panics_in(&log);
+    pool.close().await;
+
+    let mut outcome = Outcome::default();
+    outcome.figure("callers", callers);
+    outcome.figure("answered", answered);
+    outcome.figure("receipts", receipts);
+    outcome.figure("lost_answers", lost_answers.len());
+    outcome.figure("late", late);
+    outcome.figure("slowest_wait_ms", slowest.as_millis() as u64);
+    outcome.figure("restart_ms", restart_took.as_millis() as u64);
+    outcome.figure("completed", completed);
+    outcome.figure("rescued", rescued);
+    outcome.figure("problems", problems.len());
+    outcome.figure("panics", panics);
+
+    outcome.check(
+        problems.is_empty(),
+        format!("callers failed: {}", problems.join("; ")),
+    );
+    outcome.check(
+        late == 0,
+        format!(
+            "{late} callers waited longer than their {} s limit + {} s (slowest {} ms)",
+            WAIT_LIMIT.as_secs(),
+            LATENESS_ALLOWED.as_secs(),
+            slowest.as_millis()
+        ),
+    );
+    outcome.check(
+        lost_answers.is_empty(),
+        format!("answers lost to receipts: {}", lost_answers.join("; ")),
+    );
+    outcome.check(
+        settled && completed == ids.len(),
+        format!(
+            "only {completed} of {} jobs completed within {} s",
+            ids.len(),
+            lab.sizes.settle_limit.as_secs()
+        ),
+    );
+    outcome.check(panics == 0, format!("{panics} panics in the worker's log"));
+    Ok(outcome)
+}
+
+/// One caller: inserts its job, then waits for it as an operation in a server would.
+async fn call(pool: PgPool, signals: Arc<Signals>, sleep_ms: u64) -> Call {
+    let job = match insert_patiently(&pool, sleep_ms).await {
+        Ok(job) => job,
+        Err(err) => {
+            return Call {
+                job: JobId(0),
+                answered: false,
+                took: Duration::ZERO,
+                ended_at: OffsetDateTime::now_utc(),
+                problem: Some(format!("cannot insert a job: {err:#}")),
+            };
+        }
+    };
+    let began = Instant::now();
+    let waited = signals.waiters.wait(&pool, &[job], WAIT_LIMIT).await;
+    let took = began.elapsed();
+    let ended_at = OffsetDateTime::now_utc();
+    let (answered, problem) = match waited {
+        Ok(WaitOutcome::Done(_)) => (true, None),
+        Ok(WaitOutcome::Receipt) => (false, None),
+        Err(err) => (false, Some(format!("job {job}: {err}"))),
+    };
+    Call {
+        job,
+        answered,
+        took,
+        ended_at,
+        problem,
+    }
+}
+
+/// The insert is not what is tested: should it meet the restart, it tries again.
+async fn insert_patiently(pool: &PgPool, sleep_ms: u64) -> anyhow::Result<JobId> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        match insert::<Sleep>(pool, &SleepArgs { ms: sleep_ms }).await {
+            Ok(job) => return Ok(job),
+            Err(err) if Instant::now() > deadline => return Err(err),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// Waits until `count` job listeners (StandMeet's LISTEN connections) are connected to
+/// this database.
+async fn wait_for_listeners(pool: &PgPool, count: i64) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let connected: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND application_name = 'standmeet-listener'",
+        )
+        .fetch_one(pool)
+        .await?;
+        if connected >= count {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("only {connected} of {count} job listeners connected within 30 s");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

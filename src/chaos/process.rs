@@ -1,0 +1,242 @@
+//! The children of a chaos run: this same binary started as `chaos-worker` or `serve`,
+//! with its settings in the environment and its output in a log file in the scratch
+//! directory (where the scenario counts panics afterwards).
+//!
+//! Children are killed when their handle is dropped (`kill_on_drop`), so every exit
+//! path of a scenario, an early `?` included, takes its children with it.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use rand::Rng;
+use rand::distr::Alphanumeric;
+use tokio::process::{Child, Command};
+
+use super::WORKER_SLOTS_VAR;
+
+/// One child process.
+pub(crate) struct ChildProcess {
+    role: &'static str,
+    child: Child,
+    pub log: PathBuf,
+}
+
+impl ChildProcess {
+    /// Starts `standmeet <subcommand>` with `env` on top of ours, minus any StandMeet
+    /// setting of ours (the caller's DATABASE_URL must not steer a child elsewhere).
+    /// Its stdout and stderr are appended to `log`.
+    pub fn spawn(
+        role: &'static str,
+        subcommand: &str,
+        env: &[(&str, String)],
+        log: &Path,
+    ) -> anyhow::Result<ChildProcess> {
+        let exe = std::env::current_exe().context("cannot find the standmeet binary")?;
+        let mut cmd = Command::new(exe);
+        cmd.arg(subcommand);
+        for (name, _) in std::env::vars_os() {
+            let ours = name.to_str().is_some_and(|name| {
+                name.starts_with("STANDMEET_")
+                    || name == "DATABASE_URL"
+                    || name == "LEPTOS_SITE_ADDR"
+            });
+            if ours {
+                cmd.env_remove(&name);
+            }
+        }
+        cmd.env("RUST_LOG", "warn");
+        for (name, value) in env {
+            cmd.env(*name, value);
+        }
+        let output = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .with_context(|| format!("cannot open {}", log.display()))?;
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::from(output.try_clone()?))
+            .stderr(Stdio::from(output))
+            .kill_on_drop(true);
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start the {role}"))?;
+        Ok(ChildProcess {
+            role,
+            child,
+            log: log.to_path_buf(),
+        })
+    }
+
+    /// `kill -9`, then reaps it.
+    pub async fn kill9(&mut self) -> anyhow::Result<()> {
+        if let Some(pid) = self.child.id() {
+            // It may have died on its own a moment ago; then there is nothing to kill.
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+        }
+        self.child
+            .wait()
+            .await
+            .with_context(|| format!("cannot reap the {}", self.role))?;
+        Ok(())
+    }
+
+    /// SIGTERM, and up to `grace` for a clean exit; SIGKILL after that. Answers the
+    /// exit status of a clean exit.
+    pub async fn stop(&mut self, grace: Duration) -> Option<ExitStatus> {
+        if let Some(pid) = self.child.id() {
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+        }
+        match tokio::time::timeout(grace, self.child.wait()).await {
+            Ok(Ok(status)) => Some(status),
+            _ => {
+                let _ = self.child.kill().await;
+                None
+            }
+        }
+    }
+
+    /// Its exit status if it has exited.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+}
+
+/// How many panics a log holds (the default panic hook writes "panicked at").
+pub(crate) fn panics_in(log: &Path) -> usize {
+    std::fs::read(log)
+        .map(|bytes| {
+            String::from_utf8_lossy(&bytes)
+                .matches("panicked at")
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// The last `lines` lines of a log, for an error message.
+pub(crate) fn log_tail(log: &Path, lines: usize) -> String {
+    let text = std::fs::read(log)
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// A chaos worker on `database_url`, running `slots` jobs at once, with a short lease
+/// so that the jobs of a killed worker are rescued within a second or two, and a short
+/// retry backoff so that retries happen within the run.
+pub(crate) fn spawn_worker(
+    database_url: &str,
+    slots: usize,
+    log: &Path,
+) -> anyhow::Result<ChildProcess> {
+    ChildProcess::spawn(
+        "chaos worker",
+        "chaos-worker",
+        &[
+            ("DATABASE_URL", database_url.to_string()),
+            ("STANDMEET_JOB_LEASE_MS", "1000".into()),
+            ("STANDMEET_RETRY_BASE_MS", "50".into()),
+            (WORKER_SLOTS_VAR, slots.to_string()),
+        ],
+        log,
+    )
+}
+
+/// A `standmeet serve` child and what a client needs to talk to it.
+pub(crate) struct ServerChild {
+    pub process: ChildProcess,
+    pub base_url: String,
+    pub mcp_token: String,
+    pub admin_email: String,
+    pub admin_password: String,
+}
+
+/// Starts `standmeet serve` on a free port against `database_url`, mailing through the
+/// SMTP peer on `smtp_port`, with limits opened up so that only what the scenario does
+/// decides the answers; waits until `/healthz` says it is up.
+pub(crate) async fn start_server(
+    database_url: &str,
+    smtp_port: u16,
+    log: &Path,
+) -> anyhow::Result<ServerChild> {
+    let port = free_port()?;
+    let mcp_token = random_token(32);
+    let admin_email = "chaos-admin@chaos.example.com".to_string();
+    let admin_password = random_token(24);
+    let env = [
+        ("DATABASE_URL", database_url.to_string()),
+        ("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}")),
+        ("STANDMEET_MAIL", format!("smtp://127.0.0.1:{smtp_port}")),
+        ("STANDMEET_OWNER_EMAIL", "owner@chaos.example.com".into()),
+        ("STANDMEET_MCP_TOKEN", mcp_token.clone()),
+        ("STANDMEET_ADMIN_EMAIL", admin_email.clone()),
+        ("STANDMEET_ADMIN_PASSWORD", admin_password.clone()),
+        // 10,000 is the most the settings accept.
+        ("STANDMEET_LOGIN_ATTEMPTS_PER_MINUTE", "10000".into()),
+        ("STANDMEET_MAIL_PER_RECIPIENT_PER_HOUR", "10000".into()),
+        ("STANDMEET_RETRY_BASE_MS", "50".into()),
+        // Nobody kills the server: a long lease keeps a busy machine from rescuing
+        // (and sending twice) mails that are merely slow.
+        ("STANDMEET_JOB_LEASE_MS", "5000".into()),
+    ];
+    let mut process = ChildProcess::spawn("server", "serve", &env, log)?;
+    let base_url = format!("http://127.0.0.1:{port}");
+    wait_until_healthy(&mut process, &base_url).await?;
+    Ok(ServerChild {
+        process,
+        base_url,
+        mcp_token,
+        admin_email,
+        admin_password,
+    })
+}
+
+/// Waits for `/healthz` to answer 200, failing early when the server exits.
+pub(crate) async fn wait_until_healthy(
+    process: &mut ChildProcess,
+    base_url: &str,
+) -> anyhow::Result<()> {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(2))
+        .build()?;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        if let Some(status) = process.exited() {
+            bail!(
+                "the server exited ({status}):\n{}",
+                log_tail(&process.log, 20)
+            );
+        }
+        if let Ok(reply) = client.get(format!("{base_url}/healthz")).send().await
+            && reply.status() == reqwest::StatusCode::OK
+        {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "the server did not become healthy within 90 s:\n{}",
+                log_tail(&process.log, 20)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    let listener =
+        std::net::TcpListener::bind(("127.0.0.1", 0)).context("cannot find a free port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+fn random_token(len: usize) -> String {
+    rand::rng()
+        .sample_iter(&Alphanumeric)
+        .take(len)
+        .map(char::from)
+        .collect()
+}
