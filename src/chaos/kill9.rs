@@ -23,7 +23,7 @@ use sqlx::PgPool;
 use super::process::{self, ChildProcess};
 use super::{ChaosEffect, EffectArgs, Lab, Outcome};
 use crate::jobs::builtin::{Flaky, FlakyArgs, Sleep, SleepArgs};
-use crate::jobs::insert_many_tx;
+use crate::jobs::insert_tx;
 
 /// Jobs one worker runs at once: few, so that the jobs of a run last about as long
 /// as the kills do, and most kills hit a worker in the middle of something.
@@ -149,35 +149,39 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     Ok(outcome)
 }
 
-/// Queues the jobs of the run in one transaction; answers their ids.
+/// Queues the jobs of the run in one transaction, the three kinds interleaved (so the
+/// kills land on each of them, not on whichever kind the queue reaches first); answers
+/// their ids.
 async fn insert_jobs(pool: &PgPool, count: usize) -> anyhow::Result<Vec<i64>> {
-    let mut sleeps = Vec::new();
-    let mut flaky = Vec::new();
-    let mut effects = Vec::new();
-    let mut rng = rand::rng();
-    for n in 0..count {
-        match n % 3 {
-            0 => sleeps.push(SleepArgs {
-                ms: rng.random_range(0..=300),
-            }),
-            1 => flaky.push(FlakyArgs {
-                fail_until_attempt: 2,
-                message: Some("chaos: the first attempt fails on purpose".into()),
-                retry_in_ms: Some(50),
-            }),
-            _ => effects.push(EffectArgs {
-                n: n as u64,
-                sleep_ms: rng.random_range(0..=300),
-            }),
-        }
-    }
-    drop(rng);
     let mut tx = pool.begin().await?;
-    let mut ids = insert_many_tx::<Sleep>(&mut tx, &sleeps).await?;
-    ids.extend(insert_many_tx::<Flaky>(&mut tx, &flaky).await?);
-    ids.extend(insert_many_tx::<ChaosEffect>(&mut tx, &effects).await?);
+    let mut ids = Vec::with_capacity(count);
+    for n in 0..count {
+        let (sleep_ms, effect_pause) = {
+            let mut rng = rand::rng();
+            (rng.random_range(0..=300), rng.random_range(0..=300))
+        };
+        let id = match n % 3 {
+            0 => insert_tx::<Sleep>(&mut tx, &SleepArgs { ms: sleep_ms }).await?,
+            1 => {
+                let args = FlakyArgs {
+                    fail_until_attempt: 2,
+                    message: Some("chaos: the first attempt fails on purpose".into()),
+                    retry_in_ms: Some(50),
+                };
+                insert_tx::<Flaky>(&mut tx, &args).await?
+            }
+            _ => {
+                let args = EffectArgs {
+                    n: n as u64,
+                    sleep_ms: effect_pause,
+                };
+                insert_tx::<ChaosEffect>(&mut tx, &args).await?
+            }
+        };
+        ids.push(id.0);
+    }
     tx.commit().await?;
-    Ok(ids.into_iter().map(|id| id.0).collect())
+    Ok(ids)
 }
 
 async fn count(pool: &PgPool, sql: &str, ids: &[i64]) -> Result<i64, sqlx::Error> {

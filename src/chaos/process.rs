@@ -12,11 +12,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use rand::Rng;
-use rand::distr::Alphanumeric;
 use tokio::process::{Child, Command};
 
 use super::WORKER_SLOTS_VAR;
+use crate::db::private_cluster::{free_loopback_port, random_token};
 
 /// One child process.
 pub(crate) struct ChildProcess {
@@ -163,7 +162,7 @@ pub(crate) async fn start_server(
     smtp_port: u16,
     log: &Path,
 ) -> anyhow::Result<ServerChild> {
-    let port = free_port()?;
+    let port = free_loopback_port()?;
     let mcp_token = random_token(32);
     let admin_email = "chaos-admin@chaos.example.com".to_string();
     let admin_password = random_token(24);
@@ -227,16 +226,3 @@ pub(crate) async fn wait_until_healthy(
     }
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    let listener =
-        std::net::TcpListener::bind(("127.0.0.1", 0)).context("cannot find a free port")?;
-    Ok(listener.local_addr()?.port())
-}
-
-fn random_token(len: usize) -> String {
-    rand::rng()
-        .sample_iter(&Alphanumeric)
-        .take(len)
-        .map(char::from)
-        .collect()
-}

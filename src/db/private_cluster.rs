@@ -444,13 +444,15 @@ pub fn find_bin_dir_in(pg_config: &str, versions_root: &Path) -> anyhow::Result<
     })
 }
 
-fn free_loopback_port() -> anyhow::Result<u16> {
+/// A port on 127.0.0.1 that nothing listens on right now.
+pub(crate) fn free_loopback_port() -> anyhow::Result<u16> {
     let listener =
         std::net::TcpListener::bind(("127.0.0.1", 0)).context("cannot find a free port")?;
     Ok(listener.local_addr()?.port())
 }
 
-fn random_token(len: usize) -> String {
+/// `len` random letters and digits (passwords, tokens).
+pub(crate) fn random_token(len: usize) -> String {
     use rand::Rng;
     use rand::distr::Alphanumeric;
     rand::rng()
