@@ -205,15 +205,16 @@ mod server {
 
     /// The kinds among `jobs`' unfinished ones that no running StandMeet has a handler
     /// for. Asks the database only when a kind is unknown to this process, which is rare.
-    async fn kinds_nobody_runs(
+    async fn kinds_nobody_runs<'a>(
         state: &AppState,
-        jobs: &[JobSummary],
+        jobs: impl IntoIterator<Item = (&'a str, JobState)>,
     ) -> Result<HashSet<String>, sqlx::Error> {
         let strangers: HashSet<String> = jobs
-            .iter()
-            .filter(|job| !job.state.is_terminal())
-            .filter(|job| !state.registry.kinds().any(|kind| kind == job.kind))
-            .map(|job| job.kind.clone())
+            .into_iter()
+            .filter(|(kind, job_state)| {
+                !job_state.is_terminal() && !state.registry.kinds().any(|known| known == *kind)
+            })
+            .map(|(kind, _)| kind.to_string())
             .collect();
         if strangers.is_empty() {
             return Ok(strangers);
@@ -227,6 +228,11 @@ mod server {
             .collect())
     }
 
+    /// The kind and state of each job, for [`kinds_nobody_runs`].
+    fn summaries(jobs: &[JobSummary]) -> impl Iterator<Item = (&str, JobState)> {
+        jobs.iter().map(|job| (job.kind.as_str(), job.state))
+    }
+
     fn internal(err: impl std::fmt::Display) -> ServerFnError {
         tracing::error!(error = %err, "a Tasks panel query failed");
         ServerFnError::new("StandMeet could not read the jobs just now; try again.")
@@ -236,7 +242,12 @@ mod server {
     /// has any, and PostgreSQL refuses NUL), not empty, not absurdly long.
     fn name_filter(value: Option<String>) -> Option<String> {
         value
-            .map(|value| value.chars().filter(|c| !c.is_control()).collect::<String>())
+            .map(|value| {
+                value
+                    .chars()
+                    .filter(|c| !c.is_control())
+                    .collect::<String>()
+            })
             .map(|value| value.trim().to_string())
             .filter(|value| !value.is_empty())
             .map(|value| value.chars().take(128).collect())
@@ -246,9 +257,8 @@ mod server {
         require_admin().await?;
         let state = expect_context::<AppState>();
         let filter = PanelFilter {
-            state: parse_state_filter(query.state.as_deref()).map_err(|message| {
-                crate::api::replies::refuse(StatusCode::BAD_REQUEST, message)
-            })?,
+            state: parse_state_filter(query.state.as_deref())
+                .map_err(|message| crate::api::replies::refuse(StatusCode::BAD_REQUEST, message))?,
             kind: name_filter(query.kind),
             queue: name_filter(query.queue),
             before: query.before.map(JobId),
@@ -280,7 +290,9 @@ mod server {
             .into_iter()
             .map(|q| q.name)
             .collect();
-        let nobody_runs = kinds_nobody_runs(&state, &jobs).await.map_err(internal)?;
+        let nobody_runs = kinds_nobody_runs(&state, summaries(&jobs))
+            .await
+            .map_err(internal)?;
         Ok(TaskPage {
             rows: jobs.into_iter().map(|job| row(job, &nobody_runs)).collect(),
             counts,
@@ -339,16 +351,11 @@ mod server {
             return Ok(None);
         };
         let mut detail = detail_of(job);
-        if !detail.row.state.is_terminal()
-            && !state.registry.kinds().any(|kind| kind == detail.row.kind)
-        {
-            let live = state.settings.job_lease * 3;
-            let known = store::worker_known_kinds(&state.pool, live)
-                .await
-                .map_err(internal)?;
-            if !known.contains(&detail.row.kind) {
-                detail.row.note = Some(NO_HANDLER_NOTE.to_string());
-            }
+        let nobody_runs = kinds_nobody_runs(&state, [(detail.row.kind.as_str(), detail.row.state)])
+            .await
+            .map_err(internal)?;
+        if !nobody_runs.is_empty() {
+            detail.row.note = Some(NO_HANDLER_NOTE.to_string());
         }
         Ok(Some(detail))
     }
@@ -441,7 +448,7 @@ mod server {
         };
         let read = async {
             let jobs = store::job_summaries(&state.pool, &ids).await?;
-            let nobody_runs = kinds_nobody_runs(&state, &jobs).await?;
+            let nobody_runs = kinds_nobody_runs(&state, summaries(&jobs)).await?;
             Ok::<_, sqlx::Error>((jobs, nobody_runs))
         };
         match read.await {
@@ -451,10 +458,8 @@ mod server {
                     .filter(|id| !jobs.iter().any(|job| job.id == **id))
                     .map(|id| id.0)
                     .collect();
-                let rows: Vec<TaskRow> = jobs
-                    .into_iter()
-                    .map(|job| row(job, &nobody_runs))
-                    .collect();
+                let rows: Vec<TaskRow> =
+                    jobs.into_iter().map(|job| row(job, &nobody_runs)).collect();
                 Json(serde_json::json!({ "jobs": rows, "unknown": unknown })).into_response()
             }
             Err(err) => crate::error::AppError::from(err).into_response(),

@@ -142,15 +142,20 @@ async fn renew_leases(
     match renewed {
         Ok(renewed) => {
             *last_renewed.lock().expect("not poisoned") = tokio::time::Instant::now();
+            // By id: a busy process holds thousands of attempts.
+            let renewed: std::collections::HashMap<_, _> =
+                renewed.into_iter().map(|r| (r.id, r)).collect();
             for attempt in &held {
-                match renewed.iter().find(|r| r.id == attempt.id) {
+                match renewed.get(&attempt.id) {
                     Some(r) if r.cancel_requested => {
                         signals.stop_running(attempt.id, StopReason::Cancelled);
                     }
                     Some(_) => {}
                     // Not ours any more (taken back, or finished by its own transaction
                     // a moment ago): stop it if it still runs; it writes nothing.
-                    None => signals.stop_attempt(attempt.id, attempt.attempt, StopReason::LeaseLost),
+                    None => {
+                        signals.stop_attempt(attempt.id, attempt.attempt, StopReason::LeaseLost)
+                    }
                 }
             }
         }
