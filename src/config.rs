@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use url::Url;
 
-use crate::domain::types::EmailAddress;
+use crate::types::EmailAddress;
 
 /// Where mail goes (`STANDMEET_MAIL`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -271,6 +271,23 @@ impl Settings {
     }
 
     /// Whether people reach StandMeet over https (session cookies are then `Secure`).
+    /// The job engine of a StandMeet process: the standard queues, with the backoff,
+    /// lease and retention set here.
+    pub fn engine_config(&self) -> crate::jobs::EngineConfig {
+        crate::jobs::EngineConfig {
+            queues: crate::jobs::EngineConfig::standard_queues(),
+            retry_base: self.retry_base,
+            lease: self.job_lease,
+            schedule_interval: Duration::from_millis(250),
+            rescue_interval: (self.job_lease / 2).max(Duration::from_millis(100)),
+            clean_interval: Duration::from_secs(300),
+            keep_completed: self.keep_completed,
+            keep_discarded: self.keep_discarded,
+            shutdown_grace: Duration::from_secs(10),
+            worker_id: crate::jobs::worker_id(),
+        }
+    }
+
     pub fn is_https(&self) -> bool {
         self.public_url.scheme() == "https"
     }

@@ -24,7 +24,7 @@
 //! - `error`: the one error type of HTTP handlers; nothing internal reaches a client.
 //! - `db`: the connection pool, migrations, and the private PostgreSQL cluster that
 //!   StandMeet starts itself when `DATABASE_URL` is unset.
-//! - `domain`: what StandMeet does, in its own types (`domain::types` holds the parsed
+//! - `domain`: what StandMeet does, in its own types (`types` holds the parsed
 //!   newtypes such as `EmailAddress`; `domain::admins` the admin accounts).
 //! - `jobs`: the durable job queue in PostgreSQL (states, attempts, error history,
 //!   output, backoff, rescue, fenced completion, cleanup) and the process's one LISTEN
@@ -66,7 +66,11 @@ pub mod security;
 #[cfg(feature = "ssr")]
 pub mod startup;
 #[cfg(feature = "ssr")]
+pub mod state;
+#[cfg(feature = "ssr")]
 pub mod telemetry;
+#[cfg(feature = "ssr")]
+pub mod types;
 
 /// Hydrates the server-rendered page in the browser.
 #[cfg(feature = "hydrate")]

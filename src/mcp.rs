@@ -33,10 +33,9 @@ use crate::api::tasks::PAGE_SIZE;
 use crate::domain::access_requests::{self, DecisionError, RequestStatus};
 use crate::domain::corpus::{self, CorpusError, Written};
 use crate::domain::listings::{self, ListingsError};
-use crate::jobs::store::{self, PanelFilter};
-use crate::jobs::{JobId, JobState, WaitOutcome};
+use crate::jobs::{JobFilter, JobId, JobState, JobSummary, WaitOutcome};
 use crate::model::MailState;
-use crate::startup::AppState;
+use crate::state::AppState;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListRequestsParams {
@@ -218,14 +217,12 @@ impl Tools {
             job.id = job.0,
             "an agent approved an access request"
         );
-        let waited = state
-            .signals
-            .waiters
-            .wait(&state.pool, &[job], state.settings.approve_wait)
-            .await;
+        let waited = state.jobs.wait(&[job], state.settings.approve_wait).await;
         let job_state = match waited {
             Ok(WaitOutcome::Done(rows)) => rows.first().map(|row| row.state),
-            Ok(WaitOutcome::Receipt) | Err(_) => store::job_get(&state.pool, job)
+            Ok(WaitOutcome::Receipt) | Err(_) => state
+                .jobs
+                .get(job)
                 .await
                 .ok()
                 .flatten()
@@ -259,7 +256,7 @@ impl Tools {
         let state = &self.state;
         let answer = listings::fetch_new(
             &state.pool,
-            &state.signals.waiters,
+            &state.jobs,
             state.settings.fetch_wait,
             params.source_ids.as_deref(),
         )
@@ -276,7 +273,7 @@ impl Tools {
         Parameters(params): Parameters<FetchResultParams>,
     ) -> Result<CallToolResult, ErrorData> {
         let ids: Vec<JobId> = params.job_ids.into_iter().map(JobId).collect();
-        fetch_answer(listings::fetch_result(&self.state.pool, &ids).await)
+        fetch_answer(listings::fetch_result(&self.state.pool, &self.state.jobs, &ids).await)
     }
 
     #[tool(
@@ -359,7 +356,7 @@ impl Tools {
         &self,
         Parameters(params): Parameters<GetTaskParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        match store::job_summaries(&self.state.pool, &[JobId(params.job_id)]).await {
+        match self.state.jobs.summaries(&[JobId(params.job_id)]).await {
             Ok(jobs) => match jobs.into_iter().next() {
                 Some(job) => answer(task_json(job)),
                 None => refuse(format!("There is no job {}.", params.job_id)),
@@ -386,7 +383,7 @@ impl Tools {
                 "limit must be from 1 to {PAGE_SIZE}; it was {limit}."
             ));
         }
-        let filter = PanelFilter {
+        let filter = JobFilter {
             state,
             kind: params
                 .kind
@@ -394,7 +391,7 @@ impl Tools {
                 .filter(|kind| !kind.is_empty()),
             ..Default::default()
         };
-        match store::job_list_page(&self.state.pool, &filter, limit).await {
+        match self.state.jobs.list(&filter, limit).await {
             Ok(jobs) => {
                 answer(json!({ "tasks": jobs.into_iter().map(task_json).collect::<Vec<_>>() }))
             }
@@ -415,14 +412,7 @@ impl Tools {
             Err(refusal) => return refuse(refusal.to_string()),
         };
         let state = &self.state;
-        match corpus::receipt(
-            &state.pool,
-            &state.signals.waiters,
-            state.settings.index_wait,
-            written,
-        )
-        .await
-        {
+        match corpus::receipt(&state.pool, &state.jobs, state.settings.index_wait, written).await {
             Ok(receipt) => answer(json!({
                 "id": receipt.id,
                 "indexed": receipt.indexed,
@@ -446,7 +436,7 @@ fn fetch_answer(
     }
 }
 
-fn task_json(job: store::JobSummary) -> Value {
+fn task_json(job: JobSummary) -> Value {
     let when = crate::api::tasks::when;
     json!({
         "id": job.id.0,

@@ -1,23 +1,20 @@
 //! Putting the process together: the database, the application state, the router, and
 //! serving until a signal says stop.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use axum::Router;
 use axum::http::StatusCode;
-use axum::extract::FromRef;
 use axum::middleware;
 use axum::response::Redirect;
 use axum::routing::{get, post};
-use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use tower::limit::GlobalConcurrencyLimitLayer;
-use tower_http::timeout::TimeoutLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 use tower_sessions::cookie::SameSite;
 use tower_sessions::{Expiry, SessionManagerLayer};
@@ -25,19 +22,14 @@ use tower_sessions_sqlx_store::PostgresStore;
 
 use crate::config::Settings;
 use crate::db::{self, DatabaseSource, PrivateCluster};
-use crate::domain::access_requests::MailContext;
-use crate::domain::mail::Mailer;
-use crate::jobs::{self, EngineConfig, JobRuntime, Registry, Signals};
-use crate::security::rate_limit::AttemptLimiter;
+use crate::jobs::JobRuntime;
 use crate::security::{csrf, guard, headers};
+use crate::state::AppState;
 use crate::ui::{App, shell};
 
 /// How long in-flight requests may run on after a stop signal before their
 /// connections are closed.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-
-/// Access requests one client address (or one email) may send an hour.
-const ACCESS_REQUESTS_PER_HOUR: u32 = 5;
 
 /// An admin's session ends after this long without a request.
 const SESSION_IDLE_TIMEOUT: tower_sessions::cookie::time::Duration =
@@ -45,67 +37,6 @@ const SESSION_IDLE_TIMEOUT: tower_sessions::cookie::time::Duration =
 
 /// The session cookie's name.
 pub const SESSION_COOKIE: &str = "standmeet_session";
-
-/// What every handler and server function can reach. Cheap to clone: every field is
-/// a handle.
-#[derive(Clone)]
-pub struct AppState {
-    pub leptos_options: LeptosOptions,
-    pub pool: PgPool,
-    pub settings: Arc<Settings>,
-    /// Sign-in attempts per client address and per email.
-    pub sign_in_limiter: Arc<AttemptLimiter>,
-    /// Access-code attempts per client address and per email.
-    pub access_code_limiter: Arc<AttemptLimiter>,
-    /// Access requests per client address (and per email), an hour.
-    pub access_request_limiter: Arc<AttemptLimiter>,
-    /// What the job listener wakes in this process.
-    pub signals: Arc<Signals>,
-    /// Where mail goes.
-    pub mailer: Mailer,
-    /// Every job kind this StandMeet runs, with what their handlers need.
-    pub registry: Registry,
-}
-
-impl FromRef<AppState> for LeptosOptions {
-    fn from_ref(state: &AppState) -> Self {
-        state.leptos_options.clone()
-    }
-}
-
-impl AppState {
-    /// The state for `pool` and `settings`, with Leptos options from the environment
-    /// that cargo-leptos sets (site root, package dir) and our validated address.
-    pub fn new(pool: PgPool, settings: Settings) -> anyhow::Result<Self> {
-        let mut leptos_options = get_configuration(None)
-            .context("cannot read the Leptos configuration")?
-            .leptos_options;
-        leptos_options.site_addr = settings.site_addr;
-        let settings = Arc::new(settings);
-        let mailer = Mailer::from_supplier(&settings.mail)?;
-        let registry = job_registry(MailContext {
-            mailer: mailer.clone(),
-            settings: settings.clone(),
-        })?;
-        Ok(AppState {
-            leptos_options,
-            pool,
-            sign_in_limiter: Arc::new(AttemptLimiter::per_minute(
-                settings.login_attempts_per_minute,
-            )),
-            access_code_limiter: Arc::new(AttemptLimiter::per_minute(
-                settings.login_attempts_per_minute,
-            )),
-            access_request_limiter: Arc::new(AttemptLimiter::per_hour(
-                std::num::NonZeroU32::new(ACCESS_REQUESTS_PER_HOUR).expect("not zero"),
-            )),
-            signals: Signals::new(settings.max_waiters),
-            mailer,
-            registry,
-            settings,
-        })
-    }
-}
 
 /// The whole HTTP surface: fixed endpoints, the Leptos pages and server functions,
 /// static files, and the layers every request passes through (outermost last):
@@ -143,14 +74,16 @@ pub fn router(state: AppState) -> Router {
             AppState,
             _,
         >(headers::set_page_policy, shell))
-        .layer(middleware::from_fn(crate::api::replies::bad_arguments_are_400))
+        .layer(middleware::from_fn(
+            crate::api::replies::bad_arguments_are_400,
+        ))
         .layer(middleware::from_fn_with_state(
-            state.clone(),
+            state.pool.clone(),
             guard::require_admin_where_needed,
         ))
         .layer(sessions)
         .layer(middleware::from_fn_with_state(
-            state.clone(),
+            state.settings.clone(),
             csrf::refuse_cross_site,
         ))
         .layer(middleware::from_fn(headers::add_security_headers))
@@ -237,7 +170,7 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
     let jobs = JobRuntime::start(
         &engine_pool,
         state.registry.clone(),
-        EngineConfig::from_settings(&state.settings),
+        state.settings.engine_config(),
         state.signals.clone(),
     )
     .await;
@@ -276,22 +209,6 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
     pool.close().await;
     tracing::info!("StandMeet stopped");
     Ok(())
-}
-
-/// Every job kind this StandMeet runs.
-pub fn job_registry(mail: MailContext) -> anyhow::Result<Registry> {
-    use crate::domain::access_requests::{ApprovalMail, NotifyOwner};
-    use crate::domain::corpus::IndexEntry;
-    use crate::domain::listings::FetchSource;
-    use crate::domain::owner::EmailConfirmation;
-    let fetch =
-        FetchSource::new(&mail.settings).context("cannot make the HTTP client for job boards")?;
-    Ok(jobs::builtin::registry()
-        .register(NotifyOwner(mail.clone()))
-        .register(ApprovalMail(mail.clone()))
-        .register(EmailConfirmation(mail))
-        .register(fetch)
-        .register(IndexEntry))
 }
 
 /// Shows the generated admin's password on the console, once: on stdout, not through

@@ -198,7 +198,7 @@ async fn the_eleventh_quick_wrong_sign_in_from_one_address_is_rate_limited(pool:
 #[sqlx::test]
 async fn one_email_is_rate_limited_across_addresses(pool: PgPool) {
     let settings = common::settings_with(&[("STANDMEET_LOGIN_ATTEMPTS_PER_MINUTE", "3")]);
-    let state = standmeet::startup::AppState::new(pool.clone(), settings).unwrap();
+    let state = standmeet::state::AppState::new(pool.clone(), settings).unwrap();
     let app = standmeet::startup::router(state);
     // No connection info at all: only the per-email limit applies.
     for _ in 0..3 {

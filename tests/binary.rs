@@ -137,7 +137,11 @@ fn private_url(data_dir: &Path) -> String {
     let written = std::fs::read_to_string(data_dir.join("pg").join("database-url"))
         .expect("the cluster writes its URL");
     let url = url::Url::parse(written.trim()).unwrap();
-    assert_eq!(url.path(), "/standmeet", "the file names StandMeet's own database");
+    assert_eq!(
+        url.path(),
+        "/standmeet",
+        "the file names StandMeet's own database"
+    );
     url.to_string()
 }
 

@@ -13,7 +13,7 @@ use serde_json::json;
 use sqlx::PgPool;
 use standmeet::domain::corpus::{self, Status, Visibility};
 use standmeet::jobs::{JobId, JobState};
-use standmeet::startup::AppState;
+use standmeet::state::AppState;
 
 fn settings(index_wait_ms: &str) -> standmeet::config::Settings {
     common::settings_with(&[
@@ -44,14 +44,9 @@ async fn promoted_entry(state: &AppState, title: &str, body: &str, visibility: &
         .await
         .unwrap();
     let promoted = corpus::promote(&state.pool, written.id).await.unwrap();
-    let receipt = corpus::receipt(
-        &state.pool,
-        &state.signals.waiters,
-        Duration::from_secs(2),
-        promoted,
-    )
-    .await
-    .unwrap();
+    let receipt = corpus::receipt(&state.pool, &state.jobs, Duration::from_secs(2), promoted)
+        .await
+        .unwrap();
     assert!(receipt.indexed);
     written.id
 }
@@ -246,7 +241,7 @@ async fn restricted_entries_are_found_only_after_an_access_code(pool: PgPool) {
     sqlx::query(
         "INSERT INTO access_requests (name, email, status, code_hash, replied_at) VALUES ('Vi', 'vi@example.com', 'replied', $1, now())",
     )
-    .bind(standmeet::domain::access_requests::code_hash(code))
+    .bind(standmeet::domain::secrets::code_hash(code))
     .execute(&pool)
     .await
     .unwrap();
@@ -367,14 +362,9 @@ async fn the_admins_grep_finds_substrings_drafts_included(pool: PgPool) {
         ("Other", "Nothing to see."),
     ] {
         let written = corpus::create(&pool, title, body, "public").await.unwrap();
-        corpus::receipt(
-            &pool,
-            &state.signals.waiters,
-            Duration::from_secs(2),
-            written,
-        )
-        .await
-        .unwrap();
+        corpus::receipt(&pool, &state.jobs, Duration::from_secs(2), written)
+            .await
+            .unwrap();
     }
     let titles = |grep: &str| {
         let pool = pool.clone();
@@ -480,14 +470,9 @@ async fn an_entry_made_restricted_is_hidden_at_once_before_its_index_job_runs(po
     let written = corpus::update(&pool, id, None, None, Some("restricted"))
         .await
         .unwrap();
-    let receipt = corpus::receipt(
-        &pool,
-        &state.signals.waiters,
-        Duration::from_millis(100),
-        written,
-    )
-    .await
-    .unwrap();
+    let receipt = corpus::receipt(&pool, &state.jobs, Duration::from_millis(100), written)
+        .await
+        .unwrap();
     assert!(!receipt.indexed);
     assert!(visitor_finds(&app, "tomatoes", None).await.is_empty());
     let agent = structured(&call(&app, "corpus.search", json!({ "q": "tomatoes" })).await);

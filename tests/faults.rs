@@ -10,12 +10,14 @@ mod common;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use common::jobs::{job, quick_config, start_engine, test_registry, wait_for_state, wait_until};
+use common::jobs::{
+    job, quick_config, start_engine, test_registry, wait_for_state, wait_until,
+};
 use common::smtp::SmtpPeer;
 use serde_json::json;
 use sqlx::PgPool;
 use standmeet::jobs::builtin::{Flaky, FlakyArgs, Noop, Sleep, SleepArgs};
-use standmeet::jobs::store::{self, MAX_DELAY, Outcome};
+use standmeet::jobs::testing::{self, MAX_DELAY, Outcome};
 use standmeet::jobs::{JobContext, JobError, JobId, JobKind, JobState, Registry, insert};
 
 fn registry() -> Registry {
@@ -32,7 +34,11 @@ impl JobKind for Dirty {
     type Args = serde_json::Value;
     type Output = serde_json::Value;
 
-    async fn run(&self, _job: JobContext, args: serde_json::Value) -> Result<serde_json::Value, JobError> {
+    async fn run(
+        &self,
+        _job: JobContext,
+        args: serde_json::Value,
+    ) -> Result<serde_json::Value, JobError> {
         let dirty = format!("bad\0byte {}", "x".repeat(10_000));
         match args["in"].as_str() {
             Some("error") => Err(JobError::discard(dirty)),
@@ -82,14 +88,22 @@ async fn an_absurd_retry_delay_is_capped_and_holds_up_no_other_job(pool: PgPool)
 #[sqlx::test]
 async fn errors_and_outputs_with_nul_characters_are_stored_cleaned_and_capped(pool: PgPool) {
     let engine = start_engine(&pool, registry(), quick_config(4)).await;
-    let failing = insert::<Dirty>(&pool, &json!({"in": "error"})).await.unwrap();
-    let completing = insert::<Dirty>(&pool, &json!({"in": "output"})).await.unwrap();
+    let failing = insert::<Dirty>(&pool, &json!({"in": "error"}))
+        .await
+        .unwrap();
+    let completing = insert::<Dirty>(&pool, &json!({"in": "output"}))
+        .await
+        .unwrap();
     let others = noops(&pool, 20).await;
 
     let row = wait_for_state(&pool, failing, JobState::Discarded).await;
     let error = &row.attempt_errors()[0].error;
     assert!(error.starts_with("badbyte "), "{error:.40}");
-    assert_eq!(error.chars().count(), store::MAX_ERROR_CHARS + 1, "capped, with an ellipsis");
+    assert_eq!(
+        error.chars().count(),
+        testing::MAX_ERROR_CHARS + 1,
+        "capped, with an ellipsis"
+    );
     let row = wait_for_state(&pool, completing, JobState::Completed).await;
     let output = row.output.unwrap();
     assert!(output["text"].as_str().unwrap().starts_with("badbyte "));
@@ -130,14 +144,21 @@ async fn an_outcome_the_database_refuses_becomes_a_failed_attempt_and_poisons_no
     .unwrap();
     let mut others = Vec::new();
     for n in 0..200 {
-        others.push(standmeet::jobs::insert_tx::<Noop>(&mut tx, &json!({ "n": n })).await.unwrap());
+        others.push(
+            standmeet::jobs::insert_tx::<Noop>(&mut tx, &json!({ "n": n }))
+                .await
+                .unwrap(),
+        );
     }
     tx.commit().await.unwrap();
     let engine = start_engine(&pool, registry(), quick_config(8)).await;
 
     all_completed(&pool, &others).await;
     let row = wait_for_state(&pool, poison, JobState::Discarded).await;
-    assert_eq!(row.attempt, 2, "each attempt counted, then discarded: {row:?}");
+    assert_eq!(
+        row.attempt, 2,
+        "each attempt counted, then discarded: {row:?}"
+    );
     let error = &row.attempt_errors()[0].error;
     assert!(error.contains("could not be recorded"), "{error}");
     assert!(error.contains("this row cannot be completed"), "{error}");
@@ -155,7 +176,7 @@ async fn a_job_under_this_processs_name_that_it_does_not_run_is_not_kept_alive(p
     .unwrap();
     // Marked running under this process's worker id, as a lost outcome leaves a job,
     // but with no attempt in flight: renewal must not keep its lease alive.
-    let taken = store::job_fetch_available(
+    let taken = testing::job_fetch_available(
         &pool,
         "nobody-runs-this",
         1,
@@ -173,14 +194,19 @@ async fn a_job_under_this_processs_name_that_it_does_not_run_is_not_kept_alive(p
     .await;
     let row = job(&pool, JobId(id)).await;
     assert_ne!(row.state, JobState::Running);
-    assert!(row.attempt_errors()[0].error.starts_with("worker lost"), "{row:?}");
+    assert!(
+        row.attempt_errors()[0].error.starts_with("worker lost"),
+        "{row:?}"
+    );
     engine.shutdown().await;
 }
 
 #[sqlx::test]
 async fn an_attempt_whose_job_was_taken_back_stops_and_writes_nothing(pool: PgPool) {
     let engine = start_engine(&pool, registry(), quick_config(4)).await;
-    let id = insert::<Sleep>(&pool, &SleepArgs { ms: 60_000 }).await.unwrap();
+    let id = insert::<Sleep>(&pool, &SleepArgs { ms: 60_000 })
+        .await
+        .unwrap();
     wait_for_state(&pool, id, JobState::Running).await;
     wait_until(Duration::from_secs(5), || async {
         engine.signals.running_count() == 1
@@ -202,7 +228,10 @@ async fn an_attempt_whose_job_was_taken_back_stops_and_writes_nothing(pool: PgPo
     .await;
     let row = job(&pool, id).await;
     assert_eq!(row.state, JobState::Retryable);
-    assert!(row.attempt_errors().is_empty(), "the stopped attempt wrote nothing: {row:?}");
+    assert!(
+        row.attempt_errors().is_empty(),
+        "the stopped attempt wrote nothing: {row:?}"
+    );
     engine.shutdown().await;
 }
 
@@ -213,9 +242,16 @@ async fn a_cancel_the_attempt_never_saw_wins_over_its_retry_or_snooze(pool: PgPo
         (JobState::Scheduled, Some(Duration::from_secs(10))),
     ] {
         let id = insert::<Noop>(&pool, &json!({})).await.unwrap();
-        store::job_fetch_available(&pool, "default", 1, "ghost", Duration::from_secs(60), &["system.noop".into()])
-            .await
-            .unwrap();
+        testing::job_fetch_available(
+            &pool,
+            "default",
+            1,
+            "ghost",
+            Duration::from_secs(60),
+            &["system.noop".into()],
+        )
+        .await
+        .unwrap();
         // The admin's cancel request lands; its notification is lost.
         sqlx::query("UPDATE jobs SET cancel_requested_at = now() WHERE id = $1")
             .bind(id.0)
@@ -231,7 +267,9 @@ async fn a_cancel_the_attempt_never_saw_wins_over_its_retry_or_snooze(pool: PgPo
             delay,
             give_back_attempt: state == JobState::Scheduled,
         };
-        let changed = store::job_record_outcomes(&pool, "ghost", &[outcome]).await.unwrap();
+        let changed = testing::job_record_outcomes(&pool, "ghost", &[outcome])
+            .await
+            .unwrap();
         assert_eq!(changed, vec![id]);
         let row = job(&pool, id).await;
         assert_eq!(row.state, JobState::Cancelled, "{row:?}");
@@ -242,9 +280,16 @@ async fn a_cancel_the_attempt_never_saw_wins_over_its_retry_or_snooze(pool: PgPo
 #[sqlx::test]
 async fn the_rescuers_backoff_has_the_same_cap(pool: PgPool) {
     let id = insert::<Noop>(&pool, &json!({})).await.unwrap();
-    store::job_fetch_available(&pool, "default", 1, "ghost", Duration::from_secs(60), &["system.noop".into()])
-        .await
-        .unwrap();
+    testing::job_fetch_available(
+        &pool,
+        "default",
+        1,
+        "ghost",
+        Duration::from_secs(60),
+        &["system.noop".into()],
+    )
+    .await
+    .unwrap();
     sqlx::query(
         "UPDATE jobs SET attempt = 30000, max_attempts = 32000, \
          lease_expires_at = now() - interval '1 second' WHERE id = $1",
@@ -253,11 +298,15 @@ async fn the_rescuers_backoff_has_the_same_cap(pool: PgPool) {
     .execute(&pool)
     .await
     .unwrap();
-    let rescued = store::job_rescue_expired(&pool, 10, Duration::from_secs(1)).await.unwrap();
+    let rescued = testing::job_rescue_expired(&pool, 10, Duration::from_secs(1))
+        .await
+        .unwrap();
     assert_eq!(rescued, 1);
     let row = job(&pool, id).await;
     assert_eq!(row.state, JobState::Retryable);
-    assert!(row.scheduled_at <= time::OffsetDateTime::now_utc() + MAX_DELAY + Duration::from_secs(60));
+    assert!(
+        row.scheduled_at <= time::OffsetDateTime::now_utc() + MAX_DELAY + Duration::from_secs(60)
+    );
 }
 
 #[sqlx::test]
@@ -299,7 +348,11 @@ async fn a_job_of_a_kind_nobody_runs_waits_and_the_panel_says_why(pool: PgPool) 
     let after = noops(&pool, 5).await;
     all_completed(&pool, &after).await;
     let row = job(&pool, JobId(stranger)).await;
-    assert_eq!(row.state, JobState::Available, "never discarded for this: {row:?}");
+    assert_eq!(
+        row.state,
+        JobState::Available,
+        "never discarded for this: {row:?}"
+    );
     assert_eq!(row.attempt, 0);
 
     let reply = common::send(
@@ -311,8 +364,15 @@ async fn a_job_of_a_kind_nobody_runs_waits_and_the_panel_says_why(pool: PgPool) 
     )
     .await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
-    let note = reply.json()["jobs"][0]["note"].as_str().unwrap_or_default().to_string();
-    assert!(note.contains("No running StandMeet knows this kind"), "{}", reply.body);
+    let note = reply.json()["jobs"][0]["note"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        note.contains("No running StandMeet knows this kind"),
+        "{}",
+        reply.body
+    );
     jobs.shutdown().await;
 
     // A process that knows the kind picks it up.
@@ -321,7 +381,11 @@ async fn a_job_of_a_kind_nobody_runs_waits_and_the_panel_says_why(pool: PgPool) 
         const KIND: &'static str = "feature.of.tomorrow";
         type Args = serde_json::Value;
         type Output = &'static str;
-        async fn run(&self, _job: JobContext, _args: serde_json::Value) -> Result<&'static str, JobError> {
+        async fn run(
+            &self,
+            _job: JobContext,
+            _args: serde_json::Value,
+        ) -> Result<&'static str, JobError> {
             Ok("done")
         }
     }
@@ -356,15 +420,23 @@ fn codes_in(mails: &[common::smtp::ReceivedMail]) -> Vec<String> {
 }
 
 async fn approve(app: &axum::Router, cookie: &str, id: i64) -> common::Reply {
-    common::post_form(app, "/api/access_requests/approve", &[("id", &id.to_string())], Some(cookie)).await
+    common::post_form(
+        app,
+        "/api/access_requests/approve",
+        &[("id", &id.to_string())],
+        Some(cookie),
+    )
+    .await
 }
 
 async fn new_request(pool: &PgPool, email: &str) -> i64 {
-    sqlx::query_scalar("INSERT INTO access_requests (name, email) VALUES ('Visitor', $1) RETURNING id")
-        .bind(email)
-        .fetch_one(pool)
-        .await
-        .unwrap()
+    sqlx::query_scalar(
+        "INSERT INTO access_requests (name, email) VALUES ('Visitor', $1) RETURNING id",
+    )
+    .bind(email)
+    .fetch_one(pool)
+    .await
+    .unwrap()
 }
 
 #[sqlx::test]
@@ -384,7 +456,7 @@ async fn a_code_mailed_by_an_attempt_whose_answer_was_lost_still_redeems(pool: P
     let codes = codes_in(&smtp.mails_to("lost@example.com"));
     assert_eq!(codes.len(), 2, "the visitor got two mails");
     assert_ne!(codes[0], codes[1]);
-    let email = standmeet::domain::types::EmailAddress::parse("lost@example.com").unwrap();
+    let email = standmeet::types::EmailAddress::parse("lost@example.com").unwrap();
     for code in &codes {
         assert!(
             standmeet::domain::access_requests::code_matches(&state.pool, &email, code)
@@ -410,15 +482,24 @@ async fn a_confirmation_link_mailed_by_an_attempt_whose_answer_was_lost_still_wo
     )
     .await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
-    wait_until(Duration::from_secs(20), || async { smtp.mails_to("new@desk.example").len() == 2 }).await;
+    wait_until(Duration::from_secs(20), || async {
+        smtp.mails_to("new@desk.example").len() == 2
+    })
+    .await;
     let first = smtp.mails_to("new@desk.example")[0].text();
     let start = first.find("token=").unwrap() + "token=".len();
-    let token: String = first[start..].chars().take_while(char::is_ascii_hexdigit).collect();
+    let token: String = first[start..]
+        .chars()
+        .take_while(char::is_ascii_hexdigit)
+        .collect();
     // The first link (whose send looked failed) confirms the change.
     let page = common::get(&app, &format!("/account/confirm-email?token={token}")).await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     let settings = mail_settings("log");
-    let owner = standmeet::domain::owner::owner_email(&pool, &settings).await.unwrap().unwrap();
+    let owner = standmeet::domain::owner::owner_email(&pool, &settings)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(owner.as_str(), "new@desk.example");
     jobs.shutdown().await;
 }
@@ -445,15 +526,21 @@ async fn the_log_supplier_keeps_mail_bodies_out_of_the_process_log() {
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
 
-    let from = standmeet::domain::types::EmailAddress::parse("desk@example.com").unwrap();
+    let from = standmeet::types::EmailAddress::parse("desk@example.com").unwrap();
     let mail = standmeet::domain::mail::Mail {
-        to: standmeet::domain::types::EmailAddress::parse("visitor@example.com").unwrap(),
+        to: standmeet::types::EmailAddress::parse("visitor@example.com").unwrap(),
         subject: "Your access to StandMeet".into(),
         body: "Your access code: K7QF-2MZP-9HXA".into(),
     };
-    standmeet::domain::mail::Mailer::Log.send(&from, &mail).await.unwrap();
+    standmeet::domain::mail::Mailer::Log
+        .send(&from, &mail)
+        .await
+        .unwrap();
     let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-    assert!(log.contains("Your access to StandMeet"), "the mail is logged: {log}");
+    assert!(
+        log.contains("Your access to StandMeet"),
+        "the mail is logged: {log}"
+    );
     assert!(!log.contains("K7QF-2MZP-9HXA"), "but not its secret: {log}");
 }
 
@@ -468,19 +555,34 @@ async fn the_mail_log_shows_a_mail_only_once_it_went_out(pool: PgPool) {
     let job_id = JobId(reply.json()["mail_job_id"].as_i64().unwrap());
     // While the server takes its time, the mail is on its way, not sent.
     wait_until(Duration::from_secs(5), || async {
-        common::count(&pool, "SELECT count(*) FROM mail_log WHERE recipient = 'slow@example.com'").await == 1
+        common::count(
+            &pool,
+            "SELECT count(*) FROM mail_log WHERE recipient = 'slow@example.com'",
+        )
+        .await
+            == 1
     })
     .await;
     if job(&pool, job_id).await.state == JobState::Running {
-        let shown = standmeet::domain::mail::mail_log_newest(&pool, 50).await.unwrap();
+        let shown = standmeet::domain::mail::mail_log_newest(&pool, 50)
+            .await
+            .unwrap();
         assert!(
-            shown.iter().all(|mail| mail.recipient != "slow@example.com"),
+            shown
+                .iter()
+                .all(|mail| mail.recipient != "slow@example.com"),
             "not shown before the server took it"
         );
     }
     wait_for_state(&pool, job_id, JobState::Completed).await;
-    let shown = standmeet::domain::mail::mail_log_newest(&pool, 50).await.unwrap();
-    assert!(shown.iter().any(|mail| mail.recipient == "slow@example.com"));
+    let shown = standmeet::domain::mail::mail_log_newest(&pool, 50)
+        .await
+        .unwrap();
+    assert!(
+        shown
+            .iter()
+            .any(|mail| mail.recipient == "slow@example.com")
+    );
     jobs.shutdown().await;
 }
 
@@ -501,11 +603,12 @@ async fn an_approved_request_whose_mail_failed_or_vanished_can_be_approved_again
     let second_job = JobId(second.json()["mail_job_id"].as_i64().unwrap());
     assert_ne!(first_job, second_job);
     wait_for_state(&pool, second_job, JobState::Completed).await;
-    let status: String = sqlx::query_scalar("SELECT status::text FROM access_requests WHERE id = $1")
-        .bind(id)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let status: String =
+        sqlx::query_scalar("SELECT status::text FROM access_requests WHERE id = $1")
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
     assert_eq!(status, "replied");
 
     // Cleaned away: the same holds for a request whose mail job is gone.
@@ -514,7 +617,11 @@ async fn an_approved_request_whose_mail_failed_or_vanished_can_be_approved_again
     let reply = approve(&app, &cookie, other).await;
     let gone = JobId(reply.json()["mail_job_id"].as_i64().unwrap());
     wait_for_state(&pool, gone, JobState::Discarded).await;
-    sqlx::query("DELETE FROM jobs WHERE id = $1").bind(gone.0).execute(&pool).await.unwrap();
+    sqlx::query("DELETE FROM jobs WHERE id = $1")
+        .bind(gone.0)
+        .execute(&pool)
+        .await
+        .unwrap();
     let again = approve(&app, &cookie, other).await;
     assert_eq!(again.status, StatusCode::OK, "{}", again.body);
 

@@ -7,13 +7,14 @@ mod common;
 use std::time::Duration;
 
 use common::jobs::{
-    Actions, Counted, Flaky, FlakyArgs, Panics, RunCounts, Slow, job, quick_config, start_engine,
-    test_registry, wait_for_state, wait_until,
+    Actions, Counted, Flaky, FlakyArgs, Panics, RunCounts, Slow, client, job, quick_config,
+    start_engine, test_registry, wait_for_state, wait_until,
 };
 use serde_json::json;
 use sqlx::PgPool;
 use standmeet::jobs::builtin::{Noop, Sleep, SleepArgs};
-use standmeet::jobs::store::{self, CancelOutcome, Outcome, RetryOutcome};
+use standmeet::jobs::testing::{self, Outcome};
+use standmeet::jobs::{CancelOutcome, RetryOutcome};
 use standmeet::jobs::{
     InsertOptions, JobId, JobState, insert, insert_many_tx, insert_tx, insert_with,
 };
@@ -31,12 +32,17 @@ async fn an_insert_inside_a_rolled_back_transaction_leaves_no_job(pool: PgPool) 
     let mut tx = pool.begin().await.unwrap();
     let id = insert_tx::<Noop>(&mut tx, &json!({"n": 1})).await.unwrap();
     assert!(
-        store::job_get(&mut *tx, id).await.unwrap().is_some(),
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM jobs WHERE id = $1")
+            .bind(id.0)
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap()
+            == 1,
         "visible inside"
     );
     tx.rollback().await.unwrap();
     assert!(
-        store::job_get(&pool, id).await.unwrap().is_none(),
+        client(&pool).get(id).await.unwrap().is_none(),
         "gone with the rollback"
     );
     let count = common::count(&pool, "SELECT count(*) FROM jobs").await;
@@ -167,7 +173,11 @@ async fn unreadable_args_are_discarded_without_retrying_and_an_unknown_kind_wait
     let after = insert::<Noop>(&pool, &json!({})).await.unwrap();
     wait_for_state(&pool, after, JobState::Completed).await;
     let row = job(&pool, JobId(unknown)).await;
-    assert_eq!((row.state, row.attempt), (JobState::Available, 0), "{row:?}");
+    assert_eq!(
+        (row.state, row.attempt),
+        (JobState::Available, 0),
+        "{row:?}"
+    );
     engine.shutdown().await;
 }
 
@@ -255,7 +265,11 @@ async fn a_job_scheduled_for_later_waits_then_runs(pool: PgPool) {
     .await
     .unwrap();
     assert_eq!(
-        store::job_get(&mut *tx, id).await.unwrap().unwrap().state,
+        sqlx::query_scalar::<_, JobState>("SELECT state FROM jobs WHERE id = $1")
+            .bind(id.0)
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap(),
         JobState::Scheduled
     );
     tx.commit().await.unwrap();
@@ -280,19 +294,19 @@ async fn cancelling_a_job_that_has_not_run_finishes_it_at_once(pool: PgPool) {
     let available = insert::<Noop>(&pool, &json!({})).await.unwrap();
     for id in [scheduled, available] {
         assert_eq!(
-            store::job_cancel(&pool, id).await.unwrap(),
+            client(&pool).cancel(id).await.unwrap(),
             CancelOutcome::Cancelled
         );
         let row = job(&pool, id).await;
         assert_eq!(row.state, JobState::Cancelled);
         assert!(row.finalized_at.is_some());
         assert_eq!(
-            store::job_cancel(&pool, id).await.unwrap(),
+            client(&pool).cancel(id).await.unwrap(),
             CancelOutcome::AlreadyFinal(JobState::Cancelled)
         );
     }
     assert_eq!(
-        store::job_cancel(&pool, JobId(987_654)).await.unwrap(),
+        client(&pool).cancel(JobId(987_654)).await.unwrap(),
         CancelOutcome::NotFound
     );
 }
@@ -309,7 +323,7 @@ async fn cancelling_a_running_job_fires_its_cancellation_and_ends_it_cancelled(p
     })
     .await;
     assert_eq!(
-        store::job_cancel(&pool, id).await.unwrap(),
+        client(&pool).cancel(id).await.unwrap(),
         CancelOutcome::Requested
     );
     let row = wait_for_state(&pool, id, JobState::Cancelled).await;
@@ -335,18 +349,18 @@ async fn an_admin_retry_brings_a_finished_job_back_with_room_for_one_more_attemp
     .unwrap();
     wait_for_state(&pool, id, JobState::Discarded).await;
     assert_eq!(
-        store::job_retry(&pool, id).await.unwrap(),
+        client(&pool).retry(id).await.unwrap(),
         RetryOutcome::Retried
     );
     let row = wait_for_state(&pool, id, JobState::Completed).await;
     assert_eq!(row.attempt, 2);
     assert_eq!(row.max_attempts, 2);
     assert_eq!(
-        store::job_retry(&pool, id).await.unwrap(),
+        client(&pool).retry(id).await.unwrap(),
         RetryOutcome::NotRetryable(JobState::Completed)
     );
     assert_eq!(
-        store::job_retry(&pool, JobId(424_242)).await.unwrap(),
+        client(&pool).retry(JobId(424_242)).await.unwrap(),
         RetryOutcome::NotFound
     );
     engine.shutdown().await;
@@ -355,9 +369,16 @@ async fn an_admin_retry_brings_a_finished_job_back_with_room_for_one_more_attemp
 /// Takes a job as a worker would (running, attempt 1, leased to "ghost").
 async fn take_as_ghost(pool: &PgPool) -> JobId {
     let id = insert::<Noop>(pool, &json!({})).await.unwrap();
-    let taken = store::job_fetch_available(pool, "default", 10, "ghost", Duration::from_secs(60), &all_kinds())
-        .await
-        .unwrap();
+    let taken = testing::job_fetch_available(
+        pool,
+        "default",
+        10,
+        "ghost",
+        Duration::from_secs(60),
+        &all_kinds(),
+    )
+    .await
+    .unwrap();
     assert_eq!(taken.len(), 1);
     assert_eq!(taken[0].attempt, 1);
     id
@@ -382,7 +403,7 @@ async fn the_rescuer_takes_back_a_job_whose_lease_ran_out_and_a_late_completion_
     let id = take_as_ghost(&pool).await;
     // Not yet: the lease runs.
     assert_eq!(
-        store::job_rescue_expired(&pool, 100, Duration::from_millis(10))
+        testing::job_rescue_expired(&pool, 100, Duration::from_millis(10))
             .await
             .unwrap(),
         0
@@ -393,7 +414,7 @@ async fn the_rescuer_takes_back_a_job_whose_lease_ran_out_and_a_late_completion_
         .await
         .unwrap();
     assert_eq!(
-        store::job_rescue_expired(&pool, 100, Duration::from_millis(10))
+        testing::job_rescue_expired(&pool, 100, Duration::from_millis(10))
             .await
             .unwrap(),
         1
@@ -409,7 +430,7 @@ async fn the_rescuer_takes_back_a_job_whose_lease_ran_out_and_a_late_completion_
     assert_eq!(row.attempted_by, None);
 
     // The ghost comes back and tries to complete: fenced out.
-    let changed = store::job_record_outcomes(&pool, "ghost", &[completion(id, 1)])
+    let changed = testing::job_record_outcomes(&pool, "ghost", &[completion(id, 1)])
         .await
         .unwrap();
     assert!(changed.is_empty());
@@ -430,7 +451,7 @@ async fn the_rescuer_discards_a_lost_job_out_of_attempts_and_cancels_one_an_admi
         .unwrap();
     let cancel_asked = take_as_ghost(&pool).await;
     assert_eq!(
-        store::job_cancel(&pool, cancel_asked).await.unwrap(),
+        client(&pool).cancel(cancel_asked).await.unwrap(),
         CancelOutcome::Requested
     );
     sqlx::query("UPDATE jobs SET lease_expires_at = now() - interval '1 second'")
@@ -438,7 +459,7 @@ async fn the_rescuer_discards_a_lost_job_out_of_attempts_and_cancels_one_an_admi
         .await
         .unwrap();
     assert_eq!(
-        store::job_rescue_expired(&pool, 100, Duration::from_millis(10))
+        testing::job_rescue_expired(&pool, 100, Duration::from_millis(10))
             .await
             .unwrap(),
         2
@@ -461,7 +482,7 @@ async fn a_late_completion_after_a_cancel_changes_nothing(pool: PgPool) {
         row.finalized_at.is_some(),
         "finalized_at is filled in for the operator"
     );
-    let changed = store::job_record_outcomes(&pool, "ghost", &[completion(id, 1)])
+    let changed = testing::job_record_outcomes(&pool, "ghost", &[completion(id, 1)])
         .await
         .unwrap();
     assert!(changed.is_empty());
@@ -470,13 +491,13 @@ async fn a_late_completion_after_a_cancel_changes_nothing(pool: PgPool) {
     // A completion for a later attempt than the one running is fenced out too.
     let other = take_as_ghost(&pool).await;
     assert!(
-        store::job_record_outcomes(&pool, "ghost", &[completion(other, 2)])
+        testing::job_record_outcomes(&pool, "ghost", &[completion(other, 2)])
             .await
             .unwrap()
             .is_empty()
     );
     assert_eq!(
-        store::job_record_outcomes(&pool, "ghost", &[completion(other, 1)])
+        testing::job_record_outcomes(&pool, "ghost", &[completion(other, 1)])
             .await
             .unwrap(),
         vec![other]
@@ -578,7 +599,7 @@ async fn the_cleaner_deletes_finished_jobs_past_their_retention_only(pool: PgPoo
         }
     }
     let pending = insert::<Noop>(&pool, &json!({})).await.unwrap();
-    let deleted = store::job_delete_finished(
+    let deleted = testing::job_delete_finished(
         &pool,
         Duration::from_secs(24 * 3600),
         Duration::from_secs(7 * 24 * 3600),
@@ -588,14 +609,14 @@ async fn the_cleaner_deletes_finished_jobs_past_their_retention_only(pool: PgPoo
     .unwrap();
     assert_eq!(deleted, 5);
     for (state, age_hours, id) in ids {
-        let kept = store::job_get(&pool, JobId(id)).await.unwrap().is_some();
+        let kept = client(&pool).get(JobId(id)).await.unwrap().is_some();
         let expected = match state {
             "discarded" => age_hours < 168,
             _ => age_hours < 24,
         };
         assert_eq!(kept, expected, "{state}, {age_hours} h old");
     }
-    assert!(store::job_get(&pool, pending).await.unwrap().is_some());
+    assert!(client(&pool).get(pending).await.unwrap().is_some());
 }
 
 #[sqlx::test]

@@ -8,14 +8,15 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use common::jobs::{
-    Flaky, FlakyArgs, RunCounts, job, quick_config, start_engine, test_registry, wait_for_state,
-    wait_until,
+    Flaky, FlakyArgs, RunCounts, client, job, quick_config, start_engine, test_registry,
+    wait_for_state, wait_until,
 };
 use serde_json::json;
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
+use standmeet::jobs::CancelOutcome;
 use standmeet::jobs::builtin::{Noop, Sleep, SleepArgs};
-use standmeet::jobs::store::{self, CancelOutcome};
+use standmeet::jobs::testing;
 use standmeet::jobs::{InsertOptions, JobId, JobState, insert, insert_with};
 
 #[sqlx::test]
@@ -58,7 +59,7 @@ async fn every_path_into_a_terminal_state_notifies_exactly_once_and_a_rollback_n
     .await
     .unwrap();
     assert_eq!(
-        store::job_cancel(&pool, not_run).await.unwrap(),
+        client(&pool).cancel(not_run).await.unwrap(),
         CancelOutcome::Cancelled
     );
     expected.push(not_run);
@@ -73,7 +74,7 @@ async fn every_path_into_a_terminal_state_notifies_exactly_once_and_a_rollback_n
     })
     .await;
     assert_eq!(
-        store::job_cancel(&pool, running).await.unwrap(),
+        client(&pool).cancel(running).await.unwrap(),
         CancelOutcome::Requested
     );
     wait_for_state(&pool, running, JobState::Cancelled).await;
@@ -91,16 +92,23 @@ async fn every_path_into_a_terminal_state_notifies_exactly_once_and_a_rollback_n
     )
     .await
     .unwrap();
-    store::job_fetch_available(&pool, "default", 1, "ghost", Duration::from_secs(60), &["system.noop".to_string()])
-        .await
-        .unwrap();
+    testing::job_fetch_available(
+        &pool,
+        "default",
+        1,
+        "ghost",
+        Duration::from_secs(60),
+        &["system.noop".to_string()],
+    )
+    .await
+    .unwrap();
     sqlx::query("UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1")
         .bind(lost.0)
         .execute(&pool)
         .await
         .unwrap();
     assert_eq!(
-        store::job_rescue_expired(&pool, 10, Duration::from_millis(10))
+        testing::job_rescue_expired(&pool, 10, Duration::from_millis(10))
             .await
             .unwrap(),
         1

@@ -15,7 +15,7 @@ use sqlx::PgPool;
 use standmeet::domain::listings::{self, ListingsError};
 use standmeet::jobs::{JobId, JobState};
 use standmeet::model::FetchAnswer;
-use standmeet::startup::AppState;
+use standmeet::state::AppState;
 
 fn settings(fetch_wait_ms: &str) -> standmeet::config::Settings {
     common::settings_with(&[
@@ -44,7 +44,7 @@ async fn add_samples(pool: &PgPool, boards: &BoardServer) -> [i64; 4] {
 }
 
 async fn fetch_new(state: &AppState, limit: Duration) -> Result<FetchAnswer, ListingsError> {
-    listings::fetch_new(&state.pool, &state.signals.waiters, limit, None).await
+    listings::fetch_new(&state.pool, &state.jobs, limit, None).await
 }
 
 fn titles(answer: &FetchAnswer) -> Vec<String> {
@@ -275,7 +275,9 @@ async fn a_receipt_is_redeemed_in_exactly_the_shape_of_a_fetch_that_finished_in_
 
     // The same fetch, finished in time, answers the same object.
     let ids: Vec<JobId> = serde_json::from_value(job_ids).unwrap();
-    let in_time = listings::fetch_result(&state.pool, &ids).await.unwrap();
+    let in_time = listings::fetch_result(&state.pool, &state.jobs, &ids)
+        .await
+        .unwrap();
     assert_eq!(serde_json::to_value(&in_time).unwrap(), redeemed);
     let listing = &redeemed["listings"][0];
     assert_eq!(
@@ -518,7 +520,7 @@ async fn removing_a_source_keeps_the_listings_another_source_lists(pool: PgPool)
     // The feed's next fetch shows its own words, and nothing comes back as new.
     let again = listings::fetch_new(
         &state.pool,
-        &state.signals.waiters,
+        &state.jobs,
         Duration::from_secs(20),
         Some(&[rss]),
     )

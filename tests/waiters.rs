@@ -54,7 +54,7 @@ async fn finish_by_hand(pool: &PgPool, id: JobId) {
         .unwrap();
 }
 
-fn done_rows(outcome: WaitOutcome) -> Vec<standmeet::jobs::store::JobRow> {
+fn done_rows(outcome: WaitOutcome) -> Vec<standmeet::jobs::JobRow> {
     match outcome {
         WaitOutcome::Done(rows) => rows,
         WaitOutcome::Receipt => panic!("expected the finished jobs, got a receipt"),

@@ -144,8 +144,8 @@ pub(crate) mod server {
         self, DecisionError, NewRequest, RequestRow, RequestStatus,
     };
     use crate::domain::mail;
-    use crate::domain::types::EmailAddress;
-    use crate::startup::AppState;
+    use crate::state::AppState;
+    use crate::types::EmailAddress;
 
     /// The session key that says a visitor redeemed an access code (their email).
     pub const SESSION_ACCESS_GRANTED: &str = "access_granted";

@@ -74,7 +74,7 @@ mod server {
     use crate::api::replies::set_status;
     use crate::api::tasks::when;
     use crate::domain::owner::{self, ChangeError, ConfirmError};
-    use crate::startup::AppState;
+    use crate::state::AppState;
 
     fn internal(err: impl std::fmt::Display) -> ServerFnError {
         tracing::error!(error = %err, "an account operation failed");

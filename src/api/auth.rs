@@ -41,7 +41,7 @@ mod server {
 
     use crate::domain::admins;
     use crate::security::guard::{SESSION_ADMIN_ID, safe_next};
-    use crate::startup::AppState;
+    use crate::state::AppState;
 
     #[derive(Debug, Deserialize)]
     pub struct SignInForm {

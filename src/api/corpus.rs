@@ -126,7 +126,7 @@ mod server {
     use crate::api::replies::{internal, refuse, set_status};
     use crate::api::tasks::when;
     use crate::domain::corpus::{self, CorpusError, EntryRow, Written};
-    use crate::startup::AppState;
+    use crate::state::AppState;
 
     /// How many entries the admin page lists.
     const ENTRIES_SHOWN: i64 = 200;
@@ -173,14 +173,9 @@ mod server {
     }
 
     async fn receipt(state: &AppState, written: Written) -> Result<WriteReceipt, ServerFnError> {
-        let receipt = corpus::receipt(
-            &state.pool,
-            &state.signals.waiters,
-            state.settings.index_wait,
-            written,
-        )
-        .await
-        .map_err(refused)?;
+        let receipt = corpus::receipt(&state.pool, &state.jobs, state.settings.index_wait, written)
+            .await
+            .map_err(refused)?;
         Ok(WriteReceipt {
             id: receipt.id,
             indexed: receipt.indexed,

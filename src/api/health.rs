@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Serialize;
 
-use crate::startup::AppState;
+use crate::state::AppState;
 
 #[derive(Debug, Serialize)]
 pub struct Health {

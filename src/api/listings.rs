@@ -97,7 +97,7 @@ mod server {
     use crate::api::replies::{internal, refuse};
     use crate::api::tasks::when;
     use crate::domain::listings::{self, ListingsError};
-    use crate::startup::AppState;
+    use crate::state::AppState;
 
     fn refused(error: ListingsError) -> ServerFnError {
         match error {
@@ -209,14 +209,9 @@ mod server {
     pub async fn fetch_new() -> Result<FetchAnswer, ServerFnError> {
         let admin = require_admin().await?;
         let state = expect_context::<AppState>();
-        let answer = listings::fetch_new(
-            &state.pool,
-            &state.signals.waiters,
-            state.settings.fetch_wait,
-            None,
-        )
-        .await
-        .map_err(refused)?;
+        let answer = listings::fetch_new(&state.pool, &state.jobs, state.settings.fetch_wait, None)
+            .await
+            .map_err(refused)?;
         tracing::info!(
             admin.id = admin.id,
             jobs = answer.job_ids.len(),

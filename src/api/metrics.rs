@@ -12,8 +12,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::jobs::store;
-use crate::startup::AppState;
+use crate::state::AppState;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct JobLabels {
@@ -25,7 +24,7 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
     let mut registry = Registry::with_prefix("standmeet");
 
     let jobs = Family::<JobLabels, Gauge>::default();
-    match store::job_count_by_state_and_kind(&state.pool).await {
+    match state.jobs.count_by_state_and_kind().await {
         Ok(counts) => {
             for (job_state, kind, count) in counts {
                 jobs.get_or_create(&JobLabels {

@@ -78,8 +78,13 @@ mod tests {
         )))
         .unwrap();
         assert!(arguments_did_not_fit(&form));
-        assert!(!arguments_did_not_fit(b"ServerError|StandMeet could not do that just now"));
-        let failure = serde_json::to_vec(&super::super::access::FormError::new("StandMeet did not answer; try again.")).unwrap();
+        assert!(!arguments_did_not_fit(
+            b"ServerError|StandMeet could not do that just now"
+        ));
+        let failure = serde_json::to_vec(&super::super::access::FormError::new(
+            "StandMeet did not answer; try again.",
+        ))
+        .unwrap();
         assert!(!arguments_did_not_fit(&failure));
     }
 }

@@ -14,7 +14,7 @@ pub struct ServiceHealth {
 /// `/healthz`.
 #[server(endpoint = "service_status", input = GetUrl)]
 pub async fn service_status() -> Result<ServiceHealth, ServerFnError> {
-    let state = expect_context::<crate::startup::AppState>();
+    let state = expect_context::<crate::state::AppState>();
     Ok(ServiceHealth {
         database_ok: crate::db::ping(&state.pool).await,
     })

@@ -171,9 +171,9 @@ mod server {
 
     use super::*;
     use crate::api::auth::require_admin;
-    use crate::jobs::store::{self, CancelOutcome, JobRow, JobSummary, PanelFilter, RetryOutcome};
+    use crate::jobs::{CancelOutcome, JobFilter, JobRow, JobSummary, RetryOutcome};
     use crate::model::JobId;
-    use crate::startup::AppState;
+    use crate::state::AppState;
 
     /// "2026-11-29 14:03:12 UTC".
     pub fn when(at: OffsetDateTime) -> String {
@@ -221,7 +221,7 @@ mod server {
         }
         // A process that renewed within three leases is alive (it renews every third).
         let live = state.settings.job_lease * 3;
-        let known = store::worker_known_kinds(&state.pool, live).await?;
+        let known = state.jobs.kinds_someone_runs(live).await?;
         Ok(strangers
             .into_iter()
             .filter(|kind| !known.contains(kind))
@@ -256,7 +256,7 @@ mod server {
     pub async fn list(query: TaskQuery) -> Result<TaskPage, ServerFnError> {
         require_admin().await?;
         let state = expect_context::<AppState>();
-        let filter = PanelFilter {
+        let filter = JobFilter {
             state: parse_state_filter(query.state.as_deref())
                 .map_err(|message| crate::api::replies::refuse(StatusCode::BAD_REQUEST, message))?,
             kind: name_filter(query.kind),
@@ -264,7 +264,9 @@ mod server {
             before: query.before.map(JobId),
             after: query.after.map(JobId),
         };
-        let mut jobs = store::job_list_page(&state.pool, &filter, PAGE_SIZE + 1)
+        let mut jobs = state
+            .jobs
+            .list(&filter, PAGE_SIZE + 1)
             .await
             .map_err(internal)?;
         let older = if jobs.len() as i64 > PAGE_SIZE && filter.after.is_none() {
@@ -274,7 +276,9 @@ mod server {
             jobs.truncate(PAGE_SIZE as usize);
             None
         };
-        let counts = store::job_state_counts(&state.pool, COUNT_CAP + 1)
+        let counts = state
+            .jobs
+            .count_by_state(COUNT_CAP + 1)
             .await
             .map_err(internal)?
             .into_iter()
@@ -344,10 +348,7 @@ mod server {
     pub async fn detail(id: i64) -> Result<Option<TaskDetail>, ServerFnError> {
         require_admin().await?;
         let state = expect_context::<AppState>();
-        let Some(job) = store::job_get(&state.pool, JobId(id))
-            .await
-            .map_err(internal)?
-        else {
+        let Some(job) = state.jobs.get(JobId(id)).await.map_err(internal)? else {
             return Ok(None);
         };
         let mut detail = detail_of(job);
@@ -363,9 +364,7 @@ mod server {
     pub async fn retry(id: i64) -> Result<TaskActionResult, ServerFnError> {
         let admin = require_admin().await?;
         let state = expect_context::<AppState>();
-        let outcome = store::job_retry(&state.pool, JobId(id))
-            .await
-            .map_err(internal)?;
+        let outcome = state.jobs.retry(JobId(id)).await.map_err(internal)?;
         tracing::info!(
             job.id = id,
             admin.id = admin.id,
@@ -393,9 +392,7 @@ mod server {
     pub async fn cancel(id: i64) -> Result<TaskActionResult, ServerFnError> {
         let admin = require_admin().await?;
         let state = expect_context::<AppState>();
-        let outcome = store::job_cancel(&state.pool, JobId(id))
-            .await
-            .map_err(internal)?;
+        let outcome = state.jobs.cancel(JobId(id)).await.map_err(internal)?;
         tracing::info!(
             job.id = id,
             admin.id = admin.id,
@@ -447,7 +444,7 @@ mod server {
             }
         };
         let read = async {
-            let jobs = store::job_summaries(&state.pool, &ids).await?;
+            let jobs = state.jobs.summaries(&ids).await?;
             let nobody_runs = kinds_nobody_runs(&state, summaries(&jobs)).await?;
             Ok::<_, sqlx::Error>((jobs, nobody_runs))
         };

@@ -63,7 +63,7 @@ fn bench_config() -> EngineConfig {
         keep_completed: Duration::from_secs(24 * 3_600),
         keep_discarded: Duration::from_secs(7 * 24 * 3_600),
         shutdown_grace: Duration::from_secs(5),
-        worker_id: crate::jobs::engine::worker_id(),
+        worker_id: crate::jobs::worker_id(),
     }
 }
 

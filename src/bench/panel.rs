@@ -18,8 +18,9 @@ use tower::ServiceExt;
 
 use super::{ms, percentile};
 use crate::config::Settings;
-use crate::domain::types::EmailAddress;
-use crate::startup::{AppState, router};
+use crate::startup::router;
+use crate::state::AppState;
+use crate::types::EmailAddress;
 
 const ADMIN: &str = "bench@standmeet.test";
 const PASSWORD: &str = "benchmark password";

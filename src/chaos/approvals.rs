@@ -27,7 +27,7 @@ use super::process;
 use super::smtp_sink::{SmtpSink, access_codes_in};
 use super::{Lab, Outcome, first_few, snippet};
 use crate::domain::access_requests::code_matches;
-use crate::domain::types::EmailAddress;
+use crate::types::EmailAddress;
 
 /// Approvals in flight at once.
 const CONCURRENT: usize = 64;

@@ -41,7 +41,7 @@ use sqlx::PgPool;
 
 use crate::config::Settings;
 use crate::db::{self, PrivateCluster};
-use crate::jobs::{EngineConfig, JobRuntime, QueueConfig, Signals};
+use crate::jobs::{JobRuntime, QueueConfig, Signals};
 
 pub use effect::{ChaosEffect, EffectArgs};
 
@@ -351,7 +351,7 @@ pub async fn worker_main() -> anyhow::Result<()> {
         .and_then(|raw| raw.parse::<usize>().ok())
         .filter(|slots| *slots > 0)
         .unwrap_or(10);
-    let mut config = EngineConfig::from_settings(&settings);
+    let mut config = settings.engine_config();
     // Only the queue chaos jobs use, polled often: a lost wake-up costs little time.
     config.queues = vec![QueueConfig::new(
         "default",

@@ -225,4 +225,3 @@ pub(crate) async fn wait_until_healthy(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
-

@@ -9,19 +9,15 @@
 //! whatever became of that attempt afterwards (a failed commit, a time-out after the
 //! mail server took the mail, a crash), and none sits in clear in the database.
 
-use std::sync::Arc;
-
-use rand::seq::IndexedRandom;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 use time::OffsetDateTime;
 
-use crate::config::Settings;
-use crate::domain::mail::{self, Delivery, Mail, Mailer};
-use crate::domain::types::EmailAddress;
+use crate::domain::mail::{Mail, MailContext, MailOutput, Mailer};
+use crate::domain::secrets::{code_hash, new_code};
 use crate::jobs::{self, JobContext, JobError, JobId, JobKind, JobState};
 use crate::model::MailState;
+use crate::types::EmailAddress;
 
 /// The `access_request_status` enum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
@@ -193,8 +189,8 @@ pub async fn list(
         r#"
         SELECT r.id, r.name, r.email, r.message, r.status AS "status: RequestStatus", r.created_at,
                r.mail_job_id, j.state AS "mail_job_state?: JobState",
-               j.errors -> -1 ->> 'error' AS mail_error
-        FROM access_requests r LEFT JOIN jobs j ON j.id = r.mail_job_id
+               j.last_error AS mail_error
+        FROM access_requests r LEFT JOIN job_status j ON j.id = r.mail_job_id
         WHERE $1::access_request_status IS NULL OR r.status = $1
         ORDER BY r.id DESC
         LIMIT $2
@@ -212,8 +208,8 @@ pub async fn get(pool: &PgPool, id: i64) -> Result<Option<RequestRow>, sqlx::Err
         r#"
         SELECT r.id, r.name, r.email, r.message, r.status AS "status: RequestStatus", r.created_at,
                r.mail_job_id, j.state AS "mail_job_state?: JobState",
-               j.errors -> -1 ->> 'error' AS mail_error
-        FROM access_requests r LEFT JOIN jobs j ON j.id = r.mail_job_id
+               j.last_error AS mail_error
+        FROM access_requests r LEFT JOIN job_status j ON j.id = r.mail_job_id
         WHERE r.id = $1
         "#,
         id,
@@ -309,7 +305,7 @@ async fn lock_approvable(tx: &mut sqlx::PgConnection, id: i64) -> Result<(), Dec
     let current = sqlx::query!(
         r#"
         SELECT r.status AS "status: RequestStatus", j.state AS "mail_state?: JobState"
-        FROM access_requests r LEFT JOIN jobs j ON j.id = r.mail_job_id
+        FROM access_requests r LEFT JOIN job_status j ON j.id = r.mail_job_id
         WHERE r.id = $1 FOR UPDATE OF r
         "#,
         id
@@ -382,72 +378,10 @@ pub async fn code_matches(
     .await
 }
 
-/// An access code: 12 characters without look-alikes, in groups of four
-/// (`K7QF-2MZP-9HXA`), about 62 bits.
-pub fn new_code() -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
-    let mut rng = rand::rng();
-    let chars: Vec<char> = (0..12)
-        .map(|_| *ALPHABET.choose(&mut rng).expect("a non-empty alphabet") as char)
-        .collect();
-    chars
-        .chunks(4)
-        .map(|group| group.iter().collect::<String>())
-        .collect::<Vec<_>>()
-        .join("-")
-}
-
-/// The stored form of a code: SHA-256 of its letters, upper case, without spaces and
-/// dashes, so `k7qf 2mzp 9hxa` matches too. (A random 62-bit code under a rate limit
-/// needs no slow hash.)
-pub fn code_hash(code: &str) -> String {
-    let normal: String = code
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric())
-        .map(|c| c.to_ascii_uppercase())
-        .collect();
-    let digest = Sha256::digest(normal.as_bytes());
-    digest.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
 /// The arguments of both access-request mail jobs.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RequestArgs {
     pub request_id: i64,
-}
-
-/// What a mail job did.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct MailOutput {
-    pub sent: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub to: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
-/// What the mail jobs need to send.
-#[derive(Clone)]
-pub struct MailContext {
-    pub mailer: Mailer,
-    pub settings: Arc<Settings>,
-}
-
-impl MailContext {
-    /// Sends `mail` for `job`: logged, throttled per recipient, a failure made the
-    /// job's retry or discard.
-    pub async fn deliver(&self, job: &JobContext, mail: &Mail) -> Result<Delivery, JobError> {
-        mail::deliver(
-            job.pool(),
-            &self.mailer,
-            &self.settings.mail_from,
-            mail,
-            Some(job.id),
-            self.settings.mail_per_recipient_per_hour,
-        )
-        .await
-        .map_err(mail::SendError::into_job_error)
-    }
 }
 
 /// The request a mail job is about; a request that is gone makes the job pointless.
@@ -475,13 +409,7 @@ impl JobKind for NotifyOwner {
             .ok_or_else(|| {
                 JobError::discard("there is no owner to tell: set STANDMEET_OWNER_EMAIL")
             })?;
-        let review = self
-            .0
-            .settings
-            .public_url
-            .join("admin/access-requests")
-            .map(String::from)
-            .unwrap_or_default();
+        let review = self.0.link("admin/access-requests")?;
         let mut body = format!("{} <{}> asks for access", request.name, request.email);
         if request.message.is_empty() {
             body.push_str(".\n");
@@ -494,14 +422,8 @@ impl JobKind for NotifyOwner {
             subject: format!("Access request from {}", request.name),
             body,
         };
-        match self.0.deliver(&job, &mail).await? {
-            Delivery::Throttled { until } => Err(mail::snooze_until(until, &owner)),
-            Delivery::Sent => Ok(MailOutput {
-                sent: true,
-                to: Some(owner.to_string()),
-                reason: None,
-            }),
-        }
+        self.0.deliver(&job, &mail).await?;
+        Ok(MailOutput::sent(&owner))
     }
 }
 
@@ -522,11 +444,7 @@ impl JobKind for ApprovalMail {
         if request.status != RequestStatus::Approved {
             // Denied meanwhile, or replied by an earlier attempt: nothing to send.
             let reason = format!("the request is {} now", request.status.as_str());
-            return Ok(MailOutput {
-                sent: false,
-                to: None,
-                reason: Some(reason),
-            });
+            return Ok(MailOutput::not_sent(reason));
         }
         let to = EmailAddress::parse(&request.email).map_err(|err| {
             JobError::discard(format!("the request's address is not valid: {err}"))
@@ -539,13 +457,7 @@ impl JobKind for ApprovalMail {
         )
         .execute(job.pool())
         .await?;
-        let redeem = self
-            .0
-            .settings
-            .public_url
-            .join("access")
-            .map(String::from)
-            .unwrap_or_default();
+        let redeem = self.0.link("access")?;
         let mail = Mail {
             to: to.clone(),
             subject: "Your access to StandMeet".into(),
@@ -555,9 +467,7 @@ impl JobKind for ApprovalMail {
                 request.name
             ),
         };
-        if let Delivery::Throttled { until } = self.0.deliver(&job, &mail).await? {
-            return Err(mail::snooze_until(until, &to));
-        }
+        self.0.deliver(&job, &mail).await?;
         // Sent: record it, and the job's completion, together.
         let mut tx = job.pool().begin().await?;
         sqlx::query!(
@@ -571,11 +481,7 @@ impl JobKind for ApprovalMail {
         )
         .execute(&mut *tx)
         .await?;
-        let output = MailOutput {
-            sent: true,
-            to: Some(to.to_string()),
-            reason: None,
-        };
+        let output = MailOutput::sent(&to);
         job.complete_tx(&mut tx, &output).await?;
         tx.commit().await?;
         Ok(output)

@@ -10,7 +10,7 @@ use anyhow::Context;
 use sqlx::PgPool;
 
 use crate::config::Settings;
-use crate::domain::types::EmailAddress;
+use crate::types::EmailAddress;
 
 /// A signed-in admin, as the request guard finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]

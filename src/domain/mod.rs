@@ -8,4 +8,22 @@ pub mod corpus;
 pub mod listings;
 pub mod mail;
 pub mod owner;
-pub mod types;
+pub mod secrets;
+
+use anyhow::Context;
+
+/// Every job kind this StandMeet runs.
+pub fn job_registry(mail: mail::MailContext) -> anyhow::Result<crate::jobs::Registry> {
+    use crate::domain::access_requests::{ApprovalMail, NotifyOwner};
+    use crate::domain::corpus::IndexEntry;
+    use crate::domain::listings::FetchSource;
+    use crate::domain::owner::EmailConfirmation;
+    let fetch =
+        FetchSource::new(&mail.settings).context("cannot make the HTTP client for job boards")?;
+    Ok(crate::jobs::builtin::registry()
+        .register(NotifyOwner(mail.clone()))
+        .register(ApprovalMail(mail.clone()))
+        .register(EmailConfirmation(mail))
+        .register(fetch)
+        .register(IndexEntry))
+}

@@ -9,16 +9,15 @@
 
 use std::time::Duration;
 
-use rand::Rng;
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use time::OffsetDateTime;
 
 use crate::config::Settings;
-use crate::domain::access_requests::{MailContext, MailOutput};
-use crate::domain::mail::{self, Delivery, Mail, Mailer};
-use crate::domain::types::EmailAddress;
+use crate::domain::mail::{self, Mail, MailContext, MailOutput, Mailer};
+use crate::domain::secrets::{code_hash, new_code, new_token, token_hash};
 use crate::jobs::{self, InsertOptions, JobContext, JobError, JobId, JobKind, JobState};
+use crate::types::EmailAddress;
 
 /// A new confirmation mail waits this long before it goes out, so an owner who
 /// mistyped and corrects at once sends one mail, to the right address.
@@ -72,8 +71,8 @@ pub async fn pending_change(pool: &PgPool) -> Result<Option<PendingChange>, sqlx
         PendingChange,
         r#"
         SELECT c.id AS "id!", c.new_email AS "new_email!", c.created_at AS "created_at!", c.pending_email_job_id AS job_id,
-               j.state AS "job_state?: JobState", j.errors -> -1 ->> 'error' AS job_error
-        FROM owner_email_changes c LEFT JOIN jobs j ON j.id = c.pending_email_job_id
+               j.state AS "job_state?: JobState", j.last_error AS job_error
+        FROM owner_email_changes c LEFT JOIN job_status j ON j.id = c.pending_email_job_id
         WHERE c.status = 'pending'
         "#
     )
@@ -244,16 +243,6 @@ pub async fn confirm(
     Ok(Ok(change.new_email))
 }
 
-/// A link token: 32 random bytes, URL-safe.
-fn new_token() -> String {
-    let bytes: [u8; 32] = rand::rng().random();
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
-fn token_hash(token: &str) -> String {
-    crate::domain::access_requests::code_hash(token.trim())
-}
-
 fn sentence(text: &str) -> String {
     let mut chars = text.chars();
     let capitalized: String = chars
@@ -280,11 +269,7 @@ impl JobKind for EmailConfirmation {
     type Output = MailOutput;
 
     async fn run(&self, job: JobContext, args: ChangeArgs) -> Result<MailOutput, JobError> {
-        let stale = || MailOutput {
-            sent: false,
-            to: None,
-            reason: Some("stale".into()),
-        };
+        let stale = || MailOutput::not_sent("stale");
         let change = sqlx::query!(
             r#"SELECT new_email, status AS "status: ChangeStatus" FROM owner_email_changes WHERE id = $1"#,
             args.change_id
@@ -315,12 +300,7 @@ impl JobKind for EmailConfirmation {
         .execute(job.pool())
         .await?;
         let hours = self.0.settings.confirm_link_valid.as_secs() / 3600;
-        let mut link = self
-            .0
-            .settings
-            .public_url
-            .join("account/confirm-email")
-            .map_err(|err| JobError::discard(format!("cannot make the link: {err}")))?;
+        let mut link = self.0.link("account/confirm-email")?;
         link.query_pairs_mut().append_pair("token", &token);
         let mail = Mail {
             to: to.clone(),
@@ -331,10 +311,7 @@ impl JobKind for EmailConfirmation {
                  If you did not ask for this, ignore this mail; nothing changes.\n"
             ),
         };
-        let delivered = self.0.deliver(&job, &mail).await?;
-        if let Delivery::Throttled { until } = delivered {
-            return Err(mail::snooze_until(until, &to));
-        }
+        self.0.deliver(&job, &mail).await?;
         // Sent: only now does the token exist, and only while the change still waits.
         let mut tx = job.pool().begin().await?;
         let stored = sqlx::query!(
@@ -349,20 +326,11 @@ impl JobKind for EmailConfirmation {
         )
         .execute(&mut *tx)
         .await?;
-        let output = if stored.rows_affected() == 1 {
-            MailOutput {
-                sent: true,
-                to: Some(to.to_string()),
-                reason: None,
-            }
-        } else {
+        let mut output = MailOutput::sent(&to);
+        if stored.rows_affected() == 0 {
             // Superseded while the mail was on its way: its link will not work.
-            MailOutput {
-                sent: true,
-                to: Some(to.to_string()),
-                reason: Some("stale".into()),
-            }
-        };
+            output.reason = Some("stale".into());
+        }
         job.complete_tx(&mut tx, &output).await?;
         tx.commit().await?;
         Ok(output)
@@ -397,7 +365,7 @@ pub async fn send_recovery_phrase(
     let Some(owner) = owner_email(pool, settings).await? else {
         anyhow::bail!("there is no owner address to send to");
     };
-    let phrase = crate::domain::access_requests::new_code();
+    let phrase = new_code();
     let mail = Mail {
         to: owner.clone(),
         subject: "Your StandMeet recovery phrase".into(),
@@ -407,11 +375,7 @@ pub async fn send_recovery_phrase(
     };
     let result = mailer.send(&settings.mail_from, &mail).await;
     let (sent, error, hash) = match &result {
-        Ok(()) => (
-            true,
-            None,
-            Some(crate::domain::access_requests::code_hash(&phrase)),
-        ),
+        Ok(()) => (true, None, Some(code_hash(&phrase))),
         Err(err) => (false, Some(err.to_string()), None),
     };
     let attempt = sqlx::query_as!(
@@ -428,17 +392,7 @@ pub async fn send_recovery_phrase(
     .fetch_one(pool)
     .await?;
     if sent {
-        // Logged like every mail (the body only for the log supplier).
-        let body = matches!(mailer, Mailer::Log).then_some(mail.body.as_str());
-        let _ = sqlx::query!(
-            "INSERT INTO mail_log (recipient, subject, body, supplier) VALUES ($1, $2, $3, $4)",
-            owner.as_str(),
-            mail.subject,
-            body,
-            mailer.supplier(),
-        )
-        .execute(pool)
-        .await;
+        mail::log_sent(pool, mailer, &mail).await;
     }
     Ok(attempt)
 }

@@ -120,9 +120,13 @@ async fn write_one_by_one(context: &CompleterContext, batch: &[Outcome]) -> Vec<
                 )
                 .await
                 {
-                    Ok(true) => tracing::warn!(job.id = outcome.id.0, error = %err, "recorded a refused outcome as a failed attempt"),
+                    Ok(true) => {
+                        tracing::warn!(job.id = outcome.id.0, error = %err, "recorded a refused outcome as a failed attempt")
+                    }
                     Ok(false) => {}
-                    Err(err) => tracing::error!(job.id = outcome.id.0, error = %err, "cannot record a refused outcome; the rescuer will take the job back"),
+                    Err(err) => {
+                        tracing::error!(job.id = outcome.id.0, error = %err, "cannot record a refused outcome; the rescuer will take the job back")
+                    }
                 }
             }
             Err(err) => {

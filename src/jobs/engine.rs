@@ -2,95 +2,17 @@
 //! chores, all started together and stopped gracefully together.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
+use super::completer::CompleterContext;
+use super::config::EngineConfig;
 use super::executor::ExecutorContext;
 use super::listener::Signals;
 use super::producer::{self, ProducerContext};
 use super::registry::Registry;
-use super::completer::CompleterContext;
 use super::{completer, maintenance, store};
-use crate::config::Settings;
-
-/// One queue: how many of its jobs run at once here, and how often it looks for work
-/// when no notification came.
-#[derive(Clone, Debug)]
-pub struct QueueConfig {
-    pub name: String,
-    pub workers: usize,
-    pub poll_interval: Duration,
-}
-
-impl QueueConfig {
-    pub fn new(name: &str, workers: usize, poll_interval: Duration) -> Self {
-        QueueConfig {
-            name: name.to_string(),
-            workers,
-            poll_interval,
-        }
-    }
-}
-
-#[derive(Clone, Debug)]
-pub struct EngineConfig {
-    pub queues: Vec<QueueConfig>,
-    /// The backoff unit: a failed attempt n waits `retry_base × n⁴` (±10 %).
-    pub retry_base: Duration,
-    /// How long a running job stays ours without renewal; renewed every third of it.
-    pub lease: Duration,
-    pub schedule_interval: Duration,
-    pub rescue_interval: Duration,
-    pub clean_interval: Duration,
-    /// How long completed and cancelled jobs are kept.
-    pub keep_completed: Duration,
-    /// How long discarded jobs are kept (longer: someone may want to look at them).
-    pub keep_discarded: Duration,
-    /// How long running attempts may go on after a stop before they are interrupted.
-    pub shutdown_grace: Duration,
-    /// Who holds the jobs this process runs (`attempted_by`).
-    pub worker_id: String,
-}
-
-impl EngineConfig {
-    /// The queues StandMeet uses. Callers wait on `mail`, `index` and `fetch`, so those
-    /// look for work every 100 ms at most even if a notification is lost.
-    pub fn standard_queues() -> Vec<QueueConfig> {
-        vec![
-            QueueConfig::new("default", 10, Duration::from_secs(1)),
-            QueueConfig::new("mail", 5, Duration::from_millis(100)),
-            QueueConfig::new("index", 2, Duration::from_millis(100)),
-            QueueConfig::new("fetch", 8, Duration::from_millis(100)),
-        ]
-    }
-
-    pub fn from_settings(settings: &Settings) -> Self {
-        EngineConfig {
-            queues: Self::standard_queues(),
-            retry_base: settings.retry_base,
-            lease: settings.job_lease,
-            schedule_interval: Duration::from_millis(250),
-            rescue_interval: (settings.job_lease / 2).max(Duration::from_millis(100)),
-            clean_interval: Duration::from_secs(300),
-            keep_completed: settings.keep_completed,
-            keep_discarded: settings.keep_discarded,
-            shutdown_grace: Duration::from_secs(10),
-            worker_id: worker_id(),
-        }
-    }
-}
-
-/// `<host>:<pid>:<random>`: unique per process, readable in the Tasks panel.
-pub fn worker_id() -> String {
-    let host = nix::unistd::gethostname()
-        .ok()
-        .and_then(|name| name.into_string().ok())
-        .unwrap_or_else(|| "host".into());
-    let nonce: u32 = rand::random();
-    format!("{host}:{}:{nonce:08x}", std::process::id())
-}
 
 /// A running engine. Dropping it does not stop it: call [`Engine::shutdown`].
 pub struct Engine {

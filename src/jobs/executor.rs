@@ -81,7 +81,10 @@ async fn run_attempt(job: &FetchedJob, context: &ExecutorContext) -> AttemptResu
         // Never a discard: another StandMeet (a newer version) may know the kind.
         return AttemptResult::Failed(JobError::snooze(
             NO_HANDLER_WAIT,
-            format!("no handler for the job kind {:?} in this StandMeet", job.kind),
+            format!(
+                "no handler for the job kind {:?} in this StandMeet",
+                job.kind
+            ),
         ));
     };
     let running = context.signals.register_running(job.id, job.attempt);
@@ -164,7 +167,9 @@ fn log_result(result: &AttemptResult, took: Duration) {
         AttemptResult::CancelledWhileRunning => tracing::info!("attempt cancelled by an admin"),
         AttemptResult::Interrupted => tracing::info!("attempt interrupted by shutdown"),
         AttemptResult::LeaseLost => {
-            tracing::warn!("attempt stopped: this process no longer holds the job (it was taken back)")
+            tracing::warn!(
+                "attempt stopped: this process no longer holds the job (it was taken back)"
+            )
         }
     }
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
-use super::engine::EngineConfig;
+use super::config::EngineConfig;
 use super::listener::{Signals, StopReason};
 use super::store;
 

@@ -33,7 +33,9 @@
 //! - [`kind`]: the [`JobKind`] trait a job type implements, the context its handler
 //!   gets, and the errors it can answer with (retry, discard, cancel, snooze).
 //! - [`insert`](mod@insert): `insert`, `insert_tx`, batch inserts, insert options.
-//! - [`store`]: every SQL statement about jobs, one documented function each.
+//! - [`client`]: [`JobClient`], the one way in for the rest of StandMeet: get, list,
+//!   retry, cancel, delete, wait.
+//! - `store`: every SQL statement about jobs, one documented function each; private.
 //! - [`retry`]: the backoff, and what an attempt's outcome makes of a job.
 //! - [`registry`]: the handlers this process can run, by kind.
 //! - [`executor`]: one attempt: span, timeout, panic capture, cancellation.
@@ -47,7 +49,9 @@
 //! - [`builtin`]: `system.noop` and `system.sleep`.
 
 pub mod builtin;
+mod client;
 pub mod completer;
+pub mod config;
 pub mod engine;
 pub mod executor;
 pub mod insert;
@@ -58,15 +62,22 @@ pub mod producer;
 pub mod registry;
 pub mod retry;
 pub mod runtime;
-pub mod store;
+mod store;
+#[doc(hidden)]
+pub mod testing;
 pub mod waiters;
 
-pub use engine::{Engine, EngineConfig, QueueConfig};
+pub use client::JobClient;
+pub use config::{EngineConfig, QueueConfig, worker_id};
+pub use engine::Engine;
 pub use insert::{InsertOptions, insert, insert_many_tx, insert_tx, insert_with};
 pub use kind::{Completed, JobContext, JobError, JobKind};
 pub use listener::Signals;
 pub use registry::Registry;
 pub use runtime::JobRuntime;
+pub use store::{
+    AttemptError, CancelOutcome, DeleteOutcome, JobFilter, JobRow, JobSummary, RetryOutcome,
+};
 pub use waiters::{WaitError, WaitOutcome, Waiters};
 
 pub use crate::model::{JobId, JobState};

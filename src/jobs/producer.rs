@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::engine::QueueConfig;
+use super::config::QueueConfig;
 use super::executor::{self, ExecutorContext};
 use super::listener::StopReason;
 use super::store::{self, HeldAttempt, Outcome};
@@ -59,10 +59,13 @@ pub(crate) async fn run(
                     fetch_failures = 0;
                     fetched_full_batch = jobs.len() == room;
                     // Ours until recorded: the lease renewal covers exactly these.
-                    context.executor.signals.hold(jobs.iter().map(|job| HeldAttempt {
-                        id: job.id,
-                        attempt: job.attempt,
-                    }));
+                    context
+                        .executor
+                        .signals
+                        .hold(jobs.iter().map(|job| HeldAttempt {
+                            id: job.id,
+                            attempt: job.attempt,
+                        }));
                     for job in jobs {
                         let context = context.clone();
                         let outcomes = outcomes.clone();

@@ -16,8 +16,8 @@ pub fn backoff(base: Duration, attempt: i16, jitter: f64) -> Duration {
     let attempt = f64::from(attempt.max(1));
     let factor = 0.9 + 0.2 * jitter.clamp(0.0, 1.0);
     // Capped (a week): past that, a retry is no longer what anybody waits for.
-    let millis = (base.as_millis() as f64 * attempt.powi(4) * factor)
-        .min(MAX_DELAY.as_millis() as f64);
+    let millis =
+        (base.as_millis() as f64 * attempt.powi(4) * factor).min(MAX_DELAY.as_millis() as f64);
     Duration::from_millis(millis as u64)
 }
 

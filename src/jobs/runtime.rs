@@ -8,7 +8,8 @@ use std::time::Duration;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
-use super::engine::{Engine, EngineConfig};
+use super::config::EngineConfig;
+use super::engine::Engine;
 use super::listener::{Signals, spawn_listener};
 use super::registry::Registry;
 

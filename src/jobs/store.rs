@@ -283,10 +283,7 @@ pub async fn job_record_outcomes(
         .iter()
         .map(|o| o.error.as_deref().map(clean_error))
         .collect();
-    let delays: Vec<Option<i64>> = outcomes
-        .iter()
-        .map(|o| o.delay.map(delay_millis))
-        .collect();
+    let delays: Vec<Option<i64>> = outcomes.iter().map(|o| o.delay.map(delay_millis)).collect();
     let give_back: Vec<bool> = outcomes.iter().map(|o| o.give_back_attempt).collect();
     sqlx::query_scalar!(
         r#"
@@ -626,6 +623,38 @@ pub async fn job_retry(pool: &PgPool, id: JobId) -> Result<RetryOutcome, sqlx::E
     })
 }
 
+/// What deleting a job did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeleteOutcome {
+    Deleted,
+    /// It has not finished (in this state); only finished jobs are deleted.
+    NotFinished(JobState),
+    NotFound,
+}
+
+/// Deletes job `id` if it is finished (completed, discarded, cancelled).
+pub async fn job_delete(pool: &PgPool, id: JobId) -> Result<DeleteOutcome, sqlx::Error> {
+    let deleted = sqlx::query!(
+        "DELETE FROM jobs WHERE id = $1 AND state IN ('completed', 'discarded', 'cancelled')",
+        id.0
+    )
+    .execute(pool)
+    .await?;
+    if deleted.rows_affected() == 1 {
+        return Ok(DeleteOutcome::Deleted);
+    }
+    let state = sqlx::query_scalar!(
+        r#"SELECT state AS "state: JobState" FROM jobs WHERE id = $1"#,
+        id.0
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(match state {
+        Some(state) => DeleteOutcome::NotFinished(state),
+        None => DeleteOutcome::NotFound,
+    })
+}
+
 /// These jobs, whole (the ones that exist), in no particular order.
 pub async fn job_get_many(
     executor: impl PgExecutor<'_>,
@@ -697,10 +726,10 @@ pub struct JobSummary {
     pub last_error: Option<String>,
 }
 
-/// What the Tasks panel shows: any of state, kind and queue, and a keyset window
-/// (`before`: older than that id; `after`: newer than that id).
+/// Which jobs to list: any of state, kind and queue, and a keyset window (`before`:
+/// older than that id; `after`: newer than that id).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PanelFilter {
+pub struct JobFilter {
     pub state: Option<JobState>,
     pub kind: Option<String>,
     pub queue: Option<String>,
@@ -719,12 +748,12 @@ const SUMMARY_COLUMNS: &str = "id, kind, queue, state, attempt, max_attempts, cr
 /// prepared, so PostgreSQL plans each one for its actual values.
 pub async fn job_list_page(
     pool: &PgPool,
-    filter: &PanelFilter,
+    filter: &JobFilter,
     limit: i64,
 ) -> Result<Vec<JobSummary>, sqlx::Error> {
     use sqlx::{Execute, QueryBuilder};
 
-    fn conditions<'a>(query: &mut QueryBuilder<'a, sqlx::Postgres>, filter: &'a PanelFilter) {
+    fn conditions<'a>(query: &mut QueryBuilder<'a, sqlx::Postgres>, filter: &'a JobFilter) {
         if let Some(kind) = &filter.kind {
             query.push(" AND kind = ").push_bind(kind.as_str());
         }

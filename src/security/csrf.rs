@@ -6,15 +6,17 @@
 //!
 //! This sits on top of `SameSite=Strict` session cookies: two locks, either enough.
 
+use std::sync::Arc;
+
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::startup::AppState;
+use crate::config::Settings;
 
 pub async fn refuse_cross_site(
-    State(state): State<AppState>,
+    State(settings): State<Arc<Settings>>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -22,7 +24,7 @@ pub async fn refuse_cross_site(
         *request.method(),
         Method::GET | Method::HEAD | Method::OPTIONS
     );
-    if changes_state && is_cross_site(request.headers(), &state.settings.public_url) {
+    if changes_state && is_cross_site(request.headers(), &settings.public_url) {
         tracing::warn!(path = %request.uri().path(), "refused a cross-site request");
         return (
             StatusCode::FORBIDDEN,

@@ -15,10 +15,10 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
+use sqlx::PgPool;
 use tower_sessions::Session;
 
 use crate::domain::admins::{self, Admin};
-use crate::startup::AppState;
 
 /// Server functions anyone may call. Everything else under `/api/` is for admins.
 pub const PUBLIC_SERVER_FUNCTIONS: &[&str] = &[
@@ -52,13 +52,13 @@ pub fn area_of(path: &str) -> Area {
 }
 
 pub async fn require_admin_where_needed(
-    State(state): State<AppState>,
+    State(pool): State<PgPool>,
     session: Session,
     mut request: Request,
     next: Next,
 ) -> Response {
     let area = area_of(request.uri().path());
-    let admin = match signed_in_admin(&state, &session).await {
+    let admin = match signed_in_admin(&pool, &session).await {
         Ok(admin) => admin,
         Err(err) if area != Area::Public => {
             tracing::error!(error = format!("{err:#}"), "cannot check the session");
@@ -92,11 +92,11 @@ pub async fn require_admin_where_needed(
 }
 
 /// The admin this session belongs to, if it belongs to one that still exists.
-async fn signed_in_admin(state: &AppState, session: &Session) -> anyhow::Result<Option<Admin>> {
+async fn signed_in_admin(pool: &PgPool, session: &Session) -> anyhow::Result<Option<Admin>> {
     let Some(id) = session.get::<i64>(SESSION_ADMIN_ID).await? else {
         return Ok(None);
     };
-    Ok(admins::admin_find(&state.pool, id).await?)
+    Ok(admins::admin_find(pool, id).await?)
 }
 
 /// `/login?next=<target>`, with the target encoded.

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
-use standmeet::jobs::store::{self, JobRow};
 use standmeet::jobs::{
-    EngineConfig, JobContext, JobError, JobId, JobKind, JobState, QueueConfig, Registry, Signals,
+    EngineConfig, JobClient, JobContext, JobError, JobId, JobKind, JobRow, JobState, QueueConfig,
+    Registry, Signals,
 };
 
 /// An engine and its listener, as one process would run them.
@@ -32,7 +32,7 @@ pub fn quick_config(workers: usize) -> EngineConfig {
         keep_completed: Duration::from_secs(24 * 3600),
         keep_discarded: Duration::from_secs(7 * 24 * 3600),
         shutdown_grace: Duration::from_millis(500),
-        worker_id: standmeet::jobs::engine::worker_id(),
+        worker_id: standmeet::jobs::worker_id(),
     }
 }
 
@@ -60,10 +60,7 @@ where
 pub async fn wait_for_state(pool: &PgPool, id: JobId, state: JobState) -> JobRow {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let row = store::job_get(pool, id)
-            .await
-            .unwrap()
-            .expect("the job exists");
+        let row = client(pool).get(id).await.unwrap().expect("the job exists");
         if row.state == state {
             return row;
         }
@@ -77,10 +74,7 @@ pub async fn wait_for_state(pool: &PgPool, id: JobId, state: JobState) -> JobRow
 }
 
 pub async fn job(pool: &PgPool, id: JobId) -> JobRow {
-    store::job_get(pool, id)
-        .await
-        .unwrap()
-        .expect("the job exists")
+    client(pool).get(id).await.unwrap().expect("the job exists")
 }
 
 /// How often each job ran, shared by test handlers.
@@ -198,4 +192,9 @@ pub fn test_registry(runs: RunCounts) -> Registry {
         .register(Panics)
         .register(Slow)
         .register(Actions)
+}
+
+/// A queue client over `pool`, as the app's state holds one.
+pub fn client(pool: &PgPool) -> JobClient {
+    JobClient::new(pool.clone(), Signals::new(16))
 }

@@ -13,7 +13,8 @@ use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode};
 use sqlx::PgPool;
 use standmeet::config::Settings;
-use standmeet::startup::{AppState, router};
+use standmeet::startup::router;
+use standmeet::state::AppState;
 use tower::ServiceExt;
 
 /// The settings of a process started with no environment at all.
@@ -54,7 +55,7 @@ pub const ADMIN_EMAIL: &str = "owner@example.com";
 pub const ADMIN_PASSWORD: &str = "correct horse battery staple";
 
 pub async fn create_admin(pool: &PgPool) -> i64 {
-    let email = standmeet::domain::types::EmailAddress::parse(ADMIN_EMAIL).unwrap();
+    let email = standmeet::types::EmailAddress::parse(ADMIN_EMAIL).unwrap();
     standmeet::domain::admins::admin_upsert(pool, &email, ADMIN_PASSWORD)
         .await
         .expect("admin created")

@@ -16,7 +16,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
-use crate::jobs::{self, JobContext, JobError, JobId, JobKind, JobState, Waiters};
+use crate::jobs::JobClient;
+use crate::jobs::{self, JobContext, JobError, JobId, JobKind, JobState};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
 #[sqlx(type_name = "corpus_visibility", rename_all = "lowercase")]
@@ -259,12 +260,12 @@ async fn queue_index(
 /// Waits up to `limit` for a write's index job, then answers its receipt.
 pub async fn receipt(
     pool: &PgPool,
-    waiters: &Waiters,
+    jobs: &JobClient,
     limit: Duration,
     written: Written,
 ) -> Result<Receipt, CorpusError> {
     // Past the wait (or with no slot to wait in) the index is simply read as it is.
-    let _ = waiters.wait(pool, &[written.job], limit).await;
+    let _ = jobs.wait(&[written.job], limit).await;
     let indexed = sqlx::query_scalar!(
         r#"SELECT EXISTS (SELECT 1 FROM corpus_index WHERE entry_id = $1 AND version >= $2) AS "indexed!""#,
         written.id,
@@ -368,10 +369,10 @@ async fn entry_rows(
         SELECT e.id, e.title, e.body, e.visibility AS "visibility: Visibility",
                e.status AS "status: Status", e.version, e.updated_at, e.index_job_id,
                i.version AS "index_version?", j.state AS "job_state?: JobState",
-               j.errors -> -1 ->> 'error' AS index_error
+               j.last_error AS index_error
         FROM corpus_entries e
         LEFT JOIN corpus_index i ON i.entry_id = e.id
-        LEFT JOIN jobs j ON j.id = e.index_job_id
+        LEFT JOIN job_status j ON j.id = e.index_job_id
         WHERE ($1::text IS NULL OR i.grep_text LIKE $1)
           AND ($2::bigint IS NULL OR e.id = $2)
         ORDER BY e.updated_at DESC, e.id DESC
@@ -531,7 +532,7 @@ pub async fn reindex_lagging(pool: &PgPool) -> Result<usize, CorpusError> {
         SELECT e.id, e.version
         FROM corpus_entries e
         LEFT JOIN corpus_index i ON i.entry_id = e.id
-        LEFT JOIN jobs j ON j.id = e.index_job_id
+        LEFT JOIN job_status j ON j.id = e.index_job_id
         WHERE (i.version IS NULL OR i.version < e.version)
           AND (j.id IS NULL OR j.state IN ('completed', 'discarded', 'cancelled'))
         ORDER BY e.id

@@ -20,8 +20,8 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use url::Url;
 
-use crate::jobs::store::{self, JobRow};
-use crate::jobs::{self, JobId, JobKind, JobState, WaitOutcome, Waiters};
+use crate::jobs::{self, JobId, JobKind, JobState, WaitOutcome};
+use crate::jobs::{JobClient, JobRow};
 use crate::model::{FetchAnswer, FetchFailure, Listing};
 pub use fetch::{FetchArgs, FetchOutput, FetchSource};
 
@@ -224,9 +224,9 @@ pub async fn sources(pool: &PgPool) -> Result<Vec<SourceRow>, sqlx::Error> {
         SELECT s.id, s.name, s.kind AS "kind: SourceKind", s.url, s.enabled,
                (SELECT count(*) FROM listing_sightings g WHERE g.source_id = s.id) AS "listings!",
                j.id AS "job_id?", j.state AS "job_state?: JobState",
-               j.errors -> -1 ->> 'error' AS last_error
+               j.last_error AS last_error
         FROM listing_sources s
-        LEFT JOIN jobs j ON j.id = s.last_fetch_job_id
+        LEFT JOIN job_status j ON j.id = s.last_fetch_job_id
         ORDER BY s.id
         "#
     )
@@ -414,12 +414,12 @@ pub async fn start_fetch(
 /// the result, or the receipt when one is still running.
 pub async fn fetch_new(
     pool: &PgPool,
-    waiters: &Waiters,
+    jobs: &JobClient,
     limit: Duration,
     source_ids: Option<&[i64]>,
 ) -> Result<FetchAnswer, ListingsError> {
     let job_ids = start_fetch(pool, source_ids).await?;
-    match waiters.wait(pool, &job_ids, limit).await {
+    match jobs.wait(&job_ids, limit).await {
         Ok(WaitOutcome::Done(rows)) => Ok(answer_from(pool, &job_ids, &rows).await?),
         Ok(WaitOutcome::Receipt) => Ok(pending(job_ids)),
         Err(err) => Err(ListingsError::Internal(err.into())),
@@ -440,7 +440,11 @@ pub const MAX_RESULT_IDS: usize = 100;
 
 /// Redeems a receipt: the same answer `fetch_new` gives when its jobs finish in time,
 /// or `pending:true` while one still runs.
-pub async fn fetch_result(pool: &PgPool, job_ids: &[JobId]) -> Result<FetchAnswer, ListingsError> {
+pub async fn fetch_result(
+    pool: &PgPool,
+    jobs: &JobClient,
+    job_ids: &[JobId],
+) -> Result<FetchAnswer, ListingsError> {
     if job_ids.is_empty() {
         return Err(ListingsError::Invalid(
             "Give the job_ids that jobs.fetch_new answered.".into(),
@@ -458,7 +462,7 @@ pub async fn fetch_result(pool: &PgPool, job_ids: &[JobId]) -> Result<FetchAnswe
             unique.push(*id);
         }
     }
-    let rows = store::job_get_many(pool, &unique).await?;
+    let rows = jobs.get_many(&unique).await?;
     for id in &unique {
         match rows.iter().find(|row| row.id == *id) {
             None => {

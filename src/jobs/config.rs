@@ -1,0 +1,67 @@
+//! How the job engine of one process is set up: its queues, the backoff unit, the
+//! lease, the maintenance intervals and retention. `config::Settings` builds the
+//! standard one (`Settings::engine_config`); tests and benches build their own.
+
+use std::time::Duration;
+
+/// One queue: how many of its jobs run at once here, and how often it looks for work
+/// when no notification came.
+#[derive(Clone, Debug)]
+pub struct QueueConfig {
+    pub name: String,
+    pub workers: usize,
+    pub poll_interval: Duration,
+}
+
+impl QueueConfig {
+    pub fn new(name: &str, workers: usize, poll_interval: Duration) -> Self {
+        QueueConfig {
+            name: name.to_string(),
+            workers,
+            poll_interval,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub queues: Vec<QueueConfig>,
+    /// The backoff unit: a failed attempt n waits `retry_base × n⁴` (±10 %).
+    pub retry_base: Duration,
+    /// How long a running job stays ours without renewal; renewed every third of it.
+    pub lease: Duration,
+    pub schedule_interval: Duration,
+    pub rescue_interval: Duration,
+    pub clean_interval: Duration,
+    /// How long completed and cancelled jobs are kept.
+    pub keep_completed: Duration,
+    /// How long discarded jobs are kept (longer: someone may want to look at them).
+    pub keep_discarded: Duration,
+    /// How long running attempts may go on after a stop before they are interrupted.
+    pub shutdown_grace: Duration,
+    /// Who holds the jobs this process runs (`attempted_by`).
+    pub worker_id: String,
+}
+
+impl EngineConfig {
+    /// The queues StandMeet uses. Callers wait on `mail`, `index` and `fetch`, so those
+    /// look for work every 100 ms at most even if a notification is lost.
+    pub fn standard_queues() -> Vec<QueueConfig> {
+        vec![
+            QueueConfig::new("default", 10, Duration::from_secs(1)),
+            QueueConfig::new("mail", 5, Duration::from_millis(100)),
+            QueueConfig::new("index", 2, Duration::from_millis(100)),
+            QueueConfig::new("fetch", 8, Duration::from_millis(100)),
+        ]
+    }
+}
+
+/// `<host>:<pid>:<random>`: unique per process, readable in the Tasks panel.
+pub fn worker_id() -> String {
+    let host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|name| name.into_string().ok())
+        .unwrap_or_else(|| "host".into());
+    let nonce: u32 = rand::random();
+    format!("{host}:{}:{nonce:08x}", std::process::id())
+}

@@ -1,0 +1,83 @@
+//! `AppState`: what every handler, server function and MCP tool can reach. It sits
+//! below the layers that use it (`api`, `mcp`, `security`'s middleware take their parts
+//! of it) and above what it holds, so importing it creates no cycle; `startup` builds it.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use axum::extract::FromRef;
+use leptos::prelude::*;
+use sqlx::PgPool;
+
+use crate::config::Settings;
+use crate::domain::mail::{MailContext, Mailer};
+use crate::jobs::{JobClient, Registry, Signals};
+use crate::security::rate_limit::AttemptLimiter;
+
+/// Access requests one client address (or one email) may send an hour.
+const ACCESS_REQUESTS_PER_HOUR: u32 = 5;
+
+/// What every handler and server function can reach. Cheap to clone: every field is
+/// a handle.
+#[derive(Clone)]
+pub struct AppState {
+    pub leptos_options: LeptosOptions,
+    pub pool: PgPool,
+    pub settings: Arc<Settings>,
+    /// Sign-in attempts per client address and per email.
+    pub sign_in_limiter: Arc<AttemptLimiter>,
+    /// Access-code attempts per client address and per email.
+    pub access_code_limiter: Arc<AttemptLimiter>,
+    /// Access requests per client address (and per email), an hour.
+    pub access_request_limiter: Arc<AttemptLimiter>,
+    /// What the job listener wakes in this process.
+    pub signals: Arc<Signals>,
+    /// The queue: look jobs up, list, retry, cancel, delete, wait for them.
+    pub jobs: JobClient,
+    /// Where mail goes.
+    pub mailer: Mailer,
+    /// Every job kind this StandMeet runs, with what their handlers need.
+    pub registry: Registry,
+}
+
+impl FromRef<AppState> for LeptosOptions {
+    fn from_ref(state: &AppState) -> Self {
+        state.leptos_options.clone()
+    }
+}
+
+impl AppState {
+    /// The state for `pool` and `settings`, with Leptos options from the environment
+    /// that cargo-leptos sets (site root, package dir) and our validated address.
+    pub fn new(pool: PgPool, settings: Settings) -> anyhow::Result<Self> {
+        let mut leptos_options = get_configuration(None)
+            .context("cannot read the Leptos configuration")?
+            .leptos_options;
+        leptos_options.site_addr = settings.site_addr;
+        let settings = Arc::new(settings);
+        let signals = Signals::new(settings.max_waiters);
+        let mailer = Mailer::from_supplier(&settings.mail)?;
+        let registry = crate::domain::job_registry(MailContext {
+            mailer: mailer.clone(),
+            settings: settings.clone(),
+        })?;
+        Ok(AppState {
+            leptos_options,
+            jobs: JobClient::new(pool.clone(), signals.clone()),
+            pool,
+            sign_in_limiter: Arc::new(AttemptLimiter::per_minute(
+                settings.login_attempts_per_minute,
+            )),
+            access_code_limiter: Arc::new(AttemptLimiter::per_minute(
+                settings.login_attempts_per_minute,
+            )),
+            access_request_limiter: Arc::new(AttemptLimiter::per_hour(
+                std::num::NonZeroU32::new(ACCESS_REQUESTS_PER_HOUR).expect("not zero"),
+            )),
+            signals,
+            mailer,
+            registry,
+            settings,
+        })
+    }
+}
