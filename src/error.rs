@@ -1,45 +1,72 @@
-//! One error type for HTTP handlers. Each variant says which status it becomes; the
+//! The one error path. Each feature's operations fail with an error in the feature's
+//! own words (`CorpusError`, `DecisionError`, …); this file is the one place that says
+//! what each of them is to a client: a refusal with a status and a message a person
+//! understands, or a failure on our side. The edges turn an [`AppError`] into their
+//! answer and nothing else: a server function's reply (`api::replies::reply`), an MCP
+//! tool error (`mcp::tool_error`), a fixed endpoint's JSON (`IntoResponse` below). The
 //! details of an `Internal` error go to the log, never to the client.
 
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
+use crate::domain::access_requests::DecisionError;
+use crate::domain::corpus::CorpusError;
+use crate::domain::listings::ListingsError;
+use crate::domain::owner::{ChangeError, ConfirmError};
+use crate::jobs::WaitError;
+
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
-    /// 400: the request is malformed; the message tells the person what to fix.
+    /// 400: the request cannot be done as asked; the message tells the person what to
+    /// fix.
     #[error("{0}")]
     BadRequest(String),
+    /// 401: the caller did not prove who they are (a code that does not match).
+    #[error("{0}")]
+    Unauthorized(String),
     /// 404: no such thing.
     #[error("{0}")]
     NotFound(String),
     /// 409: the thing exists but is not in a state that allows this.
     #[error("{0}")]
     Conflict(String),
-    /// 503: a dependency (the database) is not answering right now.
+    /// 410: it existed, and cannot be used any more (a used or expired link).
     #[error("{0}")]
-    Unavailable(String),
-    /// 500: a bug or an unexpected failure. Logged with its cause; the client only
-    /// learns that something went wrong.
+    Gone(String),
+    /// 429: too many attempts in a while; the message says when to try again.
+    #[error("{0}")]
+    TooManyRequests(String),
+    /// 500: a bug or an unexpected failure (the database did not answer, …). Logged with
+    /// its cause; the client only learns that something went wrong.
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }
+
+/// What a client is told instead of an internal error.
+pub const INTERNAL_MESSAGE: &str = "StandMeet could not do that just now; try again.";
 
 impl AppError {
     pub fn status(&self) -> StatusCode {
         match self {
             AppError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            AppError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             AppError::NotFound(_) => StatusCode::NOT_FOUND,
             AppError::Conflict(_) => StatusCode::CONFLICT,
-            AppError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            AppError::Gone(_) => StatusCode::GONE,
+            AppError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
-    /// The message a client may see.
+    /// The message a client may see. For an internal error this logs the cause (once,
+    /// here, so every edge logs it the same way) and answers a fixed sentence.
     pub fn public_message(&self) -> String {
         match self {
-            AppError::Internal(_) => "Something went wrong on our side; it has been logged.".into(),
+            AppError::Internal(err) => {
+                tracing::error!(error = format!("{err:#}"), "a request failed");
+                INTERNAL_MESSAGE.into()
+            }
             other => other.to_string(),
         }
     }
@@ -47,15 +74,90 @@ impl AppError {
 
 impl From<sqlx::Error> for AppError {
     fn from(err: sqlx::Error) -> Self {
-        AppError::Internal(anyhow::Error::new(err))
+        AppError::Internal(err.into())
+    }
+}
+
+impl From<tower_sessions::session::Error> for AppError {
+    fn from(err: tower_sessions::session::Error) -> Self {
+        AppError::Internal(err.into())
+    }
+}
+
+/// A part of the request a server function needs (its session) could not be read: the
+/// server is set up wrong, not the caller.
+impl From<leptos::server_fn::error::ServerFnErrorErr> for AppError {
+    fn from(err: leptos::server_fn::error::ServerFnErrorErr) -> Self {
+        AppError::Internal(anyhow::anyhow!("cannot read a part of the request: {err}"))
+    }
+}
+
+impl From<WaitError> for AppError {
+    fn from(err: WaitError) -> Self {
+        AppError::Internal(err.into())
+    }
+}
+
+impl From<CorpusError> for AppError {
+    fn from(err: CorpusError) -> Self {
+        match err {
+            CorpusError::Invalid(_) => AppError::BadRequest(err.to_string()),
+            CorpusError::NotFound(_) => AppError::NotFound(err.to_string()),
+            CorpusError::Internal(err) => AppError::Internal(err),
+        }
+    }
+}
+
+impl From<ListingsError> for AppError {
+    fn from(err: ListingsError) -> Self {
+        match err {
+            ListingsError::UnknownSource(_) => AppError::NotFound(err.to_string()),
+            ListingsError::Invalid(_)
+            | ListingsError::Disabled { .. }
+            | ListingsError::NoSources => AppError::BadRequest(err.to_string()),
+            ListingsError::Internal(err) => AppError::Internal(err),
+        }
+    }
+}
+
+impl From<DecisionError> for AppError {
+    fn from(err: DecisionError) -> Self {
+        match err {
+            DecisionError::NotFound(_) => AppError::NotFound(err.to_string()),
+            DecisionError::NotPending { .. } | DecisionError::MailOnItsWay(_) => {
+                AppError::Conflict(err.to_string())
+            }
+            DecisionError::NoMailSupplier => AppError::BadRequest(err.to_string()),
+            DecisionError::Internal(err) => AppError::Internal(err),
+        }
+    }
+}
+
+impl From<ChangeError> for AppError {
+    fn from(err: ChangeError) -> Self {
+        match err {
+            ChangeError::BadAddress(_) | ChangeError::Same(_) | ChangeError::NoMailSupplier => {
+                AppError::BadRequest(err.to_string())
+            }
+            ChangeError::NothingPending => AppError::Conflict(err.to_string()),
+            ChangeError::Internal(err) => AppError::Internal(err),
+        }
+    }
+}
+
+impl From<ConfirmError> for AppError {
+    fn from(err: ConfirmError) -> Self {
+        match err {
+            ConfirmError::Unknown => AppError::NotFound(err.to_string()),
+            ConfirmError::Used | ConfirmError::Withdrawn | ConfirmError::Expired => {
+                AppError::Gone(err.to_string())
+            }
+        }
     }
 }
 
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
-        if let AppError::Internal(err) = &self {
-            tracing::error!(error = format!("{err:#}"), "request failed");
-        }
         let body = serde_json::json!({ "error": self.public_message() });
         (self.status(), Json(body)).into_response()
     }

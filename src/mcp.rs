@@ -30,9 +30,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::access::server::view as request_view;
 use crate::api::tasks::PAGE_SIZE;
-use crate::domain::access_requests::{self, DecisionError, RequestStatus};
+use crate::domain::access_requests::{self, RequestStatus};
 use crate::domain::corpus::{self, CorpusError, Written};
 use crate::domain::listings::{self, ListingsError};
+use crate::error::AppError;
 use crate::jobs::{JobFilter, JobId, JobState, JobSummary, WaitOutcome};
 use crate::model::MailState;
 use crate::state::AppState;
@@ -122,22 +123,20 @@ pub struct Tools {
     tool_router: ToolRouter<Self>,
 }
 
-/// A tool's answer: the object as structured content and as text.
-fn answer(value: Value) -> Result<CallToolResult, ErrorData> {
-    Ok(CallToolResult::structured(value))
+/// A tool's answer: the object as structured content and as text, or the tool error
+/// [`tool_error`] makes of what went wrong.
+fn respond(result: Result<Value, AppError>) -> Result<CallToolResult, ErrorData> {
+    Ok(match result {
+        Ok(value) => CallToolResult::structured(value),
+        Err(err) => tool_error(err),
+    })
 }
 
-/// A tool error an agent can read and act on.
-fn refuse(message: impl Into<String>) -> Result<CallToolResult, ErrorData> {
-    Ok(CallToolResult::structured_error(
-        json!({ "error": message.into() }),
-    ))
-}
-
-/// A failure on our side: logged in full, told in short.
-fn failed(err: impl std::fmt::Display) -> Result<CallToolResult, ErrorData> {
-    tracing::error!(error = %err, "an MCP tool failed");
-    refuse("StandMeet could not do that just now; try again.")
+/// What an agent is told when a tool did not do what it asked: `{"error": message}`
+/// with `isError: true`. A refusal says what was wrong in the words a page would use; a
+/// failure on our side is logged and told in short (see [`AppError`]).
+pub fn tool_error(err: AppError) -> CallToolResult {
+    CallToolResult::structured_error(json!({ "error": err.public_message() }))
 }
 
 #[tool_router]
@@ -167,34 +166,36 @@ impl Tools {
             Some(word) => match RequestStatus::parse(word) {
                 Some(status) => Some(status),
                 None => {
-                    return refuse(format!(
+                    return respond(Err(AppError::BadRequest(format!(
                         "There is no request status {word:?}; use pending, approved, replied or denied."
-                    ));
+                    ))));
                 }
             },
         };
-        match access_requests::list(&self.state.pool, status, 200).await {
-            Ok(rows) => {
-                let requests: Vec<Value> = rows
-                    .into_iter()
-                    .map(|row| {
-                        let view = request_view(row);
-                        json!({
-                            "id": view.id,
-                            "name": view.name,
-                            "email": view.email,
-                            "message": view.message,
-                            "status": view.status,
-                            "created": view.created,
-                            "mail_state": view.mail_state,
-                            "mail_job_id": view.mail_job_id,
+        respond(
+            access_requests::list(&self.state.pool, status, 200)
+                .await
+                .map_err(AppError::from)
+                .map(|rows| {
+                    let requests: Vec<Value> = rows
+                        .into_iter()
+                        .map(|row| {
+                            let view = request_view(row);
+                            json!({
+                                "id": view.id,
+                                "name": view.name,
+                                "email": view.email,
+                                "message": view.message,
+                                "status": view.status,
+                                "created": view.created,
+                                "mail_state": view.mail_state,
+                                "mail_job_id": view.mail_job_id,
+                            })
                         })
-                    })
-                    .collect();
-                answer(json!({ "requests": requests }))
-            }
-            Err(err) => failed(err),
-        }
+                        .collect();
+                    json!({ "requests": requests })
+                }),
+        )
     }
 
     #[tool(
@@ -205,46 +206,8 @@ impl Tools {
         &self,
         Parameters(params): Parameters<ApproveParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        let state = &self.state;
-        let job = match access_requests::approve(&state.pool, &state.mailer, params.id, None).await
-        {
-            Ok(job) => job,
-            Err(DecisionError::Internal(err)) => return failed(err),
-            Err(refusal) => return refuse(refusal.to_string()),
-        };
-        tracing::info!(
-            request.id = params.id,
-            job.id = job.0,
-            "an agent approved an access request"
-        );
-        let waited = state.jobs.wait(&[job], state.settings.approve_wait).await;
-        let job_state = match waited {
-            Ok(WaitOutcome::Done(rows)) => rows.first().map(|row| row.state),
-            Ok(WaitOutcome::Receipt) | Err(_) => state
-                .jobs
-                .get(job)
-                .await
-                .ok()
-                .flatten()
-                .map(|row| row.state),
-        }
-        .unwrap_or(JobState::Available);
-        let status = match access_requests::get(&state.pool, params.id).await {
-            Ok(Some(row)) => row.status,
-            Ok(None) => RequestStatus::Approved,
-            Err(err) => return failed(err),
-        };
-        let mail_state = MailState::of_job(job_state);
-        let done = mail_state == MailState::Sent && status == RequestStatus::Replied;
-        answer(json!({
-            "request_id": params.id,
-            "status": status.as_str(),
-            "mail_state": mail_state.as_str(),
-            "mail_job_id": job.0,
-            "pending": !done,
-        }))
+        respond(self.approve(params.id).await)
     }
-
     #[tool(
         name = "jobs.fetch_new",
         description = "Fetch new job listings: one fetch per enabled job board (or per source in source_ids), run in parallel. Waits up to 20 s; when every fetch is done the answer is {job_ids, pending:false, listings, errors}, where new:true marks listings no earlier fetch saw. Otherwise it is a receipt {job_ids, pending:true}: pass those job_ids to jobs.fetch_result later."
@@ -261,7 +224,7 @@ impl Tools {
             params.source_ids.as_deref(),
         )
         .await;
-        fetch_answer(answer)
+        respond(fetch_answer(answer))
     }
 
     #[tool(
@@ -273,7 +236,9 @@ impl Tools {
         Parameters(params): Parameters<FetchResultParams>,
     ) -> Result<CallToolResult, ErrorData> {
         let ids: Vec<JobId> = params.job_ids.into_iter().map(JobId).collect();
-        fetch_answer(listings::fetch_result(&self.state.pool, &self.state.jobs, &ids).await)
+        respond(fetch_answer(
+            listings::fetch_result(&self.state.pool, &self.state.jobs, &ids).await,
+        ))
     }
 
     #[tool(
@@ -334,18 +299,21 @@ impl Tools {
         Parameters(params): Parameters<SearchParams>,
     ) -> Result<CallToolResult, ErrorData> {
         // An agent holds no visitor session, so it sees what any visitor sees.
-        match corpus::search(&self.state.pool, &params.q, false).await {
-            Ok(hits) => answer(json!({
-                "q": params.q.trim(),
-                "results": hits.into_iter().map(|hit| json!({
-                    "id": hit.id,
-                    "title": hit.title,
-                    "snippet": corpus::text::snippet_text(&hit.snippet),
-                })).collect::<Vec<_>>(),
-            })),
-            Err(CorpusError::Internal(err)) => failed(err),
-            Err(refusal) => refuse(refusal.to_string()),
-        }
+        respond(
+            corpus::search(&self.state.pool, &params.q, false)
+                .await
+                .map_err(AppError::from)
+                .map(|hits| {
+                    json!({
+                        "q": params.q.trim(),
+                        "results": hits.into_iter().map(|hit| json!({
+                            "id": hit.id,
+                            "title": hit.title,
+                            "snippet": corpus::text::snippet_text(&hit.snippet),
+                        })).collect::<Vec<_>>(),
+                    })
+                }),
+        )
     }
 
     #[tool(
@@ -356,13 +324,15 @@ impl Tools {
         &self,
         Parameters(params): Parameters<GetTaskParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        match self.state.jobs.summaries(&[JobId(params.job_id)]).await {
-            Ok(jobs) => match jobs.into_iter().next() {
-                Some(job) => answer(task_json(job)),
-                None => refuse(format!("There is no job {}.", params.job_id)),
-            },
-            Err(err) => failed(err),
-        }
+        let found = self.state.jobs.summaries(&[JobId(params.job_id)]).await;
+        respond(match found.map(|jobs| jobs.into_iter().next()) {
+            Ok(Some(job)) => Ok(task_json(job)),
+            Ok(None) => Err(AppError::NotFound(format!(
+                "There is no job {}.",
+                params.job_id
+            ))),
+            Err(err) => Err(err.into()),
+        })
     }
 
     #[tool(
@@ -375,13 +345,13 @@ impl Tools {
     ) -> Result<CallToolResult, ErrorData> {
         let state = match crate::api::tasks::parse_state_filter(params.state.as_deref()) {
             Ok(state) => state,
-            Err(message) => return refuse(message),
+            Err(message) => return respond(Err(AppError::BadRequest(message))),
         };
         let limit = params.limit.unwrap_or(20);
         if !(1..=PAGE_SIZE).contains(&limit) {
-            return refuse(format!(
+            return respond(Err(AppError::BadRequest(format!(
                 "limit must be from 1 to {PAGE_SIZE}; it was {limit}."
-            ));
+            ))));
         }
         let filter = JobFilter {
             state,
@@ -391,53 +361,82 @@ impl Tools {
                 .filter(|kind| !kind.is_empty()),
             ..Default::default()
         };
-        match self.state.jobs.list(&filter, limit).await {
-            Ok(jobs) => {
-                answer(json!({ "tasks": jobs.into_iter().map(task_json).collect::<Vec<_>>() }))
-            }
-            Err(err) => failed(err),
-        }
+        let jobs = self.state.jobs.list(&filter, limit).await;
+        respond(
+            jobs.map_err(AppError::from).map(
+                |jobs| json!({ "tasks": jobs.into_iter().map(task_json).collect::<Vec<_>>() }),
+            ),
+        )
     }
 }
 
 impl Tools {
+    /// `access_requests.approve`: approves, then waits up to `STANDMEET_APPROVE_WAIT_MS`
+    /// for the mail, and says whether it went out.
+    async fn approve(&self, id: i64) -> Result<Value, AppError> {
+        let state = &self.state;
+        let job = access_requests::approve(&state.pool, &state.mailer, id, None).await?;
+        tracing::info!(
+            request.id = id,
+            job.id = job.0,
+            "an agent approved an access request"
+        );
+        let waited = state.jobs.wait(&[job], state.settings.approve_wait).await;
+        let job_state = match waited {
+            Ok(WaitOutcome::Done(rows)) => rows.first().map(|row| row.state),
+            Ok(WaitOutcome::Receipt) | Err(_) => state
+                .jobs
+                .get(job)
+                .await
+                .ok()
+                .flatten()
+                .map(|row| row.state),
+        }
+        .unwrap_or(JobState::Available);
+        let status = access_requests::get(&state.pool, id)
+            .await?
+            .map_or(RequestStatus::Approved, |row| row.status);
+        let mail_state = MailState::of_job(job_state);
+        let done = mail_state == MailState::Sent && status == RequestStatus::Replied;
+        Ok(json!({
+            "request_id": id,
+            "status": status.as_str(),
+            "mail_state": mail_state.as_str(),
+            "mail_job_id": job.0,
+            "pending": !done,
+        }))
+    }
+
     /// Waits for a corpus write's index job, then answers its receipt.
     async fn corpus_receipt(
         &self,
         written: Result<Written, CorpusError>,
     ) -> Result<CallToolResult, ErrorData> {
-        let written = match written {
-            Ok(written) => written,
-            Err(CorpusError::Internal(err)) => return failed(err),
-            Err(refusal) => return refuse(refusal.to_string()),
-        };
         let state = &self.state;
-        match corpus::receipt(&state.pool, &state.jobs, state.settings.index_wait, written).await {
-            Ok(receipt) => answer(json!({
-                "id": receipt.id,
-                "indexed": receipt.indexed,
-                "index_job_id": receipt.index_job_id,
-            })),
-            Err(err) => failed(err),
-        }
+        let receipt = async {
+            let receipt = corpus::receipt(
+                &state.pool,
+                &state.jobs,
+                state.settings.index_wait,
+                written?,
+            )
+            .await?;
+            serde_json::to_value(receipt).map_err(|err| AppError::Internal(err.into()))
+        };
+        respond(receipt.await)
     }
 }
 
+/// A listings fetch's answer as a tool's object.
 fn fetch_answer(
     answer: Result<crate::model::FetchAnswer, ListingsError>,
-) -> Result<CallToolResult, ErrorData> {
-    match answer {
-        Ok(answer) => match serde_json::to_value(&answer) {
-            Ok(value) => self::answer(value),
-            Err(err) => failed(err),
-        },
-        Err(ListingsError::Internal(err)) => failed(err),
-        Err(refusal) => refuse(refusal.to_string()),
-    }
+) -> Result<Value, AppError> {
+    let answer = answer?;
+    serde_json::to_value(&answer).map_err(|err| AppError::Internal(err.into()))
 }
 
 fn task_json(job: JobSummary) -> Value {
-    let when = crate::api::tasks::when;
+    let when = crate::api::when;
     json!({
         "id": job.id.0,
         "kind": job.kind,

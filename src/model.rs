@@ -197,3 +197,30 @@ mod tests {
         assert_eq!(JobState::parse("Completed"), None);
     }
 }
+
+/// A corpus write's receipt, as `corpus.create` / `update` / `promote` answer it: the
+/// entry, whether the index holds this write already, and the index job to ask about
+/// when not.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriteReceipt {
+    pub id: i64,
+    pub indexed: bool,
+    pub index_job_id: JobId,
+}
+
+impl WriteReceipt {
+    /// What to tell the admin.
+    pub fn message(&self, verb: &str) -> String {
+        if self.indexed {
+            format!(
+                "Entry {} {verb} and indexed: searches find it now.",
+                self.id
+            )
+        } else {
+            format!(
+                "Entry {} {verb}; indexing queued (job {}): searches find it once it is done.",
+                self.id, self.index_job_id
+            )
+        }
+    }
+}

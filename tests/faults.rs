@@ -10,9 +10,7 @@ mod common;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use common::jobs::{
-    job, quick_config, start_engine, test_registry, wait_for_state, wait_until,
-};
+use common::jobs::{job, quick_config, start_engine, test_registry, wait_for_state, wait_until};
 use common::smtp::SmtpPeer;
 use serde_json::json;
 use sqlx::PgPool;

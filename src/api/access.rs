@@ -3,52 +3,11 @@
 //! read the mail log.
 
 use leptos::prelude::*;
-use leptos::server_fn::codec::{GetUrl, JsonEncoding};
-use leptos::server_fn::error::{FromServerFnError, ServerFnErrorErr};
+use leptos::server_fn::codec::GetUrl;
 use serde::{Deserialize, Serialize};
 
+use super::FormError;
 use crate::model::MailState;
-
-/// Why a visitor's form was not taken: a message for the whole form and, where a
-/// field is at fault, a message for that field. Sent with a 4xx status.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FormError {
-    pub message: String,
-    pub name: Option<String>,
-    pub email: Option<String>,
-    pub text: Option<String>,
-}
-
-impl FormError {
-    pub fn new(message: impl Into<String>) -> Self {
-        FormError {
-            message: message.into(),
-            ..Default::default()
-        }
-    }
-}
-
-impl std::fmt::Display for FormError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl FromServerFnError for FormError {
-    type Encoder = JsonEncoding;
-
-    fn from_server_fn_error(value: ServerFnErrorErr) -> Self {
-        match value {
-            ServerFnErrorErr::ServerError(message) => FormError::new(message),
-            ServerFnErrorErr::Args(detail)
-            | ServerFnErrorErr::Deserialization(detail)
-            | ServerFnErrorErr::MissingArg(detail) => {
-                FormError::new(format!("{}{detail}", super::ARGUMENTS_DO_NOT_FIT))
-            }
-            _ => FormError::new("StandMeet did not answer; try again."),
-        }
-    }
-}
 
 /// A request as the admin page shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -139,38 +98,20 @@ pub(crate) mod server {
 
     use super::*;
     use crate::api::auth::require_admin;
-    use crate::api::replies::set_status;
-    use crate::domain::access_requests::{
-        self, DecisionError, NewRequest, RequestRow, RequestStatus,
-    };
+    use crate::api::replies::{form_reply, reply, set_status};
+    use crate::domain::access_requests::{self, NewRequest, RequestRow, RequestStatus};
     use crate::domain::mail;
     use crate::state::AppState;
     use crate::types::EmailAddress;
 
-    /// The session key that says a visitor redeemed an access code (their email).
-    pub const SESSION_ACCESS_GRANTED: &str = "access_granted";
+    use crate::error::AppError;
+    use crate::security::guard::SESSION_ACCESS_GRANTED;
 
     async fn client_address() -> Option<std::net::IpAddr> {
         leptos_axum::extract::<ConnectInfo<SocketAddr>>()
             .await
             .ok()
             .map(|ConnectInfo(address)| address.ip())
-    }
-
-    fn internal(err: impl std::fmt::Display) -> ServerFnError {
-        tracing::error!(error = %err, "an access request operation failed");
-        ServerFnError::new("StandMeet could not do that just now; try again.")
-    }
-
-    /// A refusal with its status code.
-    fn refuse(status: StatusCode, error: FormError) -> FormError {
-        set_status(status);
-        error
-    }
-
-    fn failed(err: impl std::fmt::Display) -> FormError {
-        tracing::error!(error = %err, "a visitor's request failed");
-        FormError::new("StandMeet could not take that just now; try again.")
     }
 
     pub async fn request_access(
@@ -180,31 +121,27 @@ pub(crate) mod server {
     ) -> Result<String, FormError> {
         let state = expect_context::<AppState>();
         let request = NewRequest::parse(&name, &email, &message).map_err(|problems| {
-            refuse(
-                StatusCode::BAD_REQUEST,
-                FormError {
-                    message: "Please check the fields marked below.".into(),
-                    name: problems.name,
-                    email: problems.email,
-                    text: problems.message,
-                },
-            )
+            // The one answer with a message per field, so not a plain refusal.
+            set_status(StatusCode::BAD_REQUEST);
+            FormError {
+                message: "Please check the fields marked below.".into(),
+                name: problems.name,
+                email: problems.email,
+                text: problems.message,
+            }
         })?;
         if state
             .access_request_limiter
             .check(client_address().await, request.email.as_str())
             .is_err()
         {
-            return Err(refuse(
-                StatusCode::TOO_MANY_REQUESTS,
-                FormError::new(
-                    "Too many requests from here in the last hour. Please try again later.",
-                ),
-            ));
+            return Err(form_reply(AppError::TooManyRequests(
+                "Too many requests from here in the last hour. Please try again later.".into(),
+            )));
         }
         access_requests::submit(&state.pool, &request)
             .await
-            .map_err(failed)?;
+            .map_err(form_reply)?;
         Ok("Request received".into())
     }
 
@@ -215,40 +152,36 @@ pub(crate) mod server {
             .check(client_address().await, &email)
             .is_err()
         {
-            return Err(refuse(
-                StatusCode::TOO_MANY_REQUESTS,
-                FormError::new("Too many attempts. Wait a minute, then try again."),
-            ));
+            return Err(form_reply(AppError::TooManyRequests(
+                "Too many attempts. Wait a minute, then try again.".into(),
+            )));
         }
         let Ok(email) = EmailAddress::parse(&email) else {
-            return Err(refuse(
-                StatusCode::BAD_REQUEST,
-                FormError::new("Enter the email address your request was made with."),
-            ));
+            return Err(form_reply(AppError::BadRequest(
+                "Enter the email address your request was made with.".into(),
+            )));
         };
         if code.trim().is_empty() {
-            return Err(refuse(
-                StatusCode::BAD_REQUEST,
-                FormError::new("Enter the access code from the mail."),
-            ));
+            return Err(form_reply(AppError::BadRequest(
+                "Enter the access code from the mail.".into(),
+            )));
         }
         if !access_requests::code_matches(&state.pool, &email, &code)
             .await
-            .map_err(failed)?
+            .map_err(form_reply)?
         {
-            return Err(refuse(
-                StatusCode::UNAUTHORIZED,
-                FormError::new(
-                    "That code does not match this email address. Check both and try again.",
-                ),
-            ));
+            return Err(form_reply(AppError::Unauthorized(
+                "That code does not match this email address. Check both and try again.".into(),
+            )));
         }
-        let session = leptos_axum::extract::<Session>().await.map_err(failed)?;
-        session.cycle_id().await.map_err(failed)?;
+        let session = leptos_axum::extract::<Session>()
+            .await
+            .map_err(form_reply)?;
+        session.cycle_id().await.map_err(form_reply)?;
         session
             .insert(SESSION_ACCESS_GRANTED, email.as_str())
             .await
-            .map_err(failed)?;
+            .map_err(form_reply)?;
         tracing::info!("a visitor redeemed an access code");
         Ok("Access granted. You can now search the restricted entries too.".into())
     }
@@ -266,7 +199,7 @@ pub(crate) mod server {
             email: row.email,
             message: row.message,
             status: row.status.as_str().to_string(),
-            created: crate::api::tasks::when(row.created_at),
+            created: crate::api::when(row.created_at),
             mail_job_id: row.mail_job_id,
             mail_state,
             mail_job_state: row.mail_job_state,
@@ -280,30 +213,15 @@ pub(crate) mod server {
         let status = match status.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
             None => None,
             Some(word) => Some(RequestStatus::parse(word).ok_or_else(|| {
-                set_status(StatusCode::BAD_REQUEST);
-                ServerFnError::new(format!(
+                reply(AppError::BadRequest(format!(
                     "There is no request status {word:?}; the statuses are pending, approved, replied and denied."
-                ))
+                )))
             })?),
         };
         let rows = access_requests::list(&state.pool, status, 200)
             .await
-            .map_err(internal)?;
+            .map_err(reply)?;
         Ok(rows.into_iter().map(view).collect())
-    }
-
-    /// Turns a refused decision into its HTTP status and a message for a person.
-    fn refused(error: DecisionError) -> ServerFnError {
-        let status = match &error {
-            DecisionError::NotFound(_) => StatusCode::NOT_FOUND,
-            DecisionError::NotPending { .. } | DecisionError::MailOnItsWay(_) => {
-                StatusCode::CONFLICT
-            }
-            DecisionError::NoMailSupplier => StatusCode::BAD_REQUEST,
-            DecisionError::Internal(_) => return internal(error),
-        };
-        set_status(status);
-        ServerFnError::new(error.to_string())
     }
 
     pub async fn approve(id: i64) -> Result<ApproveAnswer, ServerFnError> {
@@ -311,7 +229,7 @@ pub(crate) mod server {
         let state = expect_context::<AppState>();
         let job = access_requests::approve(&state.pool, &state.mailer, id, Some(admin.id))
             .await
-            .map_err(refused)?;
+            .map_err(reply)?;
         Ok(ApproveAnswer {
             request_id: id,
             status: RequestStatus::Approved.as_str().into(),
@@ -325,7 +243,7 @@ pub(crate) mod server {
         let state = expect_context::<AppState>();
         access_requests::deny(&state.pool, id, admin.id)
             .await
-            .map_err(refused)?;
+            .map_err(reply)?;
         Ok(format!("Access request {id} denied."))
     }
 
@@ -334,7 +252,7 @@ pub(crate) mod server {
         let state = expect_context::<AppState>();
         let mails = mail::mail_log_newest(&state.pool, 200)
             .await
-            .map_err(internal)?;
+            .map_err(reply)?;
         Ok(mails
             .into_iter()
             .map(|mail| MailLogView {
@@ -343,7 +261,7 @@ pub(crate) mod server {
                 subject: mail.subject,
                 body: mail.body,
                 supplier: mail.supplier,
-                sent: crate::api::tasks::when(mail.sent_at),
+                sent: crate::api::when(mail.sent_at),
             })
             .collect())
     }

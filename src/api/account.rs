@@ -5,7 +5,7 @@ use leptos::prelude::*;
 use leptos::server_fn::codec::GetUrl;
 use serde::{Deserialize, Serialize};
 
-use crate::api::access::FormError;
+use crate::api::FormError;
 use crate::model::{JobState, MailState};
 
 /// A change waiting for its confirmation.
@@ -66,42 +66,24 @@ pub async fn confirm_email(token: String) -> Result<String, FormError> {
 
 #[cfg(feature = "ssr")]
 mod server {
-    use axum::http::StatusCode;
     use leptos::prelude::*;
 
     use super::*;
     use crate::api::auth::require_admin;
-    use crate::api::replies::set_status;
-    use crate::api::tasks::when;
-    use crate::domain::owner::{self, ChangeError, ConfirmError};
+    use crate::api::replies::{form_reply, reply};
+    use crate::api::when;
+    use crate::domain::owner;
     use crate::state::AppState;
-
-    fn internal(err: impl std::fmt::Display) -> ServerFnError {
-        tracing::error!(error = %err, "an account operation failed");
-        ServerFnError::new("StandMeet could not do that just now; try again.")
-    }
-
-    fn refused(error: ChangeError) -> ServerFnError {
-        let status = match &error {
-            ChangeError::BadAddress(_) | ChangeError::Same(_) | ChangeError::NoMailSupplier => {
-                StatusCode::BAD_REQUEST
-            }
-            ChangeError::NothingPending => StatusCode::CONFLICT,
-            ChangeError::Internal(_) => return internal(error),
-        };
-        set_status(status);
-        ServerFnError::new(error.to_string())
-    }
 
     pub async fn overview() -> Result<AccountView, ServerFnError> {
         require_admin().await?;
         let state = expect_context::<AppState>();
         let current = owner::owner_email(&state.pool, &state.settings)
             .await
-            .map_err(internal)?;
+            .map_err(reply)?;
         let pending = owner::pending_change(&state.pool)
             .await
-            .map_err(internal)?
+            .map_err(reply)?
             .map(|change| {
                 let mail_state = change
                     .job_state
@@ -119,7 +101,7 @@ mod server {
             });
         let recovery = owner::last_recovery(&state.pool)
             .await
-            .map_err(internal)?
+            .map_err(reply)?
             .map(|attempt| RecoveryView {
                 recipient: attempt.recipient,
                 at: when(attempt.attempted_at),
@@ -144,7 +126,7 @@ mod server {
             admin.id,
         )
         .await
-        .map_err(refused)?;
+        .map_err(reply)?;
         tracing::info!(
             job.id = job.0,
             admin.id = admin.id,
@@ -159,9 +141,7 @@ mod server {
     pub async fn cancel(id: i64) -> Result<String, ServerFnError> {
         require_admin().await?;
         let state = expect_context::<AppState>();
-        owner::cancel_change(&state.pool, id)
-            .await
-            .map_err(refused)?;
+        owner::cancel_change(&state.pool, id).await.map_err(reply)?;
         Ok("The change was cancelled; its link no longer works.".into())
     }
 
@@ -170,7 +150,7 @@ mod server {
         let state = expect_context::<AppState>();
         let attempt = owner::send_recovery_phrase(&state.pool, &state.settings, &state.mailer)
             .await
-            .map_err(internal)?;
+            .map_err(reply)?;
         Ok(RecoveryView {
             recipient: attempt.recipient,
             at: when(attempt.attempted_at),
@@ -181,23 +161,9 @@ mod server {
 
     pub async fn confirm(token: String) -> Result<String, FormError> {
         let state = expect_context::<AppState>();
-        match owner::confirm(&state.pool, &token).await {
-            Ok(Ok(email)) => Ok(email),
-            Ok(Err(problem)) => {
-                set_status(match problem {
-                    ConfirmError::Unknown => StatusCode::NOT_FOUND,
-                    ConfirmError::Used | ConfirmError::Withdrawn | ConfirmError::Expired => {
-                        StatusCode::GONE
-                    }
-                });
-                Err(FormError::new(problem.to_string()))
-            }
-            Err(err) => {
-                tracing::error!(error = %err, "a confirmation link could not be checked");
-                Err(FormError::new(
-                    "StandMeet could not check this link just now; try again.",
-                ))
-            }
-        }
+        owner::confirm(&state.pool, &token)
+            .await
+            .map_err(form_reply)?
+            .map_err(form_reply)
     }
 }

@@ -5,8 +5,7 @@ use leptos::prelude::*;
 use leptos::server_fn::codec::GetUrl;
 use serde::{Deserialize, Serialize};
 
-use crate::api::access::FormError;
-use crate::model::JobId;
+use crate::api::FormError;
 
 /// A piece of a result's snippet: plain text, or a matched term to mark.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,30 +30,7 @@ pub struct EntryView {
     pub index_error: Option<String>,
 }
 
-/// A write's receipt, as `corpus.create` / `update` / `promote` answer it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WriteReceipt {
-    pub id: i64,
-    pub indexed: bool,
-    pub index_job_id: JobId,
-}
-
-impl WriteReceipt {
-    /// What to tell the admin.
-    pub fn message(&self, verb: &str) -> String {
-        if self.indexed {
-            format!(
-                "Entry {} {verb} and indexed: searches find it now.",
-                self.id
-            )
-        } else {
-            format!(
-                "Entry {} {verb}; indexing queued (job {}): searches find it once it is done.",
-                self.id, self.index_job_id
-            )
-        }
-    }
-}
+pub use crate::model::WriteReceipt;
 
 /// One result of a visitor's search.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,28 +92,19 @@ pub async fn search_corpus(q: String) -> Result<SearchAnswer, FormError> {
 
 #[cfg(feature = "ssr")]
 mod server {
-    use axum::http::StatusCode;
     use leptos::prelude::*;
     use tower_sessions::Session;
 
     use super::*;
-    use crate::api::access::server::SESSION_ACCESS_GRANTED;
     use crate::api::auth::require_admin;
-    use crate::api::replies::{internal, refuse, set_status};
-    use crate::api::tasks::when;
-    use crate::domain::corpus::{self, CorpusError, EntryRow, Written};
+    use crate::api::replies::{form_reply, reply};
+    use crate::api::when;
+    use crate::domain::corpus::{self, EntryRow, Written};
+    use crate::security::guard::SESSION_ACCESS_GRANTED;
     use crate::state::AppState;
 
     /// How many entries the admin page lists.
     const ENTRIES_SHOWN: i64 = 200;
-
-    fn refused(error: CorpusError) -> ServerFnError {
-        match error {
-            CorpusError::NotFound(_) => refuse(StatusCode::NOT_FOUND, error.to_string()),
-            CorpusError::Invalid(_) => refuse(StatusCode::BAD_REQUEST, error.to_string()),
-            CorpusError::Internal(err) => internal("a corpus operation", err),
-        }
-    }
 
     pub fn view(row: EntryRow) -> EntryView {
         EntryView {
@@ -159,7 +126,7 @@ mod server {
         let state = expect_context::<AppState>();
         let rows = corpus::entries(&state.pool, grep.as_deref(), ENTRIES_SHOWN)
             .await
-            .map_err(refused)?;
+            .map_err(reply)?;
         Ok(rows.into_iter().map(view).collect())
     }
 
@@ -169,18 +136,14 @@ mod server {
         corpus::entry(&state.pool, id)
             .await
             .map(view)
-            .map_err(refused)
+            .map_err(reply)
     }
 
     async fn receipt(state: &AppState, written: Written) -> Result<WriteReceipt, ServerFnError> {
         let receipt = corpus::receipt(&state.pool, &state.jobs, state.settings.index_wait, written)
             .await
-            .map_err(refused)?;
-        Ok(WriteReceipt {
-            id: receipt.id,
-            indexed: receipt.indexed,
-            index_job_id: receipt.index_job_id,
-        })
+            .map_err(reply)?;
+        Ok(receipt)
     }
 
     pub async fn create(
@@ -192,7 +155,7 @@ mod server {
         let state = expect_context::<AppState>();
         let written = corpus::create(&state.pool, &title, &body, &visibility)
             .await
-            .map_err(refused)?;
+            .map_err(reply)?;
         tracing::info!(
             entry.id = written.id,
             admin.id = admin.id,
@@ -217,7 +180,7 @@ mod server {
             Some(&visibility),
         )
         .await
-        .map_err(refused)?;
+        .map_err(reply)?;
         tracing::info!(
             entry.id = id,
             admin.id = admin.id,
@@ -229,7 +192,7 @@ mod server {
     pub async fn promote(id: i64) -> Result<WriteReceipt, ServerFnError> {
         let admin = require_admin().await?;
         let state = expect_context::<AppState>();
-        let written = corpus::promote(&state.pool, id).await.map_err(refused)?;
+        let written = corpus::promote(&state.pool, id).await.map_err(reply)?;
         tracing::info!(
             entry.id = id,
             admin.id = admin.id,
@@ -270,23 +233,13 @@ mod server {
     pub async fn search(q: String) -> Result<SearchAnswer, FormError> {
         let state = expect_context::<AppState>();
         let restricted = access_granted().await;
-        match corpus::search(&state.pool, &q, restricted).await {
-            Ok(hits) => Ok(SearchAnswer {
-                query: q.trim().to_string(),
-                hits: hits.into_iter().map(hit_view).collect(),
-                restricted_included: restricted,
-            }),
-            Err(CorpusError::Invalid(message)) => {
-                set_status(StatusCode::BAD_REQUEST);
-                Err(FormError::new(message))
-            }
-            Err(err) => {
-                tracing::error!(error = %err, "a search failed");
-                set_status(StatusCode::INTERNAL_SERVER_ERROR);
-                Err(FormError::new(
-                    "StandMeet could not search just now; try again.",
-                ))
-            }
-        }
+        let hits = corpus::search(&state.pool, &q, restricted)
+            .await
+            .map_err(form_reply)?;
+        Ok(SearchAnswer {
+            query: q.trim().to_string(),
+            hits: hits.into_iter().map(hit_view).collect(),
+            restricted_included: restricted,
+        })
     }
 }

@@ -89,35 +89,22 @@ pub async fn fetch_new_listings() -> Result<FetchAnswer, ServerFnError> {
 
 #[cfg(feature = "ssr")]
 mod server {
-    use axum::http::StatusCode;
     use leptos::prelude::*;
 
     use super::*;
     use crate::api::auth::require_admin;
-    use crate::api::replies::{internal, refuse};
-    use crate::api::tasks::when;
-    use crate::domain::listings::{self, ListingsError};
+    use crate::api::replies::reply;
+    use crate::api::when;
+    use crate::domain::listings;
     use crate::state::AppState;
-
-    fn refused(error: ListingsError) -> ServerFnError {
-        match error {
-            ListingsError::UnknownSource(_) => refuse(StatusCode::NOT_FOUND, error.to_string()),
-            ListingsError::Invalid(_)
-            | ListingsError::Disabled { .. }
-            | ListingsError::NoSources => refuse(StatusCode::BAD_REQUEST, error.to_string()),
-            ListingsError::Internal(err) => internal("a listings operation", err),
-        }
-    }
 
     pub async fn overview() -> Result<ListingsView, ServerFnError> {
         require_admin().await?;
         let state = expect_context::<AppState>();
-        let sources = listings::sources(&state.pool)
-            .await
-            .map_err(|err| internal("listing the sources", err))?;
+        let sources = listings::sources(&state.pool).await.map_err(reply)?;
         let mut rows = listings::latest(&state.pool, LISTINGS_SHOWN + 1)
             .await
-            .map_err(|err| internal("listing the listings", err))?;
+            .map_err(reply)?;
         let more = rows.len() as i64 > LISTINGS_SHOWN;
         rows.truncate(LISTINGS_SHOWN as usize);
         Ok(ListingsView {
@@ -167,7 +154,7 @@ mod server {
         let state = expect_context::<AppState>();
         let id = listings::add_source(&state.pool, &name, &kind, &url)
             .await
-            .map_err(refused)?;
+            .map_err(reply)?;
         tracing::info!(
             source.id = id,
             admin.id = admin.id,
@@ -181,7 +168,7 @@ mod server {
         let state = expect_context::<AppState>();
         listings::set_enabled(&state.pool, id, enabled)
             .await
-            .map_err(refused)?;
+            .map_err(reply)?;
         Ok(if enabled {
             "Source enabled."
         } else {
@@ -195,7 +182,7 @@ mod server {
         let state = expect_context::<AppState>();
         let name = listings::remove_source(&state.pool, id)
             .await
-            .map_err(refused)?;
+            .map_err(reply)?;
         tracing::info!(
             source.id = id,
             admin.id = admin.id,
@@ -211,7 +198,7 @@ mod server {
         let state = expect_context::<AppState>();
         let answer = listings::fetch_new(&state.pool, &state.jobs, state.settings.fetch_wait, None)
             .await
-            .map_err(refused)?;
+            .map_err(reply)?;
         tracing::info!(
             admin.id = admin.id,
             jobs = answer.job_ids.len(),

@@ -6,6 +6,7 @@ pub mod access;
 pub mod account;
 pub mod auth;
 pub mod corpus;
+pub mod form_error;
 #[cfg(feature = "ssr")]
 pub mod health;
 pub mod listings;
@@ -16,7 +17,19 @@ pub mod replies;
 pub mod status;
 pub mod tasks;
 
+pub use form_error::FormError;
+
 /// How an answer begins when a server function's arguments did not fit it (wrong types,
 /// missing fields, bodies that do not decode): the function never ran, and the caller
 /// gets 400 with these words and what did not fit (see `replies::bad_arguments_are_400`).
 pub const ARGUMENTS_DO_NOT_FIT: &str = "The request's fields do not fit this call: ";
+
+#[cfg(feature = "ssr")]
+/// A moment as every page and tool shows it: "2026-11-29 14:03:12 UTC".
+pub fn when(at: time::OffsetDateTime) -> String {
+    const FORMAT: &[time::format_description::FormatItem<'static>] =
+        time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]:[second] UTC");
+    at.to_offset(time::UtcOffset::UTC)
+        .format(FORMAT)
+        .unwrap_or_else(|_| at.to_string())
+}

@@ -1,9 +1,12 @@
-//! What every server function does with a refusal or a failure: a refusal gets its
-//! status code and a message a person understands; a failure is logged in full and
-//! told in short, so nothing internal reaches the browser.
+//! What every server function does with a refusal or a failure: it becomes an
+//! [`AppError`] (the one place that knows statuses), whose status and public message
+//! are the answer, so nothing internal reaches the browser.
 
 use axum::http::StatusCode;
 use leptos::prelude::*;
+
+use super::form_error::FormError;
+use crate::error::AppError;
 
 /// Sets the status of the current server function's answer.
 pub fn set_status(status: StatusCode) {
@@ -12,17 +15,19 @@ pub fn set_status(status: StatusCode) {
     }
 }
 
-/// A refusal: `status` and `message`.
-pub fn refuse(status: StatusCode, message: impl Into<String>) -> ServerFnError {
-    set_status(status);
-    ServerFnError::new(message.into())
+/// A server function's answer to `err`: its status, and its message (for an internal
+/// error a fixed sentence; the cause goes to the log). See [`AppError`].
+pub fn reply(err: impl Into<AppError>) -> ServerFnError {
+    let err = err.into();
+    set_status(err.status());
+    ServerFnError::new(err.public_message())
 }
 
-/// A failure on StandMeet's side, while doing `what`.
-pub fn internal(what: &str, err: impl std::fmt::Display) -> ServerFnError {
-    tracing::error!(error = %err, "{what} failed");
-    set_status(StatusCode::INTERNAL_SERVER_ERROR);
-    ServerFnError::new("StandMeet could not do that just now; try again.")
+/// [`reply`] for the server functions of visitors' forms, which answer a [`FormError`].
+pub fn form_reply(err: impl Into<AppError>) -> FormError {
+    let err = err.into();
+    set_status(err.status());
+    FormError::new(err.public_message())
 }
 
 /// The most of an error answer [`bad_arguments_are_400`] reads to tell what it is.
@@ -53,14 +58,12 @@ pub async fn bad_arguments_are_400(
 
 /// Whether an error answer says the arguments did not fit: server_fn's own encoding
 /// (`Args|…`, `Deserialization|…`, `MissingArg|…`) or a [`FormError`] that says so.
-///
-/// [`FormError`]: super::access::FormError
 fn arguments_did_not_fit(body: &[u8]) -> bool {
     const ENCODED: [&[u8]; 3] = [b"Args|", b"Deserialization|", b"MissingArg|"];
     if ENCODED.iter().any(|prefix| body.starts_with(prefix)) {
         return true;
     }
-    serde_json::from_slice::<super::access::FormError>(body)
+    serde_json::from_slice::<FormError>(body)
         .is_ok_and(|error| error.message.starts_with(super::ARGUMENTS_DO_NOT_FIT))
 }
 
@@ -72,7 +75,7 @@ mod tests {
     fn argument_errors_are_told_apart_from_failures() {
         assert!(arguments_did_not_fit(b"Args|invalid digit found in string"));
         assert!(arguments_did_not_fit(b"Deserialization|expected value"));
-        let form = serde_json::to_vec(&super::super::access::FormError::new(format!(
+        let form = serde_json::to_vec(&FormError::new(format!(
             "{}missing field `name`",
             super::super::ARGUMENTS_DO_NOT_FIT
         )))
@@ -81,10 +84,8 @@ mod tests {
         assert!(!arguments_did_not_fit(
             b"ServerError|StandMeet could not do that just now"
         ));
-        let failure = serde_json::to_vec(&super::super::access::FormError::new(
-            "StandMeet did not answer; try again.",
-        ))
-        .unwrap();
+        let failure =
+            serde_json::to_vec(&FormError::new("StandMeet did not answer; try again.")).unwrap();
         assert!(!arguments_did_not_fit(&failure));
     }
 }

@@ -155,7 +155,7 @@ pub async fn fetch_job_status(ids: &[i64]) -> Result<Vec<TaskRow>, String> {
 }
 
 #[cfg(feature = "ssr")]
-pub use server::{job_status, when};
+pub use server::job_status;
 
 #[cfg(feature = "ssr")]
 mod server {
@@ -167,22 +167,14 @@ mod server {
     use serde::Deserialize;
     use std::collections::HashSet;
 
-    use time::OffsetDateTime;
-
     use super::*;
     use crate::api::auth::require_admin;
+    use crate::api::replies::reply;
+    use crate::api::when;
+    use crate::error::AppError;
     use crate::jobs::{CancelOutcome, JobFilter, JobRow, JobSummary, RetryOutcome};
     use crate::model::JobId;
     use crate::state::AppState;
-
-    /// "2026-11-29 14:03:12 UTC".
-    pub fn when(at: OffsetDateTime) -> String {
-        const FORMAT: &[time::format_description::FormatItem<'static>] =
-            time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]:[second] UTC");
-        at.to_offset(time::UtcOffset::UTC)
-            .format(FORMAT)
-            .unwrap_or_else(|_| at.to_string())
-    }
 
     fn row(job: JobSummary, nobody_runs: &HashSet<String>) -> TaskRow {
         let note = (!job.state.is_terminal() && nobody_runs.contains(&job.kind))
@@ -233,11 +225,6 @@ mod server {
         jobs.iter().map(|job| (job.kind.as_str(), job.state))
     }
 
-    fn internal(err: impl std::fmt::Display) -> ServerFnError {
-        tracing::error!(error = %err, "a Tasks panel query failed");
-        ServerFnError::new("StandMeet could not read the jobs just now; try again.")
-    }
-
     /// A kind or queue filter: trimmed, without control characters (no kind or queue
     /// has any, and PostgreSQL refuses NUL), not empty, not absurdly long.
     fn name_filter(value: Option<String>) -> Option<String> {
@@ -258,7 +245,7 @@ mod server {
         let state = expect_context::<AppState>();
         let filter = JobFilter {
             state: parse_state_filter(query.state.as_deref())
-                .map_err(|message| crate::api::replies::refuse(StatusCode::BAD_REQUEST, message))?,
+                .map_err(|message| reply(AppError::BadRequest(message)))?,
             kind: name_filter(query.kind),
             queue: name_filter(query.queue),
             before: query.before.map(JobId),
@@ -268,7 +255,7 @@ mod server {
             .jobs
             .list(&filter, PAGE_SIZE + 1)
             .await
-            .map_err(internal)?;
+            .map_err(reply)?;
         let older = if jobs.len() as i64 > PAGE_SIZE && filter.after.is_none() {
             jobs.truncate(PAGE_SIZE as usize);
             jobs.last().map(|job| job.id.0)
@@ -280,7 +267,7 @@ mod server {
             .jobs
             .count_by_state(COUNT_CAP + 1)
             .await
-            .map_err(internal)?
+            .map_err(reply)?
             .into_iter()
             .map(|(state, count)| StateCount {
                 state,
@@ -296,7 +283,7 @@ mod server {
             .collect();
         let nobody_runs = kinds_nobody_runs(&state, summaries(&jobs))
             .await
-            .map_err(internal)?;
+            .map_err(reply)?;
         Ok(TaskPage {
             rows: jobs.into_iter().map(|job| row(job, &nobody_runs)).collect(),
             counts,
@@ -348,13 +335,13 @@ mod server {
     pub async fn detail(id: i64) -> Result<Option<TaskDetail>, ServerFnError> {
         require_admin().await?;
         let state = expect_context::<AppState>();
-        let Some(job) = state.jobs.get(JobId(id)).await.map_err(internal)? else {
+        let Some(job) = state.jobs.get(JobId(id)).await.map_err(reply)? else {
             return Ok(None);
         };
         let mut detail = detail_of(job);
         let nobody_runs = kinds_nobody_runs(&state, [(detail.row.kind.as_str(), detail.row.state)])
             .await
-            .map_err(internal)?;
+            .map_err(reply)?;
         if !nobody_runs.is_empty() {
             detail.row.note = Some(NO_HANDLER_NOTE.to_string());
         }
@@ -364,7 +351,7 @@ mod server {
     pub async fn retry(id: i64) -> Result<TaskActionResult, ServerFnError> {
         let admin = require_admin().await?;
         let state = expect_context::<AppState>();
-        let outcome = state.jobs.retry(JobId(id)).await.map_err(internal)?;
+        let outcome = state.jobs.retry(JobId(id)).await.map_err(reply)?;
         tracing::info!(
             job.id = id,
             admin.id = admin.id,
@@ -392,7 +379,7 @@ mod server {
     pub async fn cancel(id: i64) -> Result<TaskActionResult, ServerFnError> {
         let admin = require_admin().await?;
         let state = expect_context::<AppState>();
-        let outcome = state.jobs.cancel(JobId(id)).await.map_err(internal)?;
+        let outcome = state.jobs.cancel(JobId(id)).await.map_err(reply)?;
         tracing::info!(
             job.id = id,
             admin.id = admin.id,
@@ -459,7 +446,7 @@ mod server {
                     jobs.into_iter().map(|job| row(job, &nobody_runs)).collect();
                 Json(serde_json::json!({ "jobs": rows, "unknown": unknown })).into_response()
             }
-            Err(err) => crate::error::AppError::from(err).into_response(),
+            Err(err) => AppError::from(err).into_response(),
         }
     }
 

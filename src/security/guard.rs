@@ -33,6 +33,10 @@ pub const PUBLIC_SERVER_FUNCTIONS: &[&str] = &[
 /// The session key that holds the signed-in admin's id.
 pub const SESSION_ADMIN_ID: &str = "admin_id";
 
+/// The session key that says a visitor redeemed an access code (it holds their email);
+/// restricted corpus entries are shown to such a session.
+pub const SESSION_ACCESS_GRANTED: &str = "access_granted";
+
 /// Which protection a path falls under.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Area {

@@ -18,6 +18,7 @@ use sqlx::PgPool;
 
 use crate::jobs::JobClient;
 use crate::jobs::{self, JobContext, JobError, JobId, JobKind, JobState};
+use crate::model::WriteReceipt;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
 #[sqlx(type_name = "corpus_visibility", rename_all = "lowercase")]
@@ -123,15 +124,6 @@ fn checked_body(body: &str) -> Result<String, CorpusError> {
         )));
     }
     Ok(body.to_string())
-}
-
-/// A write's receipt: the entry, whether the index holds this write already, and the
-/// index job to ask about when not.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Receipt {
-    pub id: i64,
-    pub indexed: bool,
-    pub index_job_id: JobId,
 }
 
 /// A write done: the entry, its new version, and the index job for it.
@@ -263,7 +255,7 @@ pub async fn receipt(
     jobs: &JobClient,
     limit: Duration,
     written: Written,
-) -> Result<Receipt, CorpusError> {
+) -> Result<WriteReceipt, CorpusError> {
     // Past the wait (or with no slot to wait in) the index is simply read as it is.
     let _ = jobs.wait(&[written.job], limit).await;
     let indexed = sqlx::query_scalar!(
@@ -273,7 +265,7 @@ pub async fn receipt(
     )
     .fetch_one(pool)
     .await?;
-    Ok(Receipt {
+    Ok(WriteReceipt {
         id: written.id,
         indexed,
         index_job_id: written.job,

@@ -1,6 +1,26 @@
-//! The look of form controls, in one place so every form looks alike.
+//! Forms: the look of their controls (in one place so every form looks alike), when
+//! they may be used, and what a failed server function says to a person.
+
+use leptos::prelude::*;
 
 pub const LABEL: &str = "block text-sm font-medium text-slate-700";
 pub const INPUT: &str = "mt-1 block w-full rounded-md border border-slate-300 px-3 py-2 text-sm shadow-sm focus:border-teal-600 focus:outline-none focus:ring-1 focus:ring-teal-600";
 pub const PRIMARY_BUTTON: &str = "rounded-md bg-teal-700 px-4 py-2 text-sm font-medium text-white shadow-sm hover:bg-teal-800 disabled:cursor-not-allowed disabled:opacity-50";
 pub const SECONDARY_BUTTON: &str = "rounded-md border border-slate-300 px-3 py-1.5 text-sm text-slate-700 hover:bg-slate-100 disabled:cursor-not-allowed disabled:opacity-50";
+
+/// A signal that turns true once the page is hydrated. Buttons that call server
+/// functions stay disabled until then: before hydration a click would do nothing.
+pub fn use_hydrated() -> RwSignal<bool> {
+    let hydrated = RwSignal::new(false);
+    Effect::new(move |_| hydrated.set(true));
+    hydrated
+}
+
+/// What a failed server function says to a person: the server's message, or that it
+/// did not answer.
+pub fn server_message(error: &ServerFnError) -> String {
+    match error {
+        ServerFnError::ServerError(message) => message.clone(),
+        _ => "StandMeet did not answer; try again.".to_string(),
+    }
+}

@@ -5,14 +5,14 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 
 use crate::api::access::RedeemAccess;
+use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{INPUT, LABEL, PRIMARY_BUTTON};
 
 #[component]
 pub fn AccessPage() -> impl IntoView {
     let redeem = ServerAction::<RedeemAccess>::new();
     let answer = redeem.value();
-    let hydrated = RwSignal::new(false);
-    Effect::new(move |_| hydrated.set(true));
+    let hydrated = use_hydrated();
     let outcome = move || {
         answer.with(|answer| match answer {
             Some(Ok(message)) => Some((true, message.clone())),

@@ -13,11 +13,12 @@ use crate::api::access::{
     AccessRequestView, ApproveAccessRequest, DenyAccessRequest, list_access_requests,
 };
 use crate::model::JobState;
+use crate::ui::components::form::server_message;
+use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{PRIMARY_BUTTON, SECONDARY_BUTTON};
 use crate::ui::components::poll::use_polling;
 use crate::ui::components::status_chip::{StatusChip, Tone, mail_state_tone};
 use crate::ui::components::toast::use_toasts;
-use crate::ui::pages::tasks::server_message;
 
 const STATUSES: [&str; 4] = ["pending", "approved", "replied", "denied"];
 
@@ -106,8 +107,7 @@ fn RequestRowView(row: RwSignal<AccessRequestView>) -> impl IntoView {
     let toasts = use_toasts();
     let approve = ServerAction::<ApproveAccessRequest>::new();
     let deny = ServerAction::<DenyAccessRequest>::new();
-    let hydrated = RwSignal::new(false);
-    Effect::new(move |_| hydrated.set(true));
+    let hydrated = use_hydrated();
     Effect::new(move |_| match approve.value().get() {
         Some(Ok(answer)) => {
             toasts.success(format!(

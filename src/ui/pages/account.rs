@@ -11,11 +11,12 @@ use crate::api::account::{
     AccountView, CancelEmailChange, ChangeOwnerEmail, PendingView, RecoveryView,
     SendRecoveryPhrase, account_overview,
 };
+use crate::ui::components::form::server_message;
+use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON};
 use crate::ui::components::poll::use_polling;
 use crate::ui::components::status_chip::{StatusChip, mail_state_tone};
 use crate::ui::components::toast::use_toasts;
-use crate::ui::pages::tasks::server_message;
 
 #[component]
 pub fn AccountPage() -> impl IntoView {
@@ -24,8 +25,7 @@ pub fn AccountPage() -> impl IntoView {
     let change = ServerAction::<ChangeOwnerEmail>::new();
     let cancel = ServerAction::<CancelEmailChange>::new();
     let recovery = ServerAction::<SendRecoveryPhrase>::new();
-    let hydrated = RwSignal::new(false);
-    Effect::new(move |_| hydrated.set(true));
+    let hydrated = use_hydrated();
     let change_form = NodeRef::<leptos::html::Form>::new();
 
     Effect::new(move |_| match change.value().get() {

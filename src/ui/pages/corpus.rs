@@ -13,12 +13,13 @@ use crate::api::corpus::{
     CreateCorpusEntry, EntryView, PromoteCorpusEntry, UpdateCorpusEntry, WriteReceipt,
     corpus_entries, corpus_entry,
 };
+use crate::ui::components::form::server_message;
+use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON};
 use crate::ui::components::params::use_id_param;
 use crate::ui::components::poll::use_polling;
 use crate::ui::components::status_chip::{StatusChip, Tone};
 use crate::ui::components::toast::{Toasts, use_toasts};
-use crate::ui::pages::tasks::server_message;
 
 fn index_tone(state: &str) -> Tone {
     match state {
@@ -61,8 +62,7 @@ pub fn CorpusPage() -> impl IntoView {
     let entries = Resource::new(move || grep.get(), corpus_entries);
     let create = ServerAction::<CreateCorpusEntry>::new();
     let promote = ServerAction::<PromoteCorpusEntry>::new();
-    let hydrated = RwSignal::new(false);
-    Effect::new(move |_| hydrated.set(true));
+    let hydrated = use_hydrated();
     let create_form = NodeRef::<leptos::html::Form>::new();
     Effect::new(move |_| {
         after_write(
@@ -219,8 +219,7 @@ pub fn CorpusEntryPage() -> impl IntoView {
     );
     let save = ServerAction::<UpdateCorpusEntry>::new();
     let promote = ServerAction::<PromoteCorpusEntry>::new();
-    let hydrated = RwSignal::new(false);
-    Effect::new(move |_| hydrated.set(true));
+    let hydrated = use_hydrated();
     Effect::new(move |_| after_write(toasts, save.value().get(), "saved", move || entry.refetch()));
     Effect::new(move |_| {
         after_write(toasts, promote.value().get(), "promoted", move || {

@@ -6,6 +6,7 @@ use leptos_meta::Title;
 
 use crate::api::status::service_status;
 use crate::ui::components::form::PRIMARY_BUTTON;
+use crate::ui::components::form::use_hydrated;
 use crate::ui::components::toast::use_toasts;
 
 #[component]
@@ -14,8 +15,7 @@ pub fn HomePage() -> impl IntoView {
 
     // Effects run only in the browser, after hydration: until then the button would do
     // nothing, so it stays disabled.
-    let hydrated = RwSignal::new(false);
-    Effect::new(move |_| hydrated.set(true));
+    let hydrated = use_hydrated();
 
     let check = Action::new(|_: &()| service_status());
     Effect::new(move |_| match check.value().get() {

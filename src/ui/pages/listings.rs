@@ -13,11 +13,12 @@ use crate::api::listings::{
     SetSourceEnabled, SourceView, listings_overview,
 };
 use crate::model::FetchAnswer;
+use crate::ui::components::form::server_message;
+use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON};
 use crate::ui::components::poll::use_polling;
 use crate::ui::components::status_chip::{StatusChip, Tone};
 use crate::ui::components::toast::{Toasts, use_toasts};
-use crate::ui::pages::tasks::server_message;
 
 fn fetch_tone(word: &str) -> Tone {
     match word {
@@ -61,8 +62,7 @@ pub fn ListingsPage() -> impl IntoView {
     let toggle = ServerAction::<SetSourceEnabled>::new();
     let remove = ServerAction::<RemoveListingSource>::new();
     let fetch = ServerAction::<FetchNewListings>::new();
-    let hydrated = RwSignal::new(false);
-    Effect::new(move |_| hydrated.set(true));
+    let hydrated = use_hydrated();
 
     let add_form = NodeRef::<leptos::html::Form>::new();
     let after = move |result: Option<Result<String, ServerFnError>>| match result {

@@ -6,7 +6,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 
 use crate::api::access::mail_log;
-use crate::ui::pages::tasks::server_message;
+use crate::ui::components::form::server_message;
 
 #[component]
 pub fn MailLogPage() -> impl IntoView {

@@ -5,16 +5,16 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 
 use crate::api::access::RequestAccess;
+use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{INPUT, LABEL, PRIMARY_BUTTON};
 
 #[component]
 pub fn RequestAccessPage() -> impl IntoView {
     let send = ServerAction::<RequestAccess>::new();
     let answer = send.value();
-    let hydrated = RwSignal::new(false);
-    Effect::new(move |_| hydrated.set(true));
+    let hydrated = use_hydrated();
     let received = move || answer.with(|answer| matches!(answer, Some(Ok(_))));
-    let problem = move |pick: fn(&crate::api::access::FormError) -> Option<String>| {
+    let problem = move |pick: fn(&crate::api::FormError) -> Option<String>| {
         answer.with(|answer| match answer {
             Some(Err(error)) => pick(error),
             _ => None,

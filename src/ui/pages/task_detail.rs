@@ -10,12 +10,13 @@ use leptos_meta::Title;
 use crate::api::tasks::{CancelTask, RetryTask, TaskActionResult, TaskDetail, get_task};
 use crate::model::JobState;
 use crate::ui::components::form::SECONDARY_BUTTON;
+use crate::ui::components::form::server_message;
+use crate::ui::components::form::use_hydrated;
 use crate::ui::components::params::use_id_param;
 use crate::ui::components::poll::use_polling;
 use crate::ui::components::status_chip::JobStateChip;
 use crate::ui::components::toast::use_toasts;
 use crate::ui::pages::not_found::NotFound;
-use crate::ui::pages::tasks::server_message;
 
 #[component]
 pub fn TaskDetailPage() -> impl IntoView {
@@ -65,8 +66,7 @@ pub fn TaskDetailPage() -> impl IntoView {
         }
     });
 
-    let hydrated = RwSignal::new(false);
-    Effect::new(move |_| hydrated.set(true));
+    let hydrated = use_hydrated();
 
     view! {
         <Transition fallback=|| view! { <p class="text-sm text-slate-500">"Loading the job…"</p> }>

@@ -12,6 +12,7 @@ use leptos_router::hooks::use_query_map;
 
 use crate::api::tasks::{StateCount, TaskPage, TaskQuery, TaskRow, list_tasks};
 use crate::model::JobState;
+use crate::ui::components::form::server_message;
 use crate::ui::components::form::{LABEL, PRIMARY_BUTTON};
 use crate::ui::components::poll::use_polling;
 use crate::ui::components::status_chip::JobStateChip;
@@ -125,14 +126,6 @@ fn answer_bad_request() {
     #[cfg(feature = "ssr")]
     if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
         response.set_status(axum::http::StatusCode::BAD_REQUEST);
-    }
-}
-
-/// The words of a server function's error, without the framework's prefix.
-pub fn server_message(error: &ServerFnError) -> String {
-    match error {
-        ServerFnError::ServerError(message) => message.clone(),
-        _ => "StandMeet did not answer; try again.".to_string(),
     }
 }
 
