@@ -97,6 +97,13 @@ impl Engine {
         &self.config.worker_id
     }
 
+    /// Tells the engine to stop, without waiting for it: for a drop, where nothing can
+    /// be awaited. Producers stop fetching and attempts wind down as in
+    /// [`Engine::shutdown`], as long as the runtime they run on lives.
+    pub fn stop_soon(&self) {
+        self.stop.cancel();
+    }
+
     /// Stops fetching, lets running attempts finish within the grace period, stops
     /// the rest (they become `retryable`), writes every outcome, then returns.
     pub async fn shutdown(self) {

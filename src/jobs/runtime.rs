@@ -59,6 +59,13 @@ impl JobRuntime {
         self.engine.worker_id()
     }
 
+    /// Tells the engine and the listener to stop, without waiting (see
+    /// [`Engine::stop_soon`]); [`JobRuntime::shutdown`] is the graceful way.
+    pub fn stop_soon(&self) {
+        self.engine.stop_soon();
+        self.stop_listener.cancel();
+    }
+
     /// Stops the engine gracefully (see [`Engine::shutdown`]), then the listener.
     pub async fn shutdown(self) {
         self.engine.shutdown().await;

@@ -1,0 +1,206 @@
+//! The index: the `corpus.index` job, the only writer of `corpus_index` (never with an
+//! older version than the one there), and queuing again at start what lags.
+
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+
+use super::text;
+use super::{CorpusError, Status, Visibility, Written};
+use crate::jobs::{self, JobContext, JobError, JobKind};
+
+/// Queues an index job for every entry whose index lags its newest version and has no
+/// index job on the way. Answers how many were queued.
+pub async fn reindex_lagging(pool: &PgPool) -> Result<usize, CorpusError> {
+    let mut tx = pool.begin().await?;
+    let lagging = sqlx::query!(
+        r#"
+        SELECT e.id, e.version
+        FROM corpus_entries e
+        LEFT JOIN corpus_index i ON i.entry_id = e.id
+        LEFT JOIN job_status j ON j.id = e.index_job_id
+        WHERE (i.version IS NULL OR i.version < e.version)
+          AND (j.id IS NULL OR j.state IN ('completed', 'discarded', 'cancelled'))
+        ORDER BY e.id
+        FOR UPDATE OF e
+        "#
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    for entry in &lagging {
+        queue_index(&mut tx, entry.id, entry.version).await?;
+    }
+    tx.commit().await?;
+    Ok(lagging.len())
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IndexArgs {
+    pub entry_id: i64,
+    pub version: i64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IndexOutput {
+    pub entry_id: i64,
+    pub version: i64,
+    pub indexed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Inserts the index job for `version` of entry `id`, in the writer's transaction.
+pub(super) async fn queue_index(
+    tx: &mut sqlx::PgConnection,
+    id: i64,
+    version: i64,
+) -> Result<Written, CorpusError> {
+    let job = jobs::insert_tx::<IndexEntry>(
+        &mut *tx,
+        &IndexArgs {
+            entry_id: id,
+            version,
+        },
+    )
+    .await?;
+    sqlx::query!(
+        "UPDATE corpus_entries SET index_job_id = $2 WHERE id = $1",
+        id,
+        job.0
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(Written { id, version, job })
+}
+
+/// `corpus.index`: writes an entry's version into the search index.
+pub struct IndexEntry;
+
+impl JobKind for IndexEntry {
+    const KIND: &'static str = "corpus.index";
+    const QUEUE: &'static str = "index";
+    const MAX_ATTEMPTS: i16 = 10;
+    type Args = IndexArgs;
+    type Output = IndexOutput;
+
+    async fn run(&self, job: JobContext, args: IndexArgs) -> Result<IndexOutput, JobError> {
+        let mut tx = job.pool().begin().await?;
+        // Shared lock: a write to the entry waits until this index write commits.
+        let entry = sqlx::query!(
+            r#"
+            SELECT title, body, visibility AS "visibility: Visibility",
+                   status AS "status: Status", version
+            FROM corpus_entries WHERE id = $1 FOR SHARE
+            "#,
+            args.entry_id
+        )
+        .fetch_optional(&mut *tx)
+        .await?;
+        let skipped = |reason: &str| IndexOutput {
+            entry_id: args.entry_id,
+            version: args.version,
+            indexed: false,
+            reason: Some(reason.into()),
+        };
+        let output = match entry {
+            None => skipped("deleted"),
+            // A newer write has its own job; this one would only write what it wrote.
+            Some(entry) if entry.version > args.version => skipped("stale"),
+            Some(entry) => {
+                let input = IndexInput {
+                    entry_id: args.entry_id,
+                    version: entry.version,
+                    title: entry.title,
+                    body: entry.body,
+                    visibility: entry.visibility,
+                    status: entry.status,
+                };
+                write_index(&mut tx, &[input]).await?;
+                IndexOutput {
+                    entry_id: args.entry_id,
+                    version: entry.version,
+                    indexed: true,
+                    reason: None,
+                }
+            }
+        };
+        job.complete_tx(&mut tx, &output).await?;
+        tx.commit().await?;
+        Ok(output)
+    }
+}
+
+/// One entry's version, as the index is to hold it.
+#[derive(Clone, Debug)]
+pub struct IndexInput {
+    pub entry_id: i64,
+    pub version: i64,
+    pub title: String,
+    pub body: String,
+    pub visibility: Visibility,
+    pub status: Status,
+}
+
+/// Writes entries' versions into the index, each unless the index holds a newer one of
+/// that entry. Answers how many rows were written.
+pub async fn write_index(
+    tx: &mut sqlx::PgConnection,
+    inputs: &[IndexInput],
+) -> Result<u64, sqlx::Error> {
+    let mut ids = Vec::with_capacity(inputs.len());
+    let mut versions = Vec::with_capacity(inputs.len());
+    let mut titles = Vec::with_capacity(inputs.len());
+    let mut bodies = Vec::with_capacity(inputs.len());
+    let mut visibilities = Vec::with_capacity(inputs.len());
+    let mut statuses = Vec::with_capacity(inputs.len());
+    let mut title_words = Vec::with_capacity(inputs.len());
+    let mut title_cjk = Vec::with_capacity(inputs.len());
+    let mut body_words = Vec::with_capacity(inputs.len());
+    let mut body_cjk = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        let title = text::split(&input.title);
+        let body = text::split(&input.body);
+        ids.push(input.entry_id);
+        versions.push(input.version);
+        titles.push(input.title.as_str());
+        bodies.push(input.body.as_str());
+        visibilities.push(input.visibility.as_str());
+        statuses.push(input.status.as_str());
+        title_words.push(title.words.clone());
+        // CJK lexemes travel space-separated (they hold no spaces) and are split in SQL.
+        title_cjk.push(title.document_cjk().join(" "));
+        body_words.push(body.words.clone());
+        body_cjk.push(body.document_cjk().join(" "));
+    }
+    let written = sqlx::query!(
+        r#"
+        INSERT INTO corpus_index (entry_id, version, title, body, visibility, status, document, grep_text)
+        SELECT e.id, e.version, e.title, e.body, e.visibility::corpus_visibility, e.status::corpus_status,
+               setweight(to_tsvector('english', e.title_words), 'A')
+               || setweight(array_to_tsvector(string_to_array(e.title_cjk, ' ')), 'A')
+               || setweight(to_tsvector('english', e.body_words), 'B')
+               || setweight(array_to_tsvector(string_to_array(e.body_cjk, ' ')), 'B'),
+               lower(e.title || E'\n' || e.body)
+        FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
+                    $7::text[], $8::text[], $9::text[], $10::text[])
+             AS e (id, version, title, body, visibility, status, title_words, title_cjk, body_words, body_cjk)
+        ON CONFLICT (entry_id) DO UPDATE
+        SET version = EXCLUDED.version, title = EXCLUDED.title, body = EXCLUDED.body,
+            visibility = EXCLUDED.visibility, status = EXCLUDED.status,
+            document = EXCLUDED.document, grep_text = EXCLUDED.grep_text, indexed_at = now()
+        WHERE corpus_index.version < EXCLUDED.version
+        "#,
+        &ids,
+        &versions,
+        &titles as &[&str],
+        &bodies as &[&str],
+        &visibilities as &[&str],
+        &statuses as &[&str],
+        &title_words,
+        &title_cjk,
+        &body_words,
+        &body_cjk
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(written.rows_affected())
+}
