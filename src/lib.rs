@@ -9,35 +9,48 @@
 //! One crate, compiled twice: with the `ssr` feature into the `standmeet` server
 //! binary, and with `hydrate` into the wasm that the browser runs to make the
 //! server-rendered pages interactive. Data flows one way: page or MCP tool → server
-//! function → domain operation → store (SQL) → PostgreSQL.
+//! function → domain operation → `jobs` and SQL → PostgreSQL; job handlers call back
+//! into the domain. `startup` is the only module that imports everything
+//! (`tests/architecture.rs` checks the direction, and that no two files need each
+//! other).
 //!
 //! Shared by server and browser:
 //! - [`ui`]: the HTML shell, the app and its routes, the layout, pages and components.
-//! - [`model`]: the words both sides share, such as `JobId` and `JobState`.
+//! - [`model`]: the words both sides share, such as `JobId`, `JobState`, `MailState`
+//!   and the corpus write receipt.
 //! - [`api`]: server functions (the browser gets stubs that call them over HTTP), and on
-//!   the server the fixed endpoints such as `/healthz`.
+//!   the server the fixed endpoints such as `/healthz`; `api::FormError` is how forms
+//!   hear what went wrong.
 //!
-//! Server only (`ssr`):
-//! - `config`: every setting, its default, and validation that names a bad one.
-//! - `telemetry`: the tracing subscriber and the span of each request.
-//! - `startup`: `AppState`, the router, and serving until a signal says stop.
-//! - `error`: the one error type of HTTP handlers; nothing internal reaches a client.
-//! - `db`: the connection pool, migrations, and the private PostgreSQL cluster that
-//!   StandMeet starts itself when `DATABASE_URL` is unset.
-//! - `domain`: what StandMeet does, in its own types (`types` holds the parsed
-//!   newtypes such as `EmailAddress`; `domain::admins` the admin accounts).
+//! Server only (`ssr`), from the bottom up:
+//! - `types`: parsed newtypes such as `EmailAddress`: input becomes these at the edge.
 //! - `jobs`: the durable job queue in PostgreSQL (states, attempts, error history,
 //!   output, backoff, rescue, fenced completion, cleanup) and the process's one LISTEN
-//!   connection. Its module documentation says who moves jobs between states.
+//!   connection. `jobs::JobClient` is the one way in (get, list, retry, cancel, delete,
+//!   wait); its SQL (`store`) is private. Its module documentation says who moves jobs
+//!   between states.
+//! - `db`: the connection pool, migrations, and the private PostgreSQL cluster that
+//!   StandMeet starts itself when `DATABASE_URL` is unset.
+//! - `config`: every setting, its default, and validation that names a bad one.
+//! - `telemetry`: the tracing subscriber and the span of each request.
+//! - `domain`: what StandMeet does, in its own words and errors: access requests, the
+//!   owner's address, listings, the corpus (entries, search, index), admins; `mail`
+//!   (supplier, throttle, mail log, "deliver or snooze" for every mail job) and
+//!   `secrets` (access codes and link tokens) serve them all.
+//! - `security`: what every request passes through: the admin guard (pages redirect to
+//!   `/login`, server functions answer 401, deny by default), cross-site refusal,
+//!   security headers, and sign-in attempt limits.
+//! - `error`: the one error path: it says what each domain error is to a client (status
+//!   and message); server functions, MCP tools and endpoints answer from it, and nothing
+//!   internal reaches a client.
+//! - `state`: `AppState`, what every handler, server function and tool can reach.
 //! - `mcp`: the MCP endpoint `/mcp` (rmcp): the same operations as tools for agents.
+//! - `startup`: the router, and serving until a signal says stop.
 //! - `bench`: `standmeet bench`: the job engine, the Tasks panel and the corpus search,
 //!   measured on a fresh private cluster.
 //! - `chaos`: `standmeet chaos`: the fault suite (kill -9 of workers, PostgreSQL
 //!   restarted under waiters, a misbehaving mail server, bad input everywhere), with
 //!   real processes on a fresh private cluster; it fails when a promise breaks.
-//! - `security`: what every request passes through: the admin guard (pages redirect to
-//!   `/login`, server functions answer 401, deny by default), cross-site refusal,
-//!   security headers, and sign-in attempt limits.
 //!
 //! The browser's entry point is [`hydrate`].
 
@@ -56,11 +69,11 @@ pub mod db;
 #[cfg(feature = "ssr")]
 pub mod domain;
 #[cfg(feature = "ssr")]
-pub mod error;
+mod error;
 #[cfg(feature = "ssr")]
 pub mod jobs;
 #[cfg(feature = "ssr")]
-pub mod mcp;
+mod mcp;
 #[cfg(feature = "ssr")]
 pub mod security;
 #[cfg(feature = "ssr")]

@@ -140,10 +140,9 @@ mod server {
     }
 
     async fn receipt(state: &AppState, written: Written) -> Result<WriteReceipt, ServerFnError> {
-        let receipt = corpus::receipt(&state.pool, &state.jobs, state.settings.index_wait, written)
+        corpus::receipt(&state.pool, &state.jobs, state.settings.index_wait, written)
             .await
-            .map_err(reply)?;
-        Ok(receipt)
+            .map_err(reply)
     }
 
     pub async fn create(

@@ -42,6 +42,7 @@ pub struct ListingsView {
     pub more: bool,
 }
 
+#[cfg(feature = "ssr")]
 /// The chip word for a source's newest fetch.
 pub fn fetch_state_word(state: Option<JobState>) -> &'static str {
     match state {
@@ -54,6 +55,7 @@ pub fn fetch_state_word(state: Option<JobState>) -> &'static str {
     }
 }
 
+#[cfg(feature = "ssr")]
 /// How many listings the page shows.
 pub const LISTINGS_SHOWN: i64 = 200;
 

@@ -2,20 +2,20 @@
 //! the server runs them, the browser gets a stub that calls them) and fixed endpoints
 //! (server only).
 
-pub mod access;
-pub mod account;
-pub mod auth;
-pub mod corpus;
-pub mod form_error;
+pub(crate) mod access;
+pub(crate) mod account;
+pub(crate) mod auth;
+pub(crate) mod corpus;
+pub(crate) mod form_error;
 #[cfg(feature = "ssr")]
-pub mod health;
-pub mod listings;
+pub(crate) mod health;
+pub(crate) mod listings;
 #[cfg(feature = "ssr")]
-pub mod metrics;
+pub(crate) mod metrics;
 #[cfg(feature = "ssr")]
-pub mod replies;
-pub mod status;
-pub mod tasks;
+pub(crate) mod replies;
+pub(crate) mod status;
+pub(crate) mod tasks;
 
 pub use form_error::FormError;
 

@@ -10,8 +10,10 @@ use crate::model::JobState;
 
 /// The most rows a page shows.
 pub const PAGE_SIZE: i64 = 50;
+#[cfg(feature = "ssr")]
 /// Counts stop here; the page shows "10,000+".
 pub const COUNT_CAP: i64 = 10_000;
+#[cfg(feature = "ssr")]
 /// The most ids one status poll may ask for.
 pub const MAX_STATUS_IDS: usize = 100;
 
@@ -36,6 +38,7 @@ pub struct TaskRow {
     pub note: Option<String>,
 }
 
+#[cfg(feature = "ssr")]
 /// The note of a job whose kind no running StandMeet knows.
 pub const NO_HANDLER_NOTE: &str =
     "No running StandMeet knows this kind of job; it waits for one that does (a newer version?).";
@@ -122,6 +125,7 @@ pub async fn cancel_task(id: i64) -> Result<TaskActionResult, ServerFnError> {
     server::cancel(id).await
 }
 
+#[cfg(feature = "ssr")]
 /// Parses the `state` filter; `Err` names the bad word.
 pub fn parse_state_filter(state: Option<&str>) -> Result<Option<JobState>, String> {
     match state.map(str::trim).filter(|state| !state.is_empty()) {

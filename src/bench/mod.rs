@@ -10,9 +10,9 @@
 //!   filter, and of the status poll.
 //! - [`corpus`]: the visitors' search over 100,000 entries.
 
-pub mod corpus;
-pub mod jobs;
-pub mod panel;
+mod corpus;
+mod jobs;
+mod panel;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -29,7 +29,7 @@ mod http;
 mod kill9;
 mod pg_restart;
 mod process;
-pub mod smtp_sink;
+mod smtp_sink;
 
 use std::path::PathBuf;
 use std::sync::Arc;

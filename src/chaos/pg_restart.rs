@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use super::process;
 use super::{Lab, Outcome};
 use crate::jobs::builtin::{Sleep, SleepArgs};
-use crate::jobs::listener::spawn_listener;
+use crate::jobs::spawn_listener;
 use crate::jobs::{JobId, Signals, WaitOutcome, insert};
 
 const WAIT_LIMIT: Duration = Duration::from_secs(5);

@@ -50,29 +50,29 @@
 
 pub mod builtin;
 mod client;
-pub mod completer;
-pub mod config;
-pub mod engine;
-pub mod executor;
-pub mod insert;
-pub mod kind;
-pub mod listener;
-pub mod maintenance;
-pub mod producer;
-pub mod registry;
-pub mod retry;
-pub mod runtime;
+mod completer;
+mod config;
+mod engine;
+mod executor;
+mod insert;
+mod kind;
+mod listener;
+mod maintenance;
+mod producer;
+mod registry;
+mod retry;
+mod runtime;
 mod store;
 #[doc(hidden)]
 pub mod testing;
-pub mod waiters;
+mod waiters;
 
 pub use client::JobClient;
 pub use config::{EngineConfig, QueueConfig, worker_id};
 pub use engine::Engine;
 pub use insert::{InsertOptions, insert, insert_many_tx, insert_tx, insert_with};
 pub use kind::{Completed, JobContext, JobError, JobKind};
-pub use listener::Signals;
+pub use listener::{Signals, StopReason, spawn_listener};
 pub use registry::Registry;
 pub use runtime::JobRuntime;
 pub use store::{

@@ -611,16 +611,21 @@ pub async fn job_retry(pool: &PgPool, id: JobId) -> Result<RetryOutcome, sqlx::E
     if retried.rows_affected() == 1 {
         return Ok(RetryOutcome::Retried);
     }
-    let state = sqlx::query_scalar!(
+    Ok(match job_state(pool, id).await? {
+        Some(state) => RetryOutcome::NotRetryable(state),
+        None => RetryOutcome::NotFound,
+    })
+}
+
+/// The state of job `id`, if it exists: why a change that asked for other states did
+/// not happen.
+async fn job_state(pool: &PgPool, id: JobId) -> Result<Option<JobState>, sqlx::Error> {
+    sqlx::query_scalar!(
         r#"SELECT state AS "state: JobState" FROM jobs WHERE id = $1"#,
         id.0
     )
     .fetch_optional(pool)
-    .await?;
-    Ok(match state {
-        Some(state) => RetryOutcome::NotRetryable(state),
-        None => RetryOutcome::NotFound,
-    })
+    .await
 }
 
 /// What deleting a job did.
@@ -643,13 +648,7 @@ pub async fn job_delete(pool: &PgPool, id: JobId) -> Result<DeleteOutcome, sqlx:
     if deleted.rows_affected() == 1 {
         return Ok(DeleteOutcome::Deleted);
     }
-    let state = sqlx::query_scalar!(
-        r#"SELECT state AS "state: JobState" FROM jobs WHERE id = $1"#,
-        id.0
-    )
-    .fetch_optional(pool)
-    .await?;
-    Ok(match state {
+    Ok(match job_state(pool, id).await? {
         Some(state) => DeleteOutcome::NotFinished(state),
         None => DeleteOutcome::NotFound,
     })

@@ -8,7 +8,7 @@
 //!   script), `nosniff`, a referrer policy and no framing, on every response.
 //! - `rate_limit`: sign-in attempts per client address and per email.
 
-pub mod csrf;
+pub(crate) mod csrf;
 pub mod guard;
-pub mod headers;
-pub mod rate_limit;
+pub(crate) mod headers;
+pub(crate) mod rate_limit;

@@ -9,7 +9,7 @@
 //! - [`boards`]: reading what each kind of board answers, and the canonical URL.
 //! - [`fetch`]: the job: HTTP with limits, then the upsert and deduplication.
 
-pub mod boards;
+mod boards;
 pub mod fetch;
 
 use std::time::Duration;

@@ -1,16 +1,16 @@
 //! One module per page.
 
-pub mod access;
-pub mod access_requests;
-pub mod account;
-pub mod confirm_email;
-pub mod corpus;
-pub mod home;
-pub mod listings;
-pub mod login;
-pub mod mail_log;
-pub mod not_found;
-pub mod request_access;
-pub mod search;
-pub mod task_detail;
-pub mod tasks;
+pub(crate) mod access;
+pub(crate) mod access_requests;
+pub(crate) mod account;
+pub(crate) mod confirm_email;
+pub(crate) mod corpus;
+pub(crate) mod home;
+pub(crate) mod listings;
+pub(crate) mod login;
+pub(crate) mod mail_log;
+pub(crate) mod not_found;
+pub(crate) mod request_access;
+pub(crate) mod search;
+pub(crate) mod task_detail;
+pub(crate) mod tasks;

@@ -1,0 +1,339 @@
+//! The shape of the code, checked: data flows one way between the top-level modules
+//! (`ui` / `mcp` → `api` → `domain` → `jobs` / `db`, with `startup` the only module
+//! that puts everything together), no two files need each other, and the queue's test
+//! door (`jobs::testing`) is used by tests only.
+//!
+//! A dependency is a path that starts with `crate::` or `super::` in a file's code
+//! (comments and `#[cfg(test)] mod tests` left out), resolved to the module file it
+//! names. A parent's `pub use child::…` is not one: it re-exports, it does not use.
+//! Run `cargo test --test architecture -- --nocapture` to see the graph.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The top-level modules, lowest first. A module may use those of a lower rank only;
+/// modules of one rank do not use each other.
+const LAYERS: &[(&str, u8)] = &[
+    ("model", 0),
+    ("types", 0),
+    ("jobs", 1),
+    ("db", 1),
+    ("config", 2),
+    ("telemetry", 3),
+    ("domain", 3),
+    ("security", 4),
+    ("error", 4),
+    ("state", 5),
+    ("api", 6),
+    ("ui", 7),
+    ("mcp", 7),
+    ("startup", 8),
+    ("bench", 9),
+    ("chaos", 9),
+];
+
+type ModulePath = Vec<String>;
+
+fn src_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("a readable directory") {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            rust_files(&path, found);
+        } else if path.extension().is_some_and(|ext| ext == "rs") {
+            found.push(path);
+        }
+    }
+}
+
+/// `src/jobs/store.rs` → `jobs::store`; `src/jobs/mod.rs` → `jobs`; `lib.rs` → root.
+fn module_of(file: &Path) -> ModulePath {
+    let relative = file.strip_prefix(src_dir()).expect("under src/");
+    let mut parts: ModulePath = relative
+        .with_extension("")
+        .components()
+        .map(|part| part.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.last().is_some_and(|last| last == "mod") {
+        parts.pop();
+    }
+    if parts == ["lib"] || parts == ["main"] {
+        parts.clear();
+    }
+    parts
+}
+
+/// The code of a file without comments and without its unit tests.
+fn code_of(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]\nmod tests") {
+        Some(at) => &text[..at],
+        None => text,
+    };
+    text.lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// The paths after each `crate::` / `super::` in `code`, as written (`super` kept as
+/// the first segment); a `{…}` group gives one path per member.
+fn written_paths(code: &str) -> Vec<ModulePath> {
+    let mut paths = Vec::new();
+    for start in ["crate::", "super::"] {
+        let mut from = 0;
+        while let Some(found) = code[from..].find(start) {
+            let at = from + found;
+            from = at + start.len();
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| is_ident(c) || c == ':') {
+                continue;
+            }
+            let head = start.trim_end_matches("::").to_string();
+            let mut rest = &code[at + start.len()..];
+            let mut prefix = vec![head];
+            // `super::super::…` climbs further.
+            while let Some(more) = rest.strip_prefix("super::") {
+                prefix.push("super".into());
+                rest = more;
+            }
+            if let Some(group) = rest.strip_prefix('{') {
+                let end = group.find('}').unwrap_or(group.len());
+                for member in group[..end].split(',') {
+                    let segments = segments_of(member.trim());
+                    if !segments.is_empty() {
+                        paths.push([prefix.clone(), segments].concat());
+                    }
+                }
+            } else {
+                let segments = segments_of(rest);
+                paths.push([prefix, segments].concat());
+            }
+        }
+    }
+    paths
+}
+
+/// `a::b::C…` → `[a, b, C]`, stopping at the first character that is not part of a
+/// path.
+fn segments_of(text: &str) -> ModulePath {
+    let mut segments = Vec::new();
+    let mut rest = text;
+    loop {
+        let length = rest.find(|c: char| !is_ident(c)).unwrap_or(rest.len());
+        if length == 0 {
+            break;
+        }
+        segments.push(rest[..length].to_string());
+        match rest[length..].strip_prefix("::") {
+            Some(more) if more.starts_with(is_ident) => rest = more,
+            _ => break,
+        }
+    }
+    segments
+}
+
+/// The module file a written path names: its longest prefix that is a module.
+fn resolve(me: &ModulePath, written: &ModulePath, modules: &BTreeSet<ModulePath>) -> ModulePath {
+    let mut base: ModulePath = Vec::new();
+    let mut segments = written.iter().peekable();
+    if segments.peek().is_some_and(|first| *first == "crate") {
+        segments.next();
+    } else {
+        base = me.clone();
+        while segments.peek().is_some_and(|first| *first == "super") {
+            segments.next();
+            base.pop();
+        }
+    }
+    let full: ModulePath = base.into_iter().chain(segments.cloned()).collect();
+    (0..=full.len())
+        .rev()
+        .map(|length| full[..length].to_vec())
+        .find(|prefix| modules.contains(prefix))
+        .unwrap_or_default()
+}
+
+/// Module file → the module files it uses.
+fn dependency_graph() -> BTreeMap<ModulePath, BTreeSet<ModulePath>> {
+    let mut files = Vec::new();
+    rust_files(&src_dir(), &mut files);
+    let modules: BTreeSet<ModulePath> = files.iter().map(|file| module_of(file)).collect();
+    let mut graph: BTreeMap<ModulePath, BTreeSet<ModulePath>> = BTreeMap::new();
+    for file in &files {
+        let me = module_of(file);
+        let text = std::fs::read_to_string(file).expect("a readable file");
+        let uses = graph.entry(me.clone()).or_default();
+        for written in written_paths(&code_of(&text)) {
+            // `use super::*` inside an inline module means the file itself.
+            if written.last().is_some_and(|last| last.is_empty()) {
+                continue;
+            }
+            let target = resolve(&me, &written, &modules);
+            if target != me && !target.is_empty() {
+                uses.insert(target);
+            }
+        }
+    }
+    graph
+}
+
+/// The cycles of `graph`: its strongly connected parts with more than one member.
+fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    // Tarjan's algorithm, recursive: these graphs have a few hundred nodes at most.
+    struct Walk<'a> {
+        graph: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on_stack: BTreeSet<&'a str>,
+        found: Vec<Vec<String>>,
+    }
+    fn visit<'a>(walk: &mut Walk<'a>, node: &'a str) {
+        let number = walk.index.len();
+        walk.index.insert(node, number);
+        walk.low.insert(node, number);
+        walk.stack.push(node);
+        walk.on_stack.insert(node);
+        let graph = walk.graph;
+        for next in graph.get(node).into_iter().flatten() {
+            let next = next.as_str();
+            if !walk.index.contains_key(next) {
+                visit(walk, next);
+                let low = walk.low[node].min(walk.low[next]);
+                walk.low.insert(node, low);
+            } else if walk.on_stack.contains(next) {
+                let low = walk.low[node].min(walk.index[next]);
+                walk.low.insert(node, low);
+            }
+        }
+        if walk.low[node] == walk.index[node] {
+            let mut part = Vec::new();
+            while let Some(member) = walk.stack.pop() {
+                walk.on_stack.remove(member);
+                part.push(member.to_string());
+                if member == node {
+                    break;
+                }
+            }
+            if part.len() > 1 {
+                part.sort();
+                walk.found.push(part);
+            }
+        }
+    }
+    let mut walk = Walk {
+        graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        found: Vec::new(),
+    };
+    for node in graph.keys() {
+        if !walk.index.contains_key(node.as_str()) {
+            visit(&mut walk, node);
+        }
+    }
+    walk.found
+}
+
+/// The graph with every module cut to its first `depth` segments (0: whole paths).
+fn graph_at(depth: usize) -> BTreeMap<String, BTreeSet<String>> {
+    let cut = |path: &ModulePath| {
+        let length = if depth == 0 { path.len() } else { depth.min(path.len()) };
+        path[..length].join("::")
+    };
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (from, targets) in dependency_graph() {
+        if from.is_empty() {
+            continue;
+        }
+        let from = cut(&from);
+        for target in &targets {
+            let target = cut(target);
+            if target != from {
+                graph.entry(from.clone()).or_default().insert(target);
+            }
+        }
+        graph.entry(from).or_default();
+    }
+    graph
+}
+
+#[test]
+fn the_reader_finds_what_it_checks() {
+    // The parser this test relies on, on the shapes our code uses.
+    let paths = written_paths(
+        "use crate::jobs::store::{self, JobRow};\nuse super::{completer, store};\nlet x = crate::api::when(at);\nuse super::super::ARGUMENTS;",
+    );
+    let as_text: Vec<String> = paths.iter().map(|path| path.join("::")).collect();
+    assert_eq!(
+        as_text,
+        [
+            "crate::jobs::store::self",
+            "crate::jobs::store::JobRow",
+            "crate::api::when",
+            "super::completer",
+            "super::store",
+            "super::super::ARGUMENTS",
+        ]
+    );
+    let graph = graph_at(1);
+    assert!(
+        graph["api"].contains("domain") && graph["startup"].contains("api"),
+        "the graph sees known edges: {graph:?}"
+    );
+}
+
+#[test]
+fn data_flows_one_way_between_the_top_level_modules() {
+    let rank: BTreeMap<&str, u8> = LAYERS.iter().copied().collect();
+    let graph = graph_at(1);
+    let mut wrong = Vec::new();
+    for (from, targets) in &graph {
+        println!("{from} → {}", targets.iter().cloned().collect::<Vec<_>>().join(", "));
+        let Some(&from_rank) = rank.get(from.as_str()) else {
+            wrong.push(format!("{from} is not in LAYERS: give it its place"));
+            continue;
+        };
+        for target in targets {
+            match rank.get(target.as_str()) {
+                Some(&target_rank) if target_rank < from_rank => {}
+                Some(_) => wrong.push(format!("{from} uses {target}, which is not below it")),
+                None => wrong.push(format!("{target} is not in LAYERS: give it its place")),
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "the layers are crossed:\n{}", wrong.join("\n"));
+    assert!(cycles(&graph).is_empty());
+}
+
+#[test]
+fn no_two_files_need_each_other() {
+    let graph = graph_at(0);
+    let found = cycles(&graph);
+    assert!(
+        found.is_empty(),
+        "files that use each other (directly or round a loop): {found:?}"
+    );
+}
+
+#[test]
+fn only_tests_open_the_queues_test_door() {
+    let graph = dependency_graph();
+    let testing: ModulePath = vec!["jobs".into(), "testing".into()];
+    let users: Vec<String> = graph
+        .iter()
+        .filter(|(_, targets)| targets.contains(&testing))
+        .map(|(from, _)| from.join("::"))
+        .collect();
+    assert!(users.is_empty(), "jobs::testing is for tests only; used by {users:?}");
+}
