@@ -8,26 +8,28 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use common::jobs::wait_for_state;
-use common::mcp::{TOKEN, call, structured};
+use common::mcp::{TOKEN, structured};
+use common::{TestApp, TestAppBuilder};
 use serde_json::json;
 use sqlx::PgPool;
 use standmeet::domain::corpus::{self, Status, Visibility};
 use standmeet::jobs::{JobId, JobState};
 use standmeet::state::AppState;
 
-fn settings(index_wait_ms: &str) -> standmeet::config::Settings {
-    common::settings_with(&[
-        ("STANDMEET_MCP_TOKEN", TOKEN),
-        ("STANDMEET_INDEX_WAIT_MS", index_wait_ms),
-    ])
+/// The app with the MCP token set and writes waiting up to `index_wait_ms` for their
+/// index. Without `.jobs()` nothing runs the index jobs.
+fn corpus_desk(pool: &PgPool, index_wait_ms: &str) -> TestAppBuilder {
+    TestApp::builder(pool.clone())
+        .setting("STANDMEET_MCP_TOKEN", TOKEN)
+        .setting("STANDMEET_INDEX_WAIT_MS", index_wait_ms)
 }
 
 /// The ids a visitor's search finds (no session unless `cookie`).
-async fn visitor_finds(app: &axum::Router, q: &str, cookie: Option<&str>) -> Vec<i64> {
+async fn visitor_finds(app: &TestApp, q: &str, cookie: Option<&str>) -> Vec<i64> {
     let path = format!("/api/search?q={}", url_encoded(q));
     let reply = match cookie {
-        Some(cookie) => common::get_with_cookie(app, &path, cookie).await,
-        None => common::get(app, &path).await,
+        Some(cookie) => app.get_with_cookie(&path, cookie).await,
+        None => app.get(&path).await,
     };
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     reply.json()["hits"]
@@ -57,10 +59,9 @@ fn url_encoded(text: &str) -> String {
 
 #[sqlx::test]
 async fn a_receipt_saying_indexed_means_a_search_right_after_finds_the_entry(pool: PgPool) {
-    let (app, _state, jobs) = common::app_with_jobs(pool.clone(), settings("2000")).await;
+    let app = corpus_desk(&pool, "2000").jobs().spawn().await;
     let created = structured(
-        &call(
-            &app,
+        &app.call_tool(
             "corpus.create",
             json!({ "title": "Harbour walks", "body": "The ferry leaves the harbour at dawn; walkers follow the pier.", "visibility": "public" }),
         )
@@ -71,7 +72,7 @@ async fn a_receipt_saying_indexed_means_a_search_right_after_finds_the_entry(poo
     // A draft: nobody finds it yet.
     assert!(visitor_finds(&app, "harbour", None).await.is_empty());
 
-    let promoted = structured(&call(&app, "corpus.promote", json!({ "id": id })).await);
+    let promoted = structured(&app.call_tool("corpus.promote", json!({ "id": id })).await);
     assert_eq!(promoted["indexed"], true);
     assert_eq!(promoted["id"], id);
     assert_ne!(promoted["index_job_id"], created["index_job_id"]);
@@ -79,7 +80,10 @@ async fn a_receipt_saying_indexed_means_a_search_right_after_finds_the_entry(poo
     // English stemming: "walk" finds "walks".
     assert_eq!(visitor_finds(&app, "walk", None).await, [id]);
 
-    let found = structured(&call(&app, "corpus.search", json!({ "q": "ferry" })).await);
+    let found = structured(
+        &app.call_tool("corpus.search", json!({ "q": "ferry" }))
+            .await,
+    );
     assert_eq!(found["results"][0]["id"], id);
     assert_eq!(found["results"][0]["title"], "Harbour walks");
     assert!(
@@ -92,8 +96,7 @@ async fn a_receipt_saying_indexed_means_a_search_right_after_finds_the_entry(poo
 
     // An update is found by its new words right after its receipt.
     let updated = structured(
-        &call(
-            &app,
+        &app.call_tool(
             "corpus.update",
             json!({ "id": id, "body": "Lighthouse tours start at noon." }),
         )
@@ -102,7 +105,6 @@ async fn a_receipt_saying_indexed_means_a_search_right_after_finds_the_entry(poo
     assert_eq!(updated["indexed"], true);
     assert_eq!(visitor_finds(&app, "lighthouse", None).await, [id]);
     assert!(visitor_finds(&app, "ferry", None).await.is_empty());
-    jobs.shutdown().await;
 }
 
 #[sqlx::test]
@@ -110,10 +112,9 @@ async fn with_the_index_queue_stopped_the_receipt_says_not_indexed_and_the_job_b
     pool: PgPool,
 ) {
     // No engine: nothing runs the index job.
-    let app = common::app_with(pool.clone(), settings("300"));
+    let app = corpus_desk(&pool, "300").spawn().await;
     let created = structured(
-        &call(
-            &app,
+        &app.call_tool(
             "corpus.create",
             json!({ "title": "Night market", "body": "Stalls open after dark.", "visibility": "public" }),
         )
@@ -121,18 +122,18 @@ async fn with_the_index_queue_stopped_the_receipt_says_not_indexed_and_the_job_b
     );
     assert_eq!(created["indexed"], false);
     let id = created["id"].as_i64().unwrap();
-    let promoted = structured(&call(&app, "corpus.promote", json!({ "id": id })).await);
+    let promoted = structured(&app.call_tool("corpus.promote", json!({ "id": id })).await);
     assert_eq!(promoted["indexed"], false);
     assert!(visitor_finds(&app, "stalls", None).await.is_empty());
-    let cookie = common::signed_in_cookie(&app, &pool).await;
-    let page = common::get_with_cookie(&app, "/admin/corpus", &cookie).await;
+    let cookie = app.sign_in_admin().await;
+    let page = app.get_with_cookie("/admin/corpus", &cookie).await;
     assert!(
         page.body.contains(r#"data-state="indexing""#),
         "the chip says indexing"
     );
 
     // The engine starts: both jobs run; the first finds a newer version and skips.
-    let (app, _state, jobs) = common::app_with_jobs(pool.clone(), settings("300")).await;
+    let app = corpus_desk(&pool, "300").jobs().spawn().await;
     let job = JobId(promoted["index_job_id"].as_i64().unwrap());
     let done = wait_for_state(&pool, job, JobState::Completed).await;
     assert_eq!(done.output.unwrap()["indexed"], true);
@@ -144,7 +145,6 @@ async fn with_the_index_queue_stopped_the_receipt_says_not_indexed_and_the_job_b
     .await;
     assert_eq!(first.output.unwrap()["reason"], "stale");
     assert_eq!(visitor_finds(&app, "stalls", None).await, [id]);
-    jobs.shutdown().await;
 }
 
 #[sqlx::test]
@@ -157,12 +157,13 @@ async fn an_index_job_for_an_older_version_never_overwrites_a_newer_one(pool: Pg
         .unwrap();
     assert_eq!(second.version, 2);
     // The newer job runs first (by hand, as a worker would), then the older one.
-    let (_app, _state, jobs) = common::app_with_jobs(pool.clone(), settings("2000")).await;
+    let mut app = corpus_desk(&pool, "2000").jobs().spawn().await;
     let newer = wait_for_state(&pool, second.job, JobState::Completed).await;
     let older = wait_for_state(&pool, first.job, JobState::Completed).await;
     assert_eq!(newer.output.unwrap()["version"], 2);
     assert_eq!(older.output.unwrap()["reason"], "stale");
-    jobs.shutdown().await;
+    // What follows writes the index by hand, with no engine around.
+    app.stop_jobs().await;
 
     // Even an older write that got past the version check loses to the newer one.
     let mut tx = pool.begin().await.unwrap();
@@ -188,14 +189,14 @@ async fn an_index_job_for_an_older_version_never_overwrites_a_newer_one(pool: Pg
 
 #[sqlx::test]
 async fn cjk_text_is_found_without_spaces(pool: PgPool) {
-    let (app, state, jobs) = common::app_with_jobs(pool.clone(), settings("2000")).await;
+    let app = corpus_desk(&pool, "2000").jobs().spawn().await;
     let mut ids = Vec::new();
     for (title, body) in [
         ("東京タワー", "東京タワーは夜にきれいです。"),
         ("大阪城", "大阪城の桜は春に咲きます。"),
         ("서울 타워", "남산서울타워에서 야경을 봅니다."),
     ] {
-        ids.push(promoted_entry(&state, title, body, "public").await);
+        ids.push(promoted_entry(&app.state, title, body, "public").await);
     }
     assert_eq!(visitor_finds(&app, "東京", None).await, [ids[0]]);
     assert_eq!(visitor_finds(&app, "タワー", None).await, [ids[0]]);
@@ -203,7 +204,9 @@ async fn cjk_text_is_found_without_spaces(pool: PgPool) {
     assert_eq!(visitor_finds(&app, "서울타워", None).await, [ids[2]]);
     assert!(visitor_finds(&app, "京都", None).await.is_empty());
 
-    let reply = common::get(&app, &format!("/api/search?q={}", url_encoded("東京"))).await;
+    let reply = app
+        .get(&format!("/api/search?q={}", url_encoded("東京")))
+        .await;
     let snippet = &reply.json()["hits"][0]["snippet"];
     assert!(
         snippet
@@ -214,26 +217,28 @@ async fn cjk_text_is_found_without_spaces(pool: PgPool) {
         "{snippet}"
     );
     // The page says when nothing matched.
-    let page = common::get(&app, &format!("/search?q={}", url_encoded("京都"))).await;
+    let page = app.get(&format!("/search?q={}", url_encoded("京都"))).await;
     assert!(page.body.contains("No results for “京都”"), "{}", page.body);
-    let page = common::get(&app, &format!("/search?q={}", url_encoded("東京"))).await;
+    let page = app.get(&format!("/search?q={}", url_encoded("東京"))).await;
     assert_eq!(
         page.body.matches(r#"data-testid="search-result""#).count(),
         1
     );
-    jobs.shutdown().await;
 }
 
 #[sqlx::test]
 async fn restricted_entries_are_found_only_after_an_access_code(pool: PgPool) {
-    let (app, state, jobs) = common::app_with_jobs(pool.clone(), settings("2000")).await;
+    let app = corpus_desk(&pool, "2000").jobs().spawn().await;
     let mut ids = Vec::new();
     for visibility in ["public", "restricted"] {
         let title = format!("Orchard notes ({visibility})");
-        ids.push(promoted_entry(&state, &title, "Apple harvest notes.", visibility).await);
+        ids.push(promoted_entry(&app.state, &title, "Apple harvest notes.", visibility).await);
     }
     assert_eq!(visitor_finds(&app, "apple", None).await, [ids[0]]);
-    let agent = structured(&call(&app, "corpus.search", json!({ "q": "apple" })).await);
+    let agent = structured(
+        &app.call_tool("corpus.search", json!({ "q": "apple" }))
+            .await,
+    );
     assert_eq!(agent["results"].as_array().unwrap().len(), 1);
 
     // A replied request whose code the visitor redeems.
@@ -245,24 +250,23 @@ async fn restricted_entries_are_found_only_after_an_access_code(pool: PgPool) {
     .execute(&pool)
     .await
     .unwrap();
-    let redeemed = common::post_form(
-        &app,
-        "/api/redeem_access",
-        &[("email", "vi@example.com"), ("code", code)],
-        None,
-    )
-    .await;
+    let redeemed = app
+        .post_form(
+            "/api/redeem_access",
+            &[("email", "vi@example.com"), ("code", code)],
+            None,
+        )
+        .await;
     assert_eq!(redeemed.status, StatusCode::OK, "{}", redeemed.body);
     let cookie = redeemed.session_cookie().unwrap();
     let mut found = visitor_finds(&app, "apple", Some(&cookie)).await;
     found.sort();
     assert_eq!(found, ids);
-    jobs.shutdown().await;
 }
 
 #[sqlx::test]
 async fn bad_queries_and_bad_writes_get_a_clear_answer_and_change_nothing(pool: PgPool) {
-    let app = common::app_with(pool.clone(), settings("100"));
+    let app = corpus_desk(&pool, "100").spawn().await;
     for (q, status, message) in [
         ("", StatusCode::BAD_REQUEST, "Type something to search for."),
         (
@@ -271,18 +275,18 @@ async fn bad_queries_and_bad_writes_get_a_clear_answer_and_change_nothing(pool: 
             "Type something to search for.",
         ),
     ] {
-        let reply = common::get(&app, &format!("/api/search?q={}", url_encoded(q))).await;
+        let reply = app.get(&format!("/api/search?q={}", url_encoded(q))).await;
         assert_eq!(reply.status, status);
         assert_eq!(reply.json()["message"], message);
     }
     let long = "a".repeat(10 * 1024);
-    let reply = common::get(&app, &format!("/api/search?q={long}")).await;
+    let reply = app.get(&format!("/api/search?q={long}")).await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
     assert_eq!(
         reply.json()["message"],
         "A search is at most 200 characters; this one has 10240."
     );
-    let nul = common::get(&app, "/api/search?q=a%00b").await;
+    let nul = app.get("/api/search?q=a%00b").await;
     assert_eq!(nul.status, StatusCode::BAD_REQUEST);
     assert_eq!(
         nul.json()["message"],
@@ -292,11 +296,11 @@ async fn bad_queries_and_bad_writes_get_a_clear_answer_and_change_nothing(pool: 
     for q in ["!!!", "\"unclosed", "a & | b", "-", "' OR 1=1 --", "%_\\"] {
         assert!(visitor_finds(&app, q, None).await.is_empty(), "{q}");
     }
-    let page = common::get(&app, &format!("/search?q={long}")).await;
+    let page = app.get(&format!("/search?q={long}")).await;
     assert_eq!(page.status, StatusCode::BAD_REQUEST);
     assert!(page.body.contains("A search is at most 200 characters"));
 
-    let tool = call(&app, "corpus.search", json!({ "q": long })).await;
+    let tool = app.call_tool("corpus.search", json!({ "q": long })).await;
     assert_eq!(tool["isError"], true);
     for (arguments, message) in [
         (
@@ -312,13 +316,13 @@ async fn bad_queries_and_bad_writes_get_a_clear_answer_and_change_nothing(pool: 
             "The visibility must be public or restricted; it was \"secret\".",
         ),
     ] {
-        let refused = call(&app, "corpus.create", arguments).await;
+        let refused = app.call_tool("corpus.create", arguments).await;
         assert_eq!(refused["isError"], true);
         assert_eq!(structured(&refused)["error"], message);
     }
-    let missing = call(&app, "corpus.promote", json!({ "id": 77 })).await;
+    let missing = app.call_tool("corpus.promote", json!({ "id": 77 })).await;
     assert_eq!(structured(&missing)["error"], "There is no entry 77.");
-    let nothing = call(&app, "corpus.update", json!({ "id": 77 })).await;
+    let nothing = app.call_tool("corpus.update", json!({ "id": 77 })).await;
     assert_eq!(
         structured(&nothing)["error"],
         "Give at least one of title, body and visibility to change."
@@ -330,22 +334,22 @@ async fn bad_queries_and_bad_writes_get_a_clear_answer_and_change_nothing(pool: 
     assert_eq!(common::count(&pool, "SELECT count(*) FROM jobs").await, 0);
 
     // The admin's page: 400 for a bad write, 401 without a session.
-    let cookie = common::signed_in_cookie(&app, &pool).await;
-    let bad = common::post_form(
-        &app,
-        "/api/corpus/create",
-        &[("title", "T"), ("body", ""), ("visibility", "public")],
-        Some(&cookie),
-    )
-    .await;
+    let cookie = app.sign_in_admin().await;
+    let bad = app
+        .post_form(
+            "/api/corpus/create",
+            &[("title", "T"), ("body", ""), ("visibility", "public")],
+            Some(&cookie),
+        )
+        .await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
-    let anonymous = common::post_form(
-        &app,
-        "/api/corpus/create",
-        &[("title", "T"), ("body", "x"), ("visibility", "public")],
-        None,
-    )
-    .await;
+    let anonymous = app
+        .post_form(
+            "/api/corpus/create",
+            &[("title", "T"), ("body", "x"), ("visibility", "public")],
+            None,
+        )
+        .await;
     assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED);
     assert_eq!(
         common::count(&pool, "SELECT count(*) FROM corpus_entries").await,
@@ -355,14 +359,14 @@ async fn bad_queries_and_bad_writes_get_a_clear_answer_and_change_nothing(pool: 
 
 #[sqlx::test]
 async fn the_admins_grep_finds_substrings_drafts_included(pool: PgPool) {
-    let (app, state, jobs) = common::app_with_jobs(pool.clone(), settings("2000")).await;
+    let app = corpus_desk(&pool, "2000").jobs().spawn().await;
     for (title, body) in [
         ("Config notes", "Set STANDMEET_INDEX_WAIT_MS=2000 to wait."),
         ("Percent", "100% of the 5_000 entries."),
         ("Other", "Nothing to see."),
     ] {
         let written = corpus::create(&pool, title, body, "public").await.unwrap();
-        corpus::receipt(&pool, &state.jobs, Duration::from_secs(2), written)
+        corpus::receipt(&pool, &app.state.jobs, Duration::from_secs(2), written)
             .await
             .unwrap();
     }
@@ -392,8 +396,10 @@ async fn the_admins_grep_finds_substrings_drafts_included(pool: PgPool) {
     );
     assert!(titles("nowhere").await.is_empty());
 
-    let cookie = common::signed_in_cookie(&app, &pool).await;
-    let page = common::get_with_cookie(&app, "/admin/corpus?grep=index_wait", &cookie).await;
+    let cookie = app.sign_in_admin().await;
+    let page = app
+        .get_with_cookie("/admin/corpus?grep=index_wait", &cookie)
+        .await;
     assert_eq!(page.body.matches(r#"data-testid="corpus-row""#).count(), 1);
     assert_eq!(
         page.body
@@ -401,9 +407,10 @@ async fn the_admins_grep_finds_substrings_drafts_included(pool: PgPool) {
             .count(),
         1
     );
-    let none = common::get_with_cookie(&app, "/admin/corpus?grep=nowhere", &cookie).await;
+    let none = app
+        .get_with_cookie("/admin/corpus?grep=nowhere", &cookie)
+        .await;
     assert!(none.body.contains("No entry contains “nowhere”."));
-    jobs.shutdown().await;
 }
 
 #[sqlx::test]
@@ -422,9 +429,9 @@ async fn at_start_entries_whose_index_lags_are_queued_again(pool: PgPool) {
         .execute(&pool)
         .await
         .unwrap();
-    let app = common::app_with(pool.clone(), settings("100"));
-    let cookie = common::signed_in_cookie(&app, &pool).await;
-    let page = common::get_with_cookie(&app, "/admin/corpus", &cookie).await;
+    let app = corpus_desk(&pool, "100").spawn().await;
+    let cookie = app.sign_in_admin().await;
+    let page = app.get_with_cookie("/admin/corpus", &cookie).await;
     assert!(
         page.body.contains(r#"data-state="failed""#),
         "the chip says failed"
@@ -436,7 +443,7 @@ async fn at_start_entries_whose_index_lags_are_queued_again(pool: PgPool) {
         0,
         "queued once"
     );
-    let (_app, _state, jobs) = common::app_with_jobs(pool.clone(), settings("100")).await;
+    let _engine = corpus_desk(&pool, "100").jobs().spawn().await;
     let entry = corpus::entry(&pool, written.id).await.unwrap();
     let job = JobId(entry.index_job_id.unwrap());
     assert_ne!(job, written.job);
@@ -449,32 +456,40 @@ async fn at_start_entries_whose_index_lags_are_queued_again(pool: PgPool) {
             .as_str(),
         "indexed"
     );
-    jobs.shutdown().await;
 }
 
 #[sqlx::test]
 async fn an_entry_made_restricted_is_hidden_at_once_before_its_index_job_runs(pool: PgPool) {
-    let (app, state, jobs) = common::app_with_jobs(pool.clone(), settings("2000")).await;
+    let mut first = corpus_desk(&pool, "2000").jobs().spawn().await;
     let id = promoted_entry(
-        &state,
+        &first.state,
         "Garden diary",
         "Tomatoes ripen in August.",
         "public",
     )
     .await;
-    assert_eq!(visitor_finds(&app, "tomatoes", None).await, [id]);
-    jobs.shutdown().await;
+    assert_eq!(visitor_finds(&first, "tomatoes", None).await, [id]);
+    // The index job of the change below must not run: the engine is gone before it.
+    first.stop_jobs().await;
 
     // No engine now: the index still says public.
-    let app = common::app_with(pool.clone(), settings("100"));
+    let app = corpus_desk(&pool, "100").spawn().await;
     let written = corpus::update(&pool, id, None, None, Some("restricted"))
         .await
         .unwrap();
-    let receipt = corpus::receipt(&pool, &state.jobs, Duration::from_millis(100), written)
-        .await
-        .unwrap();
+    let receipt = corpus::receipt(
+        &pool,
+        &first.state.jobs,
+        Duration::from_millis(100),
+        written,
+    )
+    .await
+    .unwrap();
     assert!(!receipt.indexed);
     assert!(visitor_finds(&app, "tomatoes", None).await.is_empty());
-    let agent = structured(&call(&app, "corpus.search", json!({ "q": "tomatoes" })).await);
+    let agent = structured(
+        &app.call_tool("corpus.search", json!({ "q": "tomatoes" }))
+            .await,
+    );
     assert_eq!(agent["results"], json!([]));
 }

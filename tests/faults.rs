@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use common::jobs::{job, quick_config, start_engine, test_registry, wait_for_state, wait_until};
-use common::smtp::SmtpPeer;
+use common::{TestApp, TestAppBuilder};
 use serde_json::json;
 use sqlx::PgPool;
 use standmeet::jobs::builtin::{Flaky, FlakyArgs, Noop, Sleep, SleepArgs};
@@ -61,7 +61,7 @@ async fn all_completed(pool: &PgPool, ids: &[JobId]) {
 
 #[sqlx::test]
 async fn an_absurd_retry_delay_is_capped_and_holds_up_no_other_job(pool: PgPool) {
-    let engine = start_engine(&pool, registry(), quick_config(4)).await;
+    let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     // The repro from the issue: once this made every outcome batch fail ("interval out
     // of range") and left the jobs after it `running`.
     let flaky: i64 = sqlx::query_scalar(
@@ -80,12 +80,11 @@ async fn an_absurd_retry_delay_is_capped_and_holds_up_no_other_job(pool: PgPool)
         wait <= MAX_DELAY + Duration::from_secs(60) && wait > MAX_DELAY - Duration::from_secs(60),
         "the delay is capped at a week: {wait}"
     );
-    engine.shutdown().await;
 }
 
 #[sqlx::test]
 async fn errors_and_outputs_with_nul_characters_are_stored_cleaned_and_capped(pool: PgPool) {
-    let engine = start_engine(&pool, registry(), quick_config(4)).await;
+    let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     let failing = insert::<Dirty>(&pool, &json!({"in": "error"}))
         .await
         .unwrap();
@@ -107,7 +106,6 @@ async fn errors_and_outputs_with_nul_characters_are_stored_cleaned_and_capped(po
     assert!(output["text"].as_str().unwrap().starts_with("badbyte "));
     assert_eq!(output["key"], 1);
     all_completed(&pool, &others).await;
-    engine.shutdown().await;
 }
 
 #[sqlx::test]
@@ -149,7 +147,7 @@ async fn an_outcome_the_database_refuses_becomes_a_failed_attempt_and_poisons_no
         );
     }
     tx.commit().await.unwrap();
-    let engine = start_engine(&pool, registry(), quick_config(8)).await;
+    let _engine = start_engine(&pool, registry(), quick_config(8)).await;
 
     all_completed(&pool, &others).await;
     let row = wait_for_state(&pool, poison, JobState::Discarded).await;
@@ -160,7 +158,6 @@ async fn an_outcome_the_database_refuses_becomes_a_failed_attempt_and_poisons_no
     let error = &row.attempt_errors()[0].error;
     assert!(error.contains("could not be recorded"), "{error}");
     assert!(error.contains("this row cannot be completed"), "{error}");
-    engine.shutdown().await;
 }
 
 #[sqlx::test]
@@ -196,7 +193,6 @@ async fn a_job_under_this_processs_name_that_it_does_not_run_is_not_kept_alive(p
         row.attempt_errors()[0].error.starts_with("worker lost"),
         "{row:?}"
     );
-    engine.shutdown().await;
 }
 
 #[sqlx::test]
@@ -230,7 +226,6 @@ async fn an_attempt_whose_job_was_taken_back_stops_and_writes_nothing(pool: PgPo
         row.attempt_errors().is_empty(),
         "the stopped attempt wrote nothing: {row:?}"
     );
-    engine.shutdown().await;
 }
 
 #[sqlx::test]
@@ -309,7 +304,7 @@ async fn the_rescuers_backoff_has_the_same_cap(pool: PgPool) {
 
 #[sqlx::test]
 async fn a_snooze_then_a_failure_backs_off_as_a_first_failure(pool: PgPool) {
-    let engine = start_engine(&pool, registry(), quick_config(4)).await;
+    let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     // Throttled 30 times (a busy recipient), then one real failure: the backoff is the
     // first attempt's (10 ms here), not the 31st's (days).
     let id = insert::<common::jobs::Actions>(&pool, &json!({"action": "snooze", "snoozes": 30}))
@@ -329,13 +324,12 @@ async fn a_snooze_then_a_failure_backs_off_as_a_first_failure(pool: PgPool) {
     .unwrap();
     let row = wait_for_state(&pool, flaky, JobState::Completed).await;
     assert_eq!(row.attempt, 2);
-    engine.shutdown().await;
 }
 
 #[sqlx::test]
 async fn a_job_of_a_kind_nobody_runs_waits_and_the_panel_says_why(pool: PgPool) {
-    let (app, _state, jobs) = common::app_with_jobs(pool.clone(), common::default_settings()).await;
-    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let mut app = TestApp::builder(pool.clone()).jobs().spawn().await;
+    let cookie = app.sign_in_admin().await;
     let stranger: i64 = sqlx::query_scalar(
         "INSERT INTO jobs (kind, args) VALUES ('feature.of.tomorrow', '{}') RETURNING id",
     )
@@ -353,14 +347,9 @@ async fn a_job_of_a_kind_nobody_runs_waits_and_the_panel_says_why(pool: PgPool) 
     );
     assert_eq!(row.attempt, 0);
 
-    let reply = common::send(
-        &app,
-        axum::http::Request::get(format!("/api/jobs/status?ids={stranger}"))
-            .header("cookie", &cookie)
-            .body(axum::body::Body::empty())
-            .unwrap(),
-    )
-    .await;
+    let reply = app
+        .get_with_cookie(&format!("/api/jobs/status?ids={stranger}"), &cookie)
+        .await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     let note = reply.json()["jobs"][0]["note"]
         .as_str()
@@ -371,7 +360,8 @@ async fn a_job_of_a_kind_nobody_runs_waits_and_the_panel_says_why(pool: PgPool) 
         "{}",
         reply.body
     );
-    jobs.shutdown().await;
+    // This process goes away before one that knows the kind comes.
+    app.stop_jobs().await;
 
     // A process that knows the kind picks it up.
     struct Tomorrow;
@@ -387,21 +377,24 @@ async fn a_job_of_a_kind_nobody_runs_waits_and_the_panel_says_why(pool: PgPool) 
             Ok("done")
         }
     }
-    let newer = start_engine(&pool, registry().register(Tomorrow), quick_config(2)).await;
+    let _newer = start_engine(&pool, registry().register(Tomorrow), quick_config(2)).await;
     wait_for_state(&pool, JobId(stranger), JobState::Completed).await;
-    newer.shutdown().await;
 }
 
 // ---- Mail: every code or link that went out works; secrets stay out of the log ----
 
 const OWNER: &str = "owner@desk.example";
 
-fn mail_settings(mail: &str) -> standmeet::config::Settings {
-    common::settings_with(&[
-        ("STANDMEET_MAIL", mail),
-        ("STANDMEET_OWNER_EMAIL", OWNER),
-        ("STANDMEET_PUBLIC_URL", "http://127.0.0.1:3000"),
-    ])
+/// The desk: an owner and a public URL for the links.
+fn desk(pool: &PgPool) -> TestAppBuilder {
+    TestApp::builder(pool.clone())
+        .setting("STANDMEET_OWNER_EMAIL", OWNER)
+        .setting("STANDMEET_PUBLIC_URL", "http://127.0.0.1:3000")
+}
+
+/// The desk mailing through an SMTP peer, with its job engine.
+async fn desk_with_mail(pool: &PgPool) -> TestApp {
+    desk(pool).smtp().jobs().spawn().await
 }
 
 fn codes_in(mails: &[common::smtp::ReceivedMail]) -> Vec<String> {
@@ -417,16 +410,6 @@ fn codes_in(mails: &[common::smtp::ReceivedMail]) -> Vec<String> {
         .collect()
 }
 
-async fn approve(app: &axum::Router, cookie: &str, id: i64) -> common::Reply {
-    common::post_form(
-        app,
-        "/api/access_requests/approve",
-        &[("id", &id.to_string())],
-        Some(cookie),
-    )
-    .await
-}
-
 async fn new_request(pool: &PgPool, email: &str) -> i64 {
     sqlx::query_scalar(
         "INSERT INTO access_requests (name, email) VALUES ('Visitor', $1) RETURNING id",
@@ -439,13 +422,13 @@ async fn new_request(pool: &PgPool, email: &str) -> i64 {
 
 #[sqlx::test]
 async fn a_code_mailed_by_an_attempt_whose_answer_was_lost_still_redeems(pool: PgPool) {
-    let smtp = SmtpPeer::start().await;
-    let (app, state, jobs) = common::app_with_jobs(pool.clone(), mail_settings(&smtp.url())).await;
-    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let app = desk_with_mail(&pool).await;
+    let smtp = app.smtp();
+    let cookie = app.sign_in_admin().await;
     let id = new_request(&pool, "lost@example.com").await;
     // The server keeps the first mail, then drops the line: the job cannot tell.
     smtp.accept_then_drop_next(1);
-    let reply = approve(&app, &cookie, id).await;
+    let reply = app.approve(&cookie, id).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     let job_id = JobId(reply.json()["mail_job_id"].as_i64().unwrap());
     let row = wait_for_state(&pool, job_id, JobState::Completed).await;
@@ -457,28 +440,27 @@ async fn a_code_mailed_by_an_attempt_whose_answer_was_lost_still_redeems(pool: P
     let email = standmeet::types::EmailAddress::parse("lost@example.com").unwrap();
     for code in &codes {
         assert!(
-            standmeet::domain::access_requests::code_matches(&state.pool, &email, code)
+            standmeet::domain::access_requests::code_matches(&app.pool, &email, code)
                 .await
                 .unwrap(),
             "code {code} redeems"
         );
     }
-    jobs.shutdown().await;
 }
 
 #[sqlx::test]
 async fn a_confirmation_link_mailed_by_an_attempt_whose_answer_was_lost_still_works(pool: PgPool) {
-    let smtp = SmtpPeer::start().await;
-    let (app, _state, jobs) = common::app_with_jobs(pool.clone(), mail_settings(&smtp.url())).await;
-    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let app = desk_with_mail(&pool).await;
+    let smtp = app.smtp();
+    let cookie = app.sign_in_admin().await;
     smtp.accept_then_drop_next(1);
-    let reply = common::post_form(
-        &app,
-        "/api/account/change_email",
-        &[("new_email", "new@desk.example")],
-        Some(&cookie),
-    )
-    .await;
+    let reply = app
+        .post_form(
+            "/api/account/change_email",
+            &[("new_email", "new@desk.example")],
+            Some(&cookie),
+        )
+        .await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     wait_until(Duration::from_secs(20), || async {
         smtp.mails_to("new@desk.example").len() == 2
@@ -491,15 +473,15 @@ async fn a_confirmation_link_mailed_by_an_attempt_whose_answer_was_lost_still_wo
         .take_while(char::is_ascii_hexdigit)
         .collect();
     // The first link (whose send looked failed) confirms the change.
-    let page = common::get(&app, &format!("/account/confirm-email?token={token}")).await;
+    let page = app
+        .get(&format!("/account/confirm-email?token={token}"))
+        .await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
-    let settings = mail_settings("log");
-    let owner = standmeet::domain::owner::owner_email(&pool, &settings)
+    let owner = standmeet::domain::owner::owner_email(&pool, &app.state.settings)
         .await
         .unwrap()
         .unwrap();
     assert_eq!(owner.as_str(), "new@desk.example");
-    jobs.shutdown().await;
 }
 
 #[tokio::test]
@@ -544,12 +526,15 @@ async fn the_log_supplier_keeps_mail_bodies_out_of_the_process_log() {
 
 #[sqlx::test]
 async fn the_mail_log_shows_a_mail_only_once_it_went_out(pool: PgPool) {
-    let smtp = SmtpPeer::start().await;
-    smtp.answer_after(Duration::from_millis(1_500));
-    let (app, _state, jobs) = common::app_with_jobs(pool.clone(), mail_settings(&smtp.url())).await;
-    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let app = desk_with_mail(&pool).await;
+    let smtp = app.smtp();
+    // The server holds its answer until released: the mail is on its way for as long
+    // as the checks below take (was: a 1.5 s delay, and the checks skipped when the
+    // mail had gone out before they ran).
+    smtp.hold_answers();
+    let cookie = app.sign_in_admin().await;
     let id = new_request(&pool, "slow@example.com").await;
-    let reply = approve(&app, &cookie, id).await;
+    let reply = app.approve(&cookie, id).await;
     let job_id = JobId(reply.json()["mail_job_id"].as_i64().unwrap());
     // While the server takes its time, the mail is on its way, not sent.
     wait_until(Duration::from_secs(5), || async {
@@ -561,17 +546,17 @@ async fn the_mail_log_shows_a_mail_only_once_it_went_out(pool: PgPool) {
             == 1
     })
     .await;
-    if job(&pool, job_id).await.state == JobState::Running {
-        let shown = standmeet::domain::mail::mail_log_newest(&pool, 50)
-            .await
-            .unwrap();
-        assert!(
-            shown
-                .iter()
-                .all(|mail| mail.recipient != "slow@example.com"),
-            "not shown before the server took it"
-        );
-    }
+    assert_eq!(job(&pool, job_id).await.state, JobState::Running);
+    let shown = standmeet::domain::mail::mail_log_newest(&pool, 50)
+        .await
+        .unwrap();
+    assert!(
+        shown
+            .iter()
+            .all(|mail| mail.recipient != "slow@example.com"),
+        "not shown before the server took it"
+    );
+    smtp.release_answers();
     wait_for_state(&pool, job_id, JobState::Completed).await;
     let shown = standmeet::domain::mail::mail_log_newest(&pool, 50)
         .await
@@ -581,22 +566,21 @@ async fn the_mail_log_shows_a_mail_only_once_it_went_out(pool: PgPool) {
             .iter()
             .any(|mail| mail.recipient == "slow@example.com")
     );
-    jobs.shutdown().await;
 }
 
 #[sqlx::test]
 async fn an_approved_request_whose_mail_failed_or_vanished_can_be_approved_again(pool: PgPool) {
-    let smtp = SmtpPeer::start().await;
-    let (app, _state, jobs) = common::app_with_jobs(pool.clone(), mail_settings(&smtp.url())).await;
-    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let app = desk_with_mail(&pool).await;
+    let smtp = app.smtp();
+    let cookie = app.sign_in_admin().await;
     let id = new_request(&pool, "again@example.com").await;
     smtp.fail_next(1, "550 5.1.1 no such mailbox");
-    let first = approve(&app, &cookie, id).await;
+    let first = app.approve(&cookie, id).await;
     let first_job = JobId(first.json()["mail_job_id"].as_i64().unwrap());
     wait_for_state(&pool, first_job, JobState::Discarded).await;
 
     // Discarded: approve again queues a new mail, which goes out.
-    let second = approve(&app, &cookie, id).await;
+    let second = app.approve(&cookie, id).await;
     assert_eq!(second.status, StatusCode::OK, "{}", second.body);
     let second_job = JobId(second.json()["mail_job_id"].as_i64().unwrap());
     assert_ne!(first_job, second_job);
@@ -612,7 +596,7 @@ async fn an_approved_request_whose_mail_failed_or_vanished_can_be_approved_again
     // Cleaned away: the same holds for a request whose mail job is gone.
     let other = new_request(&pool, "gone@example.com").await;
     smtp.fail_next(1, "550 5.1.1 no such mailbox");
-    let reply = approve(&app, &cookie, other).await;
+    let reply = app.approve(&cookie, other).await;
     let gone = JobId(reply.json()["mail_job_id"].as_i64().unwrap());
     wait_for_state(&pool, gone, JobState::Discarded).await;
     sqlx::query("DELETE FROM jobs WHERE id = $1")
@@ -620,15 +604,17 @@ async fn an_approved_request_whose_mail_failed_or_vanished_can_be_approved_again
         .execute(&pool)
         .await
         .unwrap();
-    let again = approve(&app, &cookie, other).await;
+    let again = app.approve(&cookie, other).await;
     assert_eq!(again.status, StatusCode::OK, "{}", again.body);
 
     // While a mail is on its way, a second approval is refused and queues nothing.
-    smtp.answer_after(Duration::from_secs(3));
+    // (The server holds its answer, so the mail stays on its way however long the
+    // second approval takes; was: a 3 s delay.)
+    smtp.hold_answers();
     let busy = new_request(&pool, "busy@example.com").await;
-    approve(&app, &cookie, busy).await;
-    let refused = approve(&app, &cookie, busy).await;
+    app.approve(&cookie, busy).await;
+    let refused = app.approve(&cookie, busy).await;
     assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.body);
     assert!(refused.body.contains("on its way"), "{}", refused.body);
-    jobs.shutdown().await;
+    smtp.release_answers();
 }

@@ -1,5 +1,5 @@
 //! The HTTP surface of the foundation: /healthz, the server-rendered pages, the 404
-//! page, and the service-status server function.
+//! page, the service-status server function, and the app over a real socket.
 
 mod common;
 
@@ -138,4 +138,23 @@ async fn every_response_carries_a_request_id(pool: PgPool) {
     let reply = common::get(&app, "/healthz").await;
     let id = reply.headers.get("x-request-id").expect("x-request-id");
     assert!(!id.to_str().unwrap().is_empty());
+}
+
+#[sqlx::test]
+async fn a_test_app_is_served_over_real_http_on_a_port_of_its_own(pool: PgPool) {
+    // The in-process router and the socket serve one app: the listener the engine
+    // connected is the one /healthz reports over the network.
+    let app = common::TestApp::builder(pool).jobs().spawn().await;
+    common::jobs::wait_until(std::time::Duration::from_secs(10), || async {
+        app.state.signals.listener_connected()
+    })
+    .await;
+    let reply = reqwest::get(app.url("/healthz"))
+        .await
+        .expect("the server answers on its port");
+    assert_eq!(reply.status(), reqwest::StatusCode::OK);
+    assert!(reply.headers().contains_key("x-request-id"));
+    let body: serde_json::Value = reply.json().await.expect("a JSON body");
+    assert_eq!(body["database"], "ok", "{body}");
+    assert_eq!(body["listener"], "connected", "{body}");
 }

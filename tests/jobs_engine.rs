@@ -76,7 +76,7 @@ async fn a_batch_insert_answers_ids_in_the_order_of_its_arguments(pool: PgPool) 
 
 #[sqlx::test]
 async fn a_noop_job_completes_with_its_args_as_output_and_no_errors(pool: PgPool) {
-    let engine = start_engine(&pool, registry(), quick_config(4)).await;
+    let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     let id = insert::<Noop>(&pool, &json!({"hello": "world"}))
         .await
         .unwrap();
@@ -87,14 +87,13 @@ async fn a_noop_job_completes_with_its_args_as_output_and_no_errors(pool: PgPool
     assert!(row.attempted_at.is_some());
     assert!(row.attempt_errors().is_empty());
     assert_eq!(row.attempted_by, None, "released by its worker");
-    engine.shutdown().await;
 }
 
 #[sqlx::test]
 async fn a_job_inserted_by_plain_sql_is_picked_up_at_once(pool: PgPool) {
     // The default queue polls only every 10 s here: pickup within the wait below
     // comes from the insert notification.
-    let engine = start_engine(&pool, registry(), quick_config(4)).await;
+    let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     let started = std::time::Instant::now();
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO jobs (kind, args) VALUES ('system.noop', '{\"by\": \"sql\"}') RETURNING id",
@@ -109,12 +108,11 @@ async fn a_job_inserted_by_plain_sql_is_picked_up_at_once(pool: PgPool) {
         started.elapsed()
     );
     assert_eq!(row.output, Some(json!({"by": "sql"})));
-    engine.shutdown().await;
 }
 
 #[sqlx::test]
 async fn a_failing_job_is_retried_with_its_errors_kept_and_then_completes(pool: PgPool) {
-    let engine = start_engine(&pool, registry(), quick_config(4)).await;
+    let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     let id = insert::<Flaky>(&pool, &FlakyArgs { succeed_on: 3 })
         .await
         .unwrap();
@@ -127,12 +125,11 @@ async fn a_failing_job_is_retried_with_its_errors_kept_and_then_completes(pool: 
     assert_eq!(errors[0].error, "attempt 1 failed on purpose");
     assert_eq!(errors[1].attempt, 2);
     assert!(errors[0].at <= errors[1].at);
-    engine.shutdown().await;
 }
 
 #[sqlx::test]
 async fn a_job_out_of_attempts_is_discarded_with_one_error_per_attempt(pool: PgPool) {
-    let engine = start_engine(&pool, registry(), quick_config(4)).await;
+    let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     let id = insert::<Flaky>(&pool, &FlakyArgs { succeed_on: 99 })
         .await
         .unwrap();
@@ -142,12 +139,11 @@ async fn a_job_out_of_attempts_is_discarded_with_one_error_per_attempt(pool: PgP
     let attempts: Vec<i16> = row.attempt_errors().iter().map(|e| e.attempt).collect();
     assert_eq!(attempts, vec![1, 2, 3]);
     assert!(row.finalized_at.is_some());
-    engine.shutdown().await;
 }
 
 #[sqlx::test]
 async fn unreadable_args_are_discarded_without_retrying_and_an_unknown_kind_waits(pool: PgPool) {
-    let engine = start_engine(&pool, registry(), quick_config(4)).await;
+    let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     let unknown: i64 = sqlx::query_scalar(
         "INSERT INTO jobs (kind, args) VALUES ('nobody.knows', '{}') RETURNING id",
     )
@@ -178,12 +174,11 @@ async fn unreadable_args_are_discarded_without_retrying_and_an_unknown_kind_wait
         (JobState::Available, 0),
         "{row:?}"
     );
-    engine.shutdown().await;
 }
 
 #[sqlx::test]
 async fn a_panicking_handler_becomes_an_error_entry_and_the_worker_goes_on(pool: PgPool) {
-    let engine = start_engine(&pool, registry(), quick_config(1)).await;
+    let _engine = start_engine(&pool, registry(), quick_config(1)).await;
     let id = insert::<Panics>(&pool, &json!({"until": 2})).await.unwrap();
     let row = wait_for_state(&pool, id, JobState::Completed).await;
     let errors = row.attempt_errors();
@@ -197,12 +192,11 @@ async fn a_panicking_handler_becomes_an_error_entry_and_the_worker_goes_on(pool:
     // The one worker is still there for the next job.
     let next = insert::<Noop>(&pool, &json!({})).await.unwrap();
     wait_for_state(&pool, next, JobState::Completed).await;
-    engine.shutdown().await;
 }
 
 #[sqlx::test]
 async fn an_attempt_past_its_timeout_is_stopped_and_counted_as_failed(pool: PgPool) {
-    let engine = start_engine(&pool, registry(), quick_config(1)).await;
+    let _engine = start_engine(&pool, registry(), quick_config(1)).await;
     let id = insert::<Slow>(&pool, &json!({})).await.unwrap();
     let row = wait_for_state(&pool, id, JobState::Discarded).await;
     assert!(
@@ -211,12 +205,11 @@ async fn an_attempt_past_its_timeout_is_stopped_and_counted_as_failed(pool: PgPo
             .contains("timed out after 200ms"),
         "{row:?}"
     );
-    engine.shutdown().await;
 }
 
 #[sqlx::test]
 async fn a_handler_can_discard_cancel_or_snooze(pool: PgPool) {
-    let engine = start_engine(&pool, registry(), quick_config(4)).await;
+    let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     let discard = insert::<Actions>(&pool, &json!({"action": "discard"}))
         .await
         .unwrap();
@@ -244,12 +237,11 @@ async fn a_handler_can_discard_cancel_or_snooze(pool: PgPool) {
     assert!(row.attempt_errors().is_empty(), "a snooze is not a failure");
     let row = wait_for_state(&pool, snoozes_a_lot, JobState::Completed).await;
     assert_eq!((row.attempt, row.max_attempts), (1, 25));
-    engine.shutdown().await;
 }
 
 #[sqlx::test]
 async fn a_job_scheduled_for_later_waits_then_runs(pool: PgPool) {
-    let engine = start_engine(&pool, registry(), quick_config(4)).await;
+    let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     let at = time::OffsetDateTime::now_utc() + Duration::from_millis(300);
     // Read back inside the inserting transaction, where the scheduler cannot get at it
     // yet, so the check does not race the clock on a busy machine.
@@ -275,7 +267,6 @@ async fn a_job_scheduled_for_later_waits_then_runs(pool: PgPool) {
     tx.commit().await.unwrap();
     let row = wait_for_state(&pool, id, JobState::Completed).await;
     assert!(row.attempted_at.unwrap() >= at, "not run before its time");
-    engine.shutdown().await;
 }
 
 #[sqlx::test]
@@ -331,12 +322,11 @@ async fn cancelling_a_running_job_fires_its_cancellation_and_ends_it_cancelled(p
         row.attempt_errors()[0].error.contains("cancelled"),
         "{row:?}"
     );
-    engine.shutdown().await;
 }
 
 #[sqlx::test]
 async fn an_admin_retry_brings_a_finished_job_back_with_room_for_one_more_attempt(pool: PgPool) {
-    let engine = start_engine(&pool, registry(), quick_config(4)).await;
+    let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     let id = insert_with::<Flaky>(
         &pool,
         &FlakyArgs { succeed_on: 2 },
@@ -363,7 +353,6 @@ async fn an_admin_retry_brings_a_finished_job_back_with_room_for_one_more_attemp
         client(&pool).retry(JobId(424_242)).await.unwrap(),
         RetryOutcome::NotFound
     );
-    engine.shutdown().await;
 }
 
 /// Takes a job as a worker would (running, attempt 1, leased to "ghost").
@@ -564,7 +553,7 @@ async fn complete_tx_commits_the_business_write_and_the_completion_together(pool
         .unwrap();
     engine
         .signals
-        .stop_running(cancelled, standmeet::jobs::listener::StopReason::Cancelled);
+        .stop_running(cancelled, standmeet::jobs::StopReason::Cancelled);
     wait_until(Duration::from_secs(5), || async {
         engine.signals.running_count() == 0
     })
@@ -579,7 +568,6 @@ async fn complete_tx_commits_the_business_write_and_the_completion_together(pool
         "the business write rolled back with the fenced completion"
     );
     assert_eq!(job(&pool, cancelled).await.state, JobState::Cancelled);
-    engine.shutdown().await;
 }
 
 #[sqlx::test]
@@ -676,6 +664,7 @@ async fn two_engines_with_two_workers_each_run_two_thousand_jobs_exactly_once(po
         done == 2_000
     })
     .await;
+    // Both stopped (gracefully) before the counts are read: nothing runs after this.
     first.shutdown().await;
     second.shutdown().await;
 
@@ -703,7 +692,7 @@ async fn a_lost_worker_s_job_is_rescued_and_run_by_a_live_engine(pool: PgPool) {
     .execute(&pool)
     .await
     .unwrap();
-    let engine = start_engine(&pool, registry(), quick_config(2)).await;
+    let _engine = start_engine(&pool, registry(), quick_config(2)).await;
     let row = wait_for_state(&pool, id, JobState::Completed).await;
     assert_eq!(row.attempt, 2);
     assert!(
@@ -711,5 +700,4 @@ async fn a_lost_worker_s_job_is_rescued_and_run_by_a_live_engine(pool: PgPool) {
             .error
             .starts_with("worker lost: ghost")
     );
-    engine.shutdown().await;
 }

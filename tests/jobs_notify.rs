@@ -79,6 +79,7 @@ async fn every_path_into_a_terminal_state_notifies_exactly_once_and_a_rollback_n
     );
     wait_for_state(&pool, running, JobState::Cancelled).await;
     expected.push(running);
+    // Gone (gracefully) before the paths below: no engine may run their jobs.
     engine.shutdown().await;
 
     // The rescuer discards a lost job that was on its last attempt.

@@ -9,7 +9,8 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use common::boards::BoardServer;
 use common::jobs::wait_for_state;
-use common::mcp::{TOKEN, call, structured};
+use common::mcp::{TOKEN, structured};
+use common::{TestApp, TestAppBuilder};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use standmeet::domain::listings::{self, ListingsError};
@@ -17,11 +18,20 @@ use standmeet::jobs::{JobId, JobState};
 use standmeet::model::FetchAnswer;
 use standmeet::state::AppState;
 
-fn settings(fetch_wait_ms: &str) -> standmeet::config::Settings {
-    common::settings_with(&[
-        ("STANDMEET_MCP_TOKEN", TOKEN),
-        ("STANDMEET_FETCH_WAIT_MS", fetch_wait_ms),
-    ])
+/// The app with the MCP token set and fetches waiting up to `fetch_wait_ms`.
+fn fetch_desk(pool: &PgPool, fetch_wait_ms: &str) -> TestAppBuilder {
+    TestApp::builder(pool.clone())
+        .setting("STANDMEET_MCP_TOKEN", TOKEN)
+        .setting("STANDMEET_FETCH_WAIT_MS", fetch_wait_ms)
+}
+
+/// [`fetch_desk`] with job boards on loopback and the job engine.
+async fn fetching_app(pool: &PgPool, fetch_wait_ms: &str) -> TestApp {
+    fetch_desk(pool, fetch_wait_ms)
+        .boards()
+        .jobs()
+        .spawn()
+        .await
 }
 
 /// The four sample boards as sources; answers their ids (greenhouse, lever, rss, atom).
@@ -61,11 +71,13 @@ fn titles(answer: &FetchAnswer) -> Vec<String> {
 
 #[sqlx::test]
 async fn one_fetch_per_board_finds_every_listing_once_across_boards(pool: PgPool) {
-    let boards = BoardServer::start().await;
-    let (_app, state, jobs) = common::app_with_jobs(pool.clone(), settings("20000")).await;
-    let [greenhouse, ..] = add_samples(&pool, &boards).await;
+    let app = fetching_app(&pool, "20000").await;
+    let boards = app.boards();
+    let [greenhouse, ..] = add_samples(&pool, boards).await;
 
-    let answer = fetch_new(&state, Duration::from_secs(20)).await.unwrap();
+    let answer = fetch_new(&app.state, Duration::from_secs(20))
+        .await
+        .unwrap();
     assert!(!answer.pending);
     assert_eq!(answer.job_ids.len(), 4, "one job per enabled source");
     assert_eq!(answer.errors.as_deref(), Some(&[][..]));
@@ -120,21 +132,24 @@ async fn one_fetch_per_board_finds_every_listing_once_across_boards(pool: PgPool
     ] {
         assert_eq!(boards.hits(path), 1, "{path}");
     }
-    jobs.shutdown().await;
 }
 
 #[sqlx::test]
 async fn a_second_fetch_updates_in_place_and_marks_nothing_new(pool: PgPool) {
-    let boards = BoardServer::start().await;
-    let (_app, state, jobs) = common::app_with_jobs(pool.clone(), settings("20000")).await;
-    add_samples(&pool, &boards).await;
-    let first = fetch_new(&state, Duration::from_secs(20)).await.unwrap();
+    let app = fetching_app(&pool, "20000").await;
+    let boards = app.boards();
+    add_samples(&pool, boards).await;
+    let first = fetch_new(&app.state, Duration::from_secs(20))
+        .await
+        .unwrap();
 
     // The board renamed a posting meanwhile.
     let renamed = include_str!("fixtures/boards/greenhouse.json")
         .replace("Product Designer", "Senior Product Designer");
     boards.serve("/greenhouse/acme", "application/json", renamed);
-    let second = fetch_new(&state, Duration::from_secs(20)).await.unwrap();
+    let second = fetch_new(&app.state, Duration::from_secs(20))
+        .await
+        .unwrap();
     assert_eq!(second.new_count(), 0);
     let ids = |answer: &FetchAnswer| {
         let mut ids: Vec<i64> = answer
@@ -161,7 +176,9 @@ async fn a_second_fetch_updates_in_place_and_marks_nothing_new(pool: PgPool) {
         1,
     );
     boards.serve("/lever/globex", "application/json", grown);
-    let third = fetch_new(&state, Duration::from_secs(20)).await.unwrap();
+    let third = fetch_new(&app.state, Duration::from_secs(20))
+        .await
+        .unwrap();
     let new: Vec<&str> = third
         .listings
         .as_ref()
@@ -171,14 +188,13 @@ async fn a_second_fetch_updates_in_place_and_marks_nothing_new(pool: PgPool) {
         .map(|l| l.title.as_str())
         .collect();
     assert_eq!(new, ["Platform Engineer"]);
-    jobs.shutdown().await;
 }
 
 #[sqlx::test]
 async fn a_broken_board_is_reported_and_the_others_still_arrive(pool: PgPool) {
-    let boards = BoardServer::start().await;
-    let (_app, state, jobs) = common::app_with_jobs(pool.clone(), settings("20000")).await;
-    let [greenhouse, lever, rss, atom] = add_samples(&pool, &boards).await;
+    let app = fetching_app(&pool, "20000").await;
+    let boards = app.boards();
+    let [greenhouse, lever, rss, atom] = add_samples(&pool, boards).await;
     boards.fail("/lever/globex", 404, 100);
     boards.serve(
         "/feeds/rust.rss",
@@ -188,7 +204,9 @@ async fn a_broken_board_is_reported_and_the_others_still_arrive(pool: PgPool) {
     // A server error is worth another try: the second attempt gets the board.
     boards.fail("/feeds/hooli.atom", 503, 1);
 
-    let answer = fetch_new(&state, Duration::from_secs(20)).await.unwrap();
+    let answer = fetch_new(&app.state, Duration::from_secs(20))
+        .await
+        .unwrap();
     assert!(!answer.pending);
     let errors = answer.errors.clone().unwrap();
     assert_eq!(errors.len(), 2, "{errors:?}");
@@ -217,13 +235,12 @@ async fn a_broken_board_is_reported_and_the_others_still_arrive(pool: PgPool) {
             .iter()
             .all(|l| [greenhouse, atom].contains(&l.source_id))
     );
-    jobs.shutdown().await;
 }
 
 #[sqlx::test]
 async fn an_answer_too_large_is_refused_with_a_reason(pool: PgPool) {
-    let boards = BoardServer::start().await;
-    let (_app, state, jobs) = common::app_with_jobs(pool.clone(), settings("20000")).await;
+    let app = fetching_app(&pool, "20000").await;
+    let boards = app.boards();
     listings::add_source(&pool, "Huge", "rss", &boards.url("/feeds/huge.rss"))
         .await
         .unwrap();
@@ -232,21 +249,24 @@ async fn an_answer_too_large_is_refused_with_a_reason(pool: PgPool) {
         "application/rss+xml",
         vec![b' '; listings::fetch::MAX_BODY_BYTES + 1],
     );
-    let answer = fetch_new(&state, Duration::from_secs(20)).await.unwrap();
+    let answer = fetch_new(&app.state, Duration::from_secs(20))
+        .await
+        .unwrap();
     let errors = answer.errors.unwrap();
     assert_eq!(errors[0].error, "the board's answer is larger than 5 MiB");
     assert_eq!(errors[0].state, JobState::Discarded);
-    jobs.shutdown().await;
 }
 
 #[sqlx::test]
 async fn a_receipt_is_redeemed_in_exactly_the_shape_of_a_fetch_that_finished_in_time(pool: PgPool) {
-    let boards = BoardServer::start().await;
-    let (app, state, jobs) = common::app_with_jobs(pool.clone(), settings("300")).await;
-    add_samples(&pool, &boards).await;
-    boards.delay("/lever/globex", Duration::from_millis(1500));
+    let app = fetching_app(&pool, "300").await;
+    let boards = app.boards();
+    add_samples(&pool, boards).await;
+    // Lever's board answers only once released: its fetch is still running for as long
+    // as the checks of the receipt take (was: a 1.5 s delay, a race on a busy machine).
+    boards.hold("/lever/globex");
 
-    let receipt = structured(&call(&app, "jobs.fetch_new", json!({})).await);
+    let receipt = structured(&app.call_tool("jobs.fetch_new", json!({})).await);
     assert_eq!(receipt["pending"], true);
     let keys = |value: &Value| {
         let mut keys: Vec<String> = value.as_object().unwrap().keys().cloned().collect();
@@ -258,14 +278,20 @@ async fn a_receipt_is_redeemed_in_exactly_the_shape_of_a_fetch_that_finished_in_
     assert_eq!(job_ids.as_array().unwrap().len(), 4);
 
     // Still running: pending, in the receipt's shape.
-    let early = structured(&call(&app, "jobs.fetch_result", json!({ "job_ids": job_ids })).await);
+    let early = structured(
+        &app.call_tool("jobs.fetch_result", json!({ "job_ids": job_ids }))
+            .await,
+    );
     assert_eq!(early, receipt);
 
+    boards.release("/lever/globex");
     for id in job_ids.as_array().unwrap() {
         wait_for_state(&pool, JobId(id.as_i64().unwrap()), JobState::Completed).await;
     }
-    let redeemed =
-        structured(&call(&app, "jobs.fetch_result", json!({ "job_ids": job_ids })).await);
+    let redeemed = structured(
+        &app.call_tool("jobs.fetch_result", json!({ "job_ids": job_ids }))
+            .await,
+    );
     assert_eq!(redeemed["pending"], false);
     assert_eq!(
         keys(&redeemed),
@@ -275,7 +301,7 @@ async fn a_receipt_is_redeemed_in_exactly_the_shape_of_a_fetch_that_finished_in_
 
     // The same fetch, finished in time, answers the same object.
     let ids: Vec<JobId> = serde_json::from_value(job_ids).unwrap();
-    let in_time = listings::fetch_result(&state.pool, &state.jobs, &ids)
+    let in_time = listings::fetch_result(&app.state.pool, &app.state.jobs, &ids)
         .await
         .unwrap();
     assert_eq!(serde_json::to_value(&in_time).unwrap(), redeemed);
@@ -297,22 +323,18 @@ async fn a_receipt_is_redeemed_in_exactly_the_shape_of_a_fetch_that_finished_in_
     );
 
     // And a fetch that does finish within the wait answers the same shape at once.
-    boards.delay("/lever/globex", Duration::ZERO);
-    let (fast_app, _state, fast_jobs) =
-        common::app_with_jobs(pool.clone(), settings("20000")).await;
-    let done = structured(&call(&fast_app, "jobs.fetch_new", json!({})).await);
+    // Another app (its sources still point at the first app's boards).
+    let fast_app = fetch_desk(&pool, "20000").jobs().spawn().await;
+    let done = structured(&fast_app.call_tool("jobs.fetch_new", json!({})).await);
     assert_eq!(done["pending"], false);
     assert_eq!(keys(&done), keys(&redeemed));
-    jobs.shutdown().await;
-    fast_jobs.shutdown().await;
 }
 
 #[sqlx::test]
 async fn fetch_tools_refuse_what_they_cannot_answer(pool: PgPool) {
-    let boards = BoardServer::start().await;
-    let (app, _state, jobs) = common::app_with_jobs(pool.clone(), settings("20000")).await;
+    let app = fetching_app(&pool, "20000").await;
 
-    let none = call(&app, "jobs.fetch_new", json!({})).await;
+    let none = app.call_tool("jobs.fetch_new", json!({})).await;
     assert_eq!(none["isError"], true);
     assert!(
         structured(&none)["error"]
@@ -321,16 +343,13 @@ async fn fetch_tools_refuse_what_they_cannot_answer(pool: PgPool) {
             .contains("No source is enabled")
     );
 
-    let [greenhouse, ..] = add_samples(&pool, &boards).await;
+    let [greenhouse, ..] = add_samples(&pool, app.boards()).await;
     listings::set_enabled(&pool, greenhouse, false)
         .await
         .unwrap();
-    let disabled = call(
-        &app,
-        "jobs.fetch_new",
-        json!({ "source_ids": [greenhouse] }),
-    )
-    .await;
+    let disabled = app
+        .call_tool("jobs.fetch_new", json!({ "source_ids": [greenhouse] }))
+        .await;
     assert_eq!(disabled["isError"], true);
     assert!(
         structured(&disabled)["error"]
@@ -338,13 +357,19 @@ async fn fetch_tools_refuse_what_they_cannot_answer(pool: PgPool) {
             .unwrap()
             .contains("is disabled")
     );
-    let unknown = call(&app, "jobs.fetch_new", json!({ "source_ids": [999] })).await;
+    let unknown = app
+        .call_tool("jobs.fetch_new", json!({ "source_ids": [999] }))
+        .await;
     assert_eq!(structured(&unknown)["error"], "There is no source 999.");
     assert_eq!(common::count(&pool, "SELECT count(*) FROM jobs").await, 0);
 
-    let empty = call(&app, "jobs.fetch_result", json!({ "job_ids": [] })).await;
+    let empty = app
+        .call_tool("jobs.fetch_result", json!({ "job_ids": [] }))
+        .await;
     assert_eq!(empty["isError"], true);
-    let missing = call(&app, "jobs.fetch_result", json!({ "job_ids": [424242] })).await;
+    let missing = app
+        .call_tool("jobs.fetch_result", json!({ "job_ids": [424242] }))
+        .await;
     assert!(
         structured(&missing)["error"]
             .as_str()
@@ -354,7 +379,9 @@ async fn fetch_tools_refuse_what_they_cannot_answer(pool: PgPool) {
     let noop = standmeet::jobs::insert::<standmeet::jobs::builtin::Noop>(&pool, &json!({}))
         .await
         .unwrap();
-    let foreign = call(&app, "jobs.fetch_result", json!({ "job_ids": [noop.0] })).await;
+    let foreign = app
+        .call_tool("jobs.fetch_result", json!({ "job_ids": [noop.0] }))
+        .await;
     assert_eq!(
         structured(&foreign)["error"],
         format!(
@@ -362,28 +389,32 @@ async fn fetch_tools_refuse_what_they_cannot_answer(pool: PgPool) {
             noop.0
         )
     );
-    let wrong_type = call(&app, "jobs.fetch_result", json!({ "job_ids": "7" })).await;
+    let wrong_type = app
+        .call_tool("jobs.fetch_result", json!({ "job_ids": "7" }))
+        .await;
     assert_eq!(wrong_type["isError"], true);
 
     // Only the chosen sources are fetched.
     let sources = listings::sources(&pool).await.unwrap();
     let globex = sources.iter().find(|s| s.name == "Globex").unwrap().id;
-    let chosen = structured(&call(&app, "jobs.fetch_new", json!({ "source_ids": [globex] })).await);
+    let chosen = structured(
+        &app.call_tool("jobs.fetch_new", json!({ "source_ids": [globex] }))
+            .await,
+    );
     assert_eq!(chosen["job_ids"].as_array().unwrap().len(), 1);
     assert_eq!(chosen["listings"].as_array().unwrap().len(), 2);
-    jobs.shutdown().await;
 }
 
 #[sqlx::test]
 async fn sources_are_checked_and_bad_ones_write_nothing(pool: PgPool) {
-    let app = common::app(pool.clone());
-    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let app = TestApp::builder(pool.clone()).spawn().await;
+    let cookie = app.sign_in_admin().await;
     let add = |name: &'static str, kind: &'static str, url: &'static str| {
-        let app = app.clone();
+        let router = app.router.clone();
         let cookie = cookie.clone();
         async move {
             common::post_form(
-                &app,
+                &router,
                 "/api/listings/add_source",
                 &[("name", name), ("kind", kind), ("url", url)],
                 Some(&cookie),
@@ -437,42 +468,43 @@ async fn sources_are_checked_and_bad_ones_write_nothing(pool: PgPool) {
         1
     );
 
-    let gone = common::post_form(
-        &app,
-        "/api/listings/remove_source",
-        &[("id", "999")],
-        Some(&cookie),
-    )
-    .await;
+    let gone = app
+        .post_form(
+            "/api/listings/remove_source",
+            &[("id", "999")],
+            Some(&cookie),
+        )
+        .await;
     assert_eq!(gone.status, StatusCode::NOT_FOUND);
     assert!(gone.body.contains("There is no source 999"));
 
     // Without a session nothing is changed.
-    let anonymous = common::post_form(
-        &app,
-        "/api/listings/add_source",
-        &[
-            ("name", "X"),
-            ("kind", "rss"),
-            ("url", "https://b.example/feed"),
-        ],
-        None,
-    )
-    .await;
+    let anonymous = app
+        .post_form(
+            "/api/listings/add_source",
+            &[
+                ("name", "X"),
+                ("kind", "rss"),
+                ("url", "https://b.example/feed"),
+            ],
+            None,
+        )
+        .await;
     assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED);
-    let page = common::get_with_cookie(&app, "/admin/listings", &cookie).await;
+    let page = app.get_with_cookie("/admin/listings", &cookie).await;
     assert_eq!(page.status, StatusCode::OK);
     assert!(page.body.contains(r#"data-testid="source-row""#));
 }
 
 #[sqlx::test]
 async fn the_page_shows_a_listing_seen_on_two_boards_once_with_its_boards(pool: PgPool) {
-    let boards = BoardServer::start().await;
-    let (app, state, jobs) = common::app_with_jobs(pool.clone(), settings("20000")).await;
-    add_samples(&pool, &boards).await;
-    fetch_new(&state, Duration::from_secs(20)).await.unwrap();
-    let cookie = common::signed_in_cookie(&app, &pool).await;
-    let page = common::get_with_cookie(&app, "/admin/listings", &cookie).await;
+    let app = fetching_app(&pool, "20000").await;
+    add_samples(&pool, app.boards()).await;
+    fetch_new(&app.state, Duration::from_secs(20))
+        .await
+        .unwrap();
+    let cookie = app.sign_in_admin().await;
+    let page = app.get_with_cookie("/admin/listings", &cookie).await;
     assert_eq!(page.body.matches(r#"data-testid="listing-row""#).count(), 8);
     assert!(
         !page.body.contains("at Acme Robotics"),
@@ -488,15 +520,15 @@ async fn the_page_shows_a_listing_seen_on_two_boards_once_with_its_boards(pool: 
         4,
         "a chip per source"
     );
-    jobs.shutdown().await;
 }
 
 #[sqlx::test]
 async fn removing_a_source_keeps_the_listings_another_source_lists(pool: PgPool) {
-    let boards = BoardServer::start().await;
-    let (_app, state, jobs) = common::app_with_jobs(pool.clone(), settings("20000")).await;
-    let [greenhouse, _, rss, _] = add_samples(&pool, &boards).await;
-    fetch_new(&state, Duration::from_secs(20)).await.unwrap();
+    let app = fetching_app(&pool, "20000").await;
+    let [greenhouse, _, rss, _] = add_samples(&pool, app.boards()).await;
+    fetch_new(&app.state, Duration::from_secs(20))
+        .await
+        .unwrap();
     assert_eq!(
         common::count(&pool, "SELECT count(*) FROM listings").await,
         8
@@ -519,8 +551,8 @@ async fn removing_a_source_keeps_the_listings_another_source_lists(pool: PgPool)
 
     // The feed's next fetch shows its own words, and nothing comes back as new.
     let again = listings::fetch_new(
-        &state.pool,
-        &state.jobs,
+        &app.state.pool,
+        &app.state.jobs,
         Duration::from_secs(20),
         Some(&[rss]),
     )
@@ -528,5 +560,4 @@ async fn removing_a_source_keeps_the_listings_another_source_lists(pool: PgPool)
     .unwrap();
     assert_eq!(again.new_count(), 0);
     assert!(titles(&again).contains(&"Backend Engineer (Rust) at Acme Robotics".to_string()));
-    jobs.shutdown().await;
 }

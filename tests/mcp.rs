@@ -6,19 +6,32 @@ mod common;
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use common::smtp::SmtpPeer;
+use common::{TestApp, TestAppBuilder};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use common::mcp::{TOKEN, call, rpc, structured};
+use common::mcp::{TOKEN, rpc, structured};
 
-fn settings(mail: &str, approve_wait_ms: &str) -> standmeet::config::Settings {
-    common::settings_with(&[
-        ("STANDMEET_MAIL", mail),
-        ("STANDMEET_MCP_TOKEN", TOKEN),
-        ("STANDMEET_OWNER_EMAIL", "owner@desk.example"),
-        ("STANDMEET_APPROVE_WAIT_MS", approve_wait_ms),
-    ])
+/// The app an agent talks to: the MCP token set, an owner, and approvals that wait
+/// up to 2 s for their mail. Mail goes to `log` unless the test adds `.smtp()`.
+fn agent_desk(pool: &PgPool) -> TestAppBuilder {
+    TestApp::builder(pool.clone())
+        .setting("STANDMEET_MCP_TOKEN", TOKEN)
+        .setting("STANDMEET_OWNER_EMAIL", "owner@desk.example")
+        .setting("STANDMEET_APPROVE_WAIT_MS", "2000")
+}
+
+/// The same, mailing to an SMTP peer with the job engine running.
+async fn agent_desk_with_mail(pool: &PgPool) -> TestApp {
+    agent_desk(pool).smtp().jobs().spawn().await
+}
+
+/// The same, mailing to the log, with no engine.
+async fn agent_desk_logging(pool: &PgPool) -> TestApp {
+    agent_desk(pool)
+        .setting("STANDMEET_MAIL", "log")
+        .spawn()
+        .await
 }
 
 async fn new_request(pool: &PgPool, email: &str) -> i64 {
@@ -33,9 +46,9 @@ async fn new_request(pool: &PgPool, email: &str) -> i64 {
 
 #[sqlx::test]
 async fn without_the_right_token_mcp_answers_401(pool: PgPool) {
-    let app = common::app_with(pool, settings("log", "2000"));
+    let app = agent_desk_logging(&pool).await;
     for token in [None, Some("wrong-token")] {
-        let (status, body) = rpc(&app, token, "tools/list", json!({})).await;
+        let (status, body) = rpc(&app.router, token, "tools/list", json!({})).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{token:?}");
         assert!(body["error"].as_str().unwrap().contains("bearer token"));
     }
@@ -43,16 +56,16 @@ async fn without_the_right_token_mcp_answers_401(pool: PgPool) {
 
 #[sqlx::test]
 async fn without_a_configured_token_there_is_no_mcp(pool: PgPool) {
-    let app = common::app_with(pool, common::settings_with(&[]));
-    let (status, _) = rpc(&app, Some(TOKEN), "tools/list", json!({})).await;
+    let app = TestApp::builder(pool).spawn().await;
+    let (status, _) = rpc(&app.router, Some(TOKEN), "tools/list", json!({})).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
 #[sqlx::test]
 async fn the_tool_list_matches_the_golden_file(pool: PgPool) {
-    let app = common::app_with(pool, settings("log", "2000"));
+    let app = agent_desk_logging(&pool).await;
     let (status, init) = rpc(
-        &app,
+        &app.router,
         Some(TOKEN),
         "initialize",
         json!({ "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "test", "version": "1" } }),
@@ -61,7 +74,7 @@ async fn the_tool_list_matches_the_golden_file(pool: PgPool) {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(init["result"]["serverInfo"]["name"], "standmeet");
 
-    let (_, list) = rpc(&app, Some(TOKEN), "tools/list", json!({})).await;
+    let (_, list) = rpc(&app.router, Some(TOKEN), "tools/list", json!({})).await;
     let tools = &list["result"]["tools"];
     let names: Vec<&str> = tools
         .as_array()
@@ -94,13 +107,13 @@ async fn the_tool_list_matches_the_golden_file(pool: PgPool) {
 
 #[sqlx::test]
 async fn approve_with_a_fast_mail_server_answers_in_full_within_two_seconds(pool: PgPool) {
-    let smtp = SmtpPeer::start().await;
-    let (app, _state, jobs) =
-        common::app_with_jobs(pool.clone(), settings(&smtp.url(), "2000")).await;
+    let app = agent_desk_with_mail(&pool).await;
     let id = new_request(&pool, "fast@example.com").await;
 
     let started = Instant::now();
-    let result = call(&app, "access_requests.approve", json!({ "id": id })).await;
+    let result = app
+        .call_tool("access_requests.approve", json!({ "id": id }))
+        .await;
     let took = started.elapsed();
     assert_eq!(result["isError"], false, "{result}");
     let answer = structured(&result);
@@ -109,56 +122,64 @@ async fn approve_with_a_fast_mail_server_answers_in_full_within_two_seconds(pool
     assert_eq!(answer["mail_state"], "sent");
     assert_eq!(answer["pending"], false);
     assert!(answer["mail_job_id"].as_i64().is_some());
+    // The product's promise (§4: an MCP approve waits 2 s for its mail), kept as is.
     assert!(took < Duration::from_secs(2), "took {took:?}");
-    assert_eq!(smtp.mails_to("fast@example.com").len(), 1);
-    jobs.shutdown().await;
+    assert_eq!(app.smtp().mails_to("fast@example.com").len(), 1);
 }
 
 #[sqlx::test]
 async fn approve_with_a_slow_mail_server_gives_a_receipt_then_tasks_get_shows_completed(
     pool: PgPool,
 ) {
-    let smtp = SmtpPeer::start().await;
-    smtp.answer_after(Duration::from_secs(3));
-    let (app, _state, jobs) =
-        common::app_with_jobs(pool.clone(), settings(&smtp.url(), "2000")).await;
+    let app = agent_desk_with_mail(&pool).await;
+    // The server holds its answer until the receipt is in: the mail cannot go out
+    // within the wait, however slowly this machine runs.
+    app.smtp().hold_answers();
     let id = new_request(&pool, "slow@example.com").await;
 
     let started = Instant::now();
-    let result = call(&app, "access_requests.approve", json!({ "id": id })).await;
+    let result = app
+        .call_tool("access_requests.approve", json!({ "id": id }))
+        .await;
     let took = started.elapsed();
     let answer = structured(&result);
     assert_eq!(answer["pending"], true, "{answer}");
     assert_eq!(answer["status"], "approved");
     assert_eq!(answer["mail_state"], "sending");
+    // Not before the 2 s wait is over; after it, as soon as a loaded machine gets to
+    // it (was: under 3 s, which a busy 2-core machine does not always keep).
     assert!(
-        took >= Duration::from_secs(2) && took < Duration::from_secs(3),
+        took >= Duration::from_secs(2) && took < Duration::from_secs(5),
         "a receipt at the limit: {took:?}"
     );
+    app.smtp().release_answers();
 
     let job_id = answer["mail_job_id"].as_i64().unwrap();
-    let mut state = Value::Null;
+    let mut task = Value::Null;
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
-        let task = structured(&call(&app, "tasks.get", json!({ "job_id": job_id })).await);
-        state = task["state"].clone();
-        if state == "completed" {
-            assert_eq!(task["kind"], "access_request.approval_mail");
+        task = structured(
+            &app.call_tool("tasks.get", json!({ "job_id": job_id }))
+                .await,
+        );
+        if task["state"] == "completed" {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(state, "completed");
-    let listed =
-        structured(&call(&app, "access_requests.list", json!({ "status": "replied" })).await);
+    assert_eq!(task["state"], "completed", "{task}");
+    assert_eq!(task["kind"], "access_request.approval_mail");
+    let listed = structured(
+        &app.call_tool("access_requests.list", json!({ "status": "replied" }))
+            .await,
+    );
     assert_eq!(listed["requests"][0]["id"], id);
     assert_eq!(listed["requests"][0]["mail_state"], "sent");
-    jobs.shutdown().await;
 }
 
 #[sqlx::test]
 async fn bad_arguments_and_unknown_ids_are_tool_errors_with_a_clear_message(pool: PgPool) {
-    let app = common::app_with(pool.clone(), settings("log", "2000"));
+    let app = agent_desk_logging(&pool).await;
     let id = new_request(&pool, "twice@example.com").await;
     sqlx::query("UPDATE access_requests SET status = 'denied' WHERE id = $1")
         .bind(id)
@@ -200,7 +221,7 @@ async fn bad_arguments_and_unknown_ids_are_tool_errors_with_a_clear_message(pool
             "limit must be from 1 to 50",
         ),
     ] {
-        let result = call(&app, tool, arguments.clone()).await;
+        let result = app.call_tool(tool, arguments.clone()).await;
         assert_eq!(result["isError"], true, "{tool} {arguments}: {result}");
         let text = result["structuredContent"]["error"]
             .as_str()
@@ -213,19 +234,15 @@ async fn bad_arguments_and_unknown_ids_are_tool_errors_with_a_clear_message(pool
 
 #[sqlx::test]
 async fn tasks_list_gives_jobs_newest_first_with_their_state(pool: PgPool) {
-    let app = common::app_with(pool.clone(), settings("log", "2000"));
+    let app = agent_desk_logging(&pool).await;
     for n in 0..3 {
         standmeet::jobs::insert::<standmeet::jobs::builtin::Noop>(&pool, &json!({ "n": n }))
             .await
             .unwrap();
     }
     let listed = structured(
-        &call(
-            &app,
-            "tasks.list",
-            json!({ "kind": "system.noop", "limit": 2 }),
-        )
-        .await,
+        &app.call_tool("tasks.list", json!({ "kind": "system.noop", "limit": 2 }))
+            .await,
     );
     let tasks = listed["tasks"].as_array().unwrap();
     assert_eq!(tasks.len(), 2);

@@ -8,23 +8,27 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use common::jobs::{wait_for_state, wait_until};
-use common::smtp::SmtpPeer;
+use common::{TestApp, TestAppBuilder};
 use sqlx::PgPool;
 use standmeet::jobs::{JobId, JobState};
 
 const OWNER: &str = "owner@desk.example";
 
-fn settings(mail: &str) -> standmeet::config::Settings {
-    common::settings_with(&[
-        ("STANDMEET_MAIL", mail),
-        ("STANDMEET_OWNER_EMAIL", OWNER),
-        ("STANDMEET_PUBLIC_URL", "http://127.0.0.1:3000"),
-    ])
+/// The desk these tests run: an owner and a public URL for the links. Mail goes to an
+/// SMTP peer (`.smtp()`) or wherever `STANDMEET_MAIL` says.
+fn desk(pool: &PgPool) -> TestAppBuilder {
+    TestApp::builder(pool.clone())
+        .setting("STANDMEET_OWNER_EMAIL", OWNER)
+        .setting("STANDMEET_PUBLIC_URL", "http://127.0.0.1:3000")
 }
 
-async fn change_to(app: &axum::Router, cookie: &str, email: &str) -> common::Reply {
-    common::post_form(
-        app,
+/// The desk mailing through an SMTP peer, with its job engine.
+async fn desk_with_mail(pool: &PgPool) -> TestApp {
+    desk(pool).smtp().jobs().spawn().await
+}
+
+async fn change_to(app: &TestApp, cookie: &str, email: &str) -> common::Reply {
+    app.post_form(
         "/api/account/change_email",
         &[("new_email", email)],
         Some(cookie),
@@ -53,13 +57,14 @@ fn token_in(mail: &str) -> String {
     token
 }
 
-async fn confirm(app: &axum::Router, token: &str) -> common::Reply {
-    common::get(app, &format!("/account/confirm-email?token={token}")).await
+async fn confirm(app: &TestApp, token: &str) -> common::Reply {
+    app.get(&format!("/account/confirm-email?token={token}"))
+        .await
 }
 
-async fn owner_now(pool: &PgPool) -> String {
-    let settings = settings("log");
-    standmeet::domain::owner::owner_email(pool, &settings)
+/// The owner's address now (the database's, else the app's setting).
+async fn owner_now(app: &TestApp) -> String {
+    standmeet::domain::owner::owner_email(&app.pool, &app.state.settings)
         .await
         .unwrap()
         .unwrap()
@@ -68,9 +73,9 @@ async fn owner_now(pool: &PgPool) -> String {
 
 #[sqlx::test]
 async fn a_confirmed_link_changes_the_address_once(pool: PgPool) {
-    let smtp = SmtpPeer::start().await;
-    let (app, _state, jobs) = common::app_with_jobs(pool.clone(), settings(&smtp.url())).await;
-    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let app = desk_with_mail(&pool).await;
+    let smtp = app.smtp();
+    let cookie = app.sign_in_admin().await;
 
     let reply = change_to(&app, &cookie, "new.owner@desk.example").await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
@@ -86,7 +91,7 @@ async fn a_confirmed_link_changes_the_address_once(pool: PgPool) {
             .contains("http://127.0.0.1:3000/account/confirm-email?token=")
     );
     assert_eq!(
-        owner_now(&pool).await,
+        owner_now(&app).await,
         OWNER,
         "nothing changes before the link is opened"
     );
@@ -100,7 +105,7 @@ async fn a_confirmed_link_changes_the_address_once(pool: PgPool) {
         "{}",
         page.body
     );
-    assert_eq!(owner_now(&pool).await, "new.owner@desk.example");
+    assert_eq!(owner_now(&app).await, "new.owner@desk.example");
 
     let again = confirm(&app, &token).await;
     assert_eq!(again.status, StatusCode::GONE);
@@ -108,14 +113,13 @@ async fn a_confirmed_link_changes_the_address_once(pool: PgPool) {
     let unknown = confirm(&app, "0123abcd").await;
     assert_eq!(unknown.status, StatusCode::NOT_FOUND);
     assert!(unknown.body.contains("not valid"));
-    jobs.shutdown().await;
 }
 
 #[sqlx::test]
 async fn of_two_quick_changes_only_the_second_address_gets_a_mail(pool: PgPool) {
-    let smtp = SmtpPeer::start().await;
-    let (app, _state, jobs) = common::app_with_jobs(pool.clone(), settings(&smtp.url())).await;
-    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let app = desk_with_mail(&pool).await;
+    let smtp = app.smtp();
+    let cookie = app.sign_in_admin().await;
     change_to(&app, &cookie, "first@desk.example").await;
     change_to(&app, &cookie, "second@desk.example").await;
     let first = change_job(&pool, "first@desk.example").await;
@@ -135,15 +139,16 @@ async fn of_two_quick_changes_only_the_second_address_gets_a_mail(pool: PgPool) 
             .await
             .unwrap();
     assert_eq!(statuses, vec!["superseded", "pending"]);
-    jobs.shutdown().await;
 }
 
 #[sqlx::test]
 async fn the_token_exists_only_after_the_send(pool: PgPool) {
-    let smtp = SmtpPeer::start().await;
-    smtp.fail_next(1, "451 4.7.1 greylisted, try again");
-    let (app, _state, jobs) = common::app_with_jobs(pool.clone(), settings(&smtp.url())).await;
-    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let app = desk_with_mail(&pool).await;
+    let smtp = app.smtp();
+    // Every send fails until the peer is told otherwise, so the checks below see a
+    // failed send however long they take.
+    smtp.refuse_every_mail("451 4.7.1 greylisted, try again");
+    let cookie = app.sign_in_admin().await;
     change_to(&app, &cookie, "later@desk.example").await;
     let job = change_job(&pool, "later@desk.example").await;
 
@@ -161,23 +166,21 @@ async fn the_token_exists_only_after_the_send(pool: PgPool) {
             .is_empty()
     })
     .await;
-    let row = common::jobs::job(&pool, job).await;
-    if row.state != JobState::Completed {
-        assert!(!token_stored().await, "no token after a failed send");
-    }
+    assert!(!token_stored().await, "no token after a failed send");
+
+    smtp.stop_refusing();
     wait_for_state(&pool, job, JobState::Completed).await;
     assert!(
         token_stored().await,
         "the token exists once the mail went out"
     );
-    jobs.shutdown().await;
 }
 
 #[sqlx::test]
 async fn expired_and_cancelled_links_change_nothing(pool: PgPool) {
-    let smtp = SmtpPeer::start().await;
-    let (app, _state, jobs) = common::app_with_jobs(pool.clone(), settings(&smtp.url())).await;
-    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let app = desk_with_mail(&pool).await;
+    let smtp = app.smtp();
+    let cookie = app.sign_in_admin().await;
 
     change_to(&app, &cookie, "expired@desk.example").await;
     wait_for_state(
@@ -194,7 +197,7 @@ async fn expired_and_cancelled_links_change_nothing(pool: PgPool) {
     let page = confirm(&app, &token).await;
     assert_eq!(page.status, StatusCode::GONE);
     assert!(page.body.contains("has expired"));
-    assert_eq!(owner_now(&pool).await, OWNER);
+    assert_eq!(owner_now(&app).await, OWNER);
 
     change_to(&app, &cookie, "cancelled@desk.example").await;
     wait_for_state(
@@ -208,33 +211,32 @@ async fn expired_and_cancelled_links_change_nothing(pool: PgPool) {
         .fetch_one(&pool)
         .await
         .unwrap();
-    let cancelled = common::post_form(
-        &app,
-        "/api/account/cancel_change",
-        &[("id", &id.to_string())],
-        Some(&cookie),
-    )
-    .await;
+    let cancelled = app
+        .post_form(
+            "/api/account/cancel_change",
+            &[("id", &id.to_string())],
+            Some(&cookie),
+        )
+        .await;
     assert_eq!(cancelled.status, StatusCode::OK);
     let page = confirm(&app, &token).await;
     assert_eq!(page.status, StatusCode::GONE);
     assert!(page.body.contains("no longer valid"));
-    assert_eq!(owner_now(&pool).await, OWNER);
-    let again = common::post_form(
-        &app,
-        "/api/account/cancel_change",
-        &[("id", &id.to_string())],
-        Some(&cookie),
-    )
-    .await;
+    assert_eq!(owner_now(&app).await, OWNER);
+    let again = app
+        .post_form(
+            "/api/account/cancel_change",
+            &[("id", &id.to_string())],
+            Some(&cookie),
+        )
+        .await;
     assert_eq!(again.status, StatusCode::CONFLICT);
-    jobs.shutdown().await;
 }
 
 #[sqlx::test]
 async fn bad_same_or_unmailable_addresses_are_refused_with_400_and_write_nothing(pool: PgPool) {
-    let app = common::app_with(pool.clone(), settings("log"));
-    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let app = desk(&pool).setting("STANDMEET_MAIL", "log").spawn().await;
+    let cookie = app.sign_in_admin().await;
     for (email, says) in [
         ("not-an-address", "one @"),
         (OWNER, "is already the owner's address"),
@@ -243,7 +245,7 @@ async fn bad_same_or_unmailable_addresses_are_refused_with_400_and_write_nothing
         assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{email}");
         assert!(reply.body.contains(says), "{email}: {}", reply.body);
     }
-    let none = common::app_with(pool.clone(), settings("none"));
+    let none = desk(&pool).setting("STANDMEET_MAIL", "none").spawn().await;
     let reply = change_to(&none, &cookie, "other@desk.example").await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
     assert!(reply.body.contains("No mail supplier"));
@@ -255,12 +257,15 @@ async fn bad_same_or_unmailable_addresses_are_refused_with_400_and_write_nothing
 
 #[sqlx::test]
 async fn the_recovery_row_tells_what_really_happened(pool: PgPool) {
-    let smtp = SmtpPeer::start().await;
+    // Sent synchronously, by the request: no engine.
+    let app = desk(&pool).smtp().spawn().await;
+    let smtp = app.smtp();
     smtp.fail_next(1, "554 5.7.1 relay denied");
-    let app = common::app_with(pool.clone(), settings(&smtp.url()));
-    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let cookie = app.sign_in_admin().await;
 
-    let failed = common::post_form(&app, "/api/account/send_recovery", &[], Some(&cookie)).await;
+    let failed = app
+        .post_form("/api/account/send_recovery", &[], Some(&cookie))
+        .await;
     assert_eq!(failed.status, StatusCode::OK, "{}", failed.body);
     let failed = failed.json();
     assert_eq!(failed["sent"], false);
@@ -269,17 +274,18 @@ async fn the_recovery_row_tells_what_really_happened(pool: PgPool) {
         "{failed}"
     );
     assert!(smtp.mails_to(OWNER).is_empty());
-    let page = common::get_with_cookie(&app, "/admin/account", &cookie).await;
+    let page = app.get_with_cookie("/admin/account", &cookie).await;
     assert!(page.body.contains("not sent"), "the row shows the failure");
     assert!(page.body.contains("relay denied"));
 
-    let sent = common::post_form(&app, "/api/account/send_recovery", &[], Some(&cookie))
+    let sent = app
+        .post_form("/api/account/send_recovery", &[], Some(&cookie))
         .await
         .json();
     assert_eq!(sent["sent"], true);
     assert!(sent["error"].is_null());
     assert_eq!(smtp.mails_to(OWNER).len(), 1);
-    let page = common::get_with_cookie(&app, "/admin/account", &cookie).await;
+    let page = app.get_with_cookie("/admin/account", &cookie).await;
     assert!(page.body.contains("sent at"), "{}", page.body);
     assert!(page.body.contains(r#"data-testid="recovery-row""#));
 }

@@ -34,7 +34,7 @@ impl Listening {
 async fn listening(pool: &PgPool, max_waiters: usize) -> Listening {
     let signals = Signals::new(max_waiters);
     let stop = CancellationToken::new();
-    let task = standmeet::jobs::listener::spawn_listener(pool, signals.clone(), stop.clone());
+    let task = standmeet::jobs::spawn_listener(pool, signals.clone(), stop.clone());
     wait_until(Duration::from_secs(10), || async {
         signals.listener_connected()
     })
@@ -63,11 +63,13 @@ fn done_rows(outcome: WaitOutcome) -> Vec<standmeet::jobs::JobRow> {
 
 #[sqlx::test]
 async fn a_job_finished_before_the_wait_is_answered_at_once(pool: PgPool) {
-    let listening = listening(&pool, 64).await;
-    let signals = listening.signals.clone();
+    // No listener, so neither a notification nor the once-a-second re-read can answer
+    // this wait: only the look at the rows that a wait takes once registered. Without
+    // it the wait would end in a receipt after 10 s. (Was: an answer within 500 ms,
+    // to tell it from the re-read, which a loaded machine does not always keep.)
+    let signals = Signals::new(64);
     let id = insert::<Noop>(&pool, &json!({})).await.unwrap();
     finish_by_hand(&pool, id).await;
-    let started = Instant::now();
     let rows = done_rows(
         signals
             .waiters
@@ -75,14 +77,8 @@ async fn a_job_finished_before_the_wait_is_answered_at_once(pool: PgPool) {
             .await
             .unwrap(),
     );
-    assert!(
-        started.elapsed() < Duration::from_millis(500),
-        "took {:?}",
-        started.elapsed()
-    );
     assert_eq!(rows[0].state, JobState::Completed);
     assert_eq!(rows[0].output, Some(json!({"by": "hand"})));
-    listening.close().await;
 }
 
 #[sqlx::test]
@@ -96,8 +92,9 @@ async fn a_job_that_never_finishes_gets_a_receipt_at_the_limit(pool: PgPool) {
     let took = started.elapsed();
     assert!(matches!(outcome, WaitOutcome::Receipt));
     assert!(took >= limit, "not before the limit: {took:?}");
+    // Soon after it, as a loaded 2-core machine counts soon (was: within 250 ms).
     assert!(
-        took < limit + Duration::from_millis(250),
+        took < limit + Duration::from_secs(2),
         "soon after it: {took:?}"
     );
     assert_eq!(signals.waiters.receipts_given(), 1);
@@ -189,8 +186,10 @@ async fn with_every_slot_taken_the_next_caller_gets_a_receipt_at_once_and_a_free
         .await
         .unwrap();
     assert!(matches!(outcome, WaitOutcome::Receipt));
+    // At once: far below the 30 s that any other way to a receipt takes here (was:
+    // within 50 ms, which a loaded machine does not always keep).
     assert!(
-        started.elapsed() < Duration::from_millis(50),
+        started.elapsed() < Duration::from_secs(5),
         "at once: {:?}",
         started.elapsed()
     );
@@ -355,9 +354,10 @@ async fn a_postgres_restart_while_64_wait_answers_or_receipts_each_in_time_and_l
     let mut answered = 0;
     for wait in waits {
         let (outcome, took) = wait.await.unwrap();
+        // The limit, and slack for a loaded machine after a restart (was: 1 s).
         assert!(
-            took <= limit + Duration::from_secs(1),
-            "within the limit + 1 s: {took:?}"
+            took <= limit + Duration::from_secs(2),
+            "within the limit + 2 s: {took:?}"
         );
         if matches!(outcome.unwrap(), WaitOutcome::Done(_)) {
             answered += 1;

@@ -1,8 +1,10 @@
 //! Job boards on loopback for the tests: real HTTP serving the sample bodies in
 //! tests/fixtures/boards, with switches per path for an error status (for the next N
-//! requests), a delay, or a body of the test's own.
+//! requests), a delay, a body of the test's own, or holding the answer until the test
+//! releases it (so that "still fetching" lasts as long as the test's checks, however
+//! slowly the machine runs).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,6 +12,7 @@ use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use tokio::sync::watch;
 
 /// The paths served, their sample body and its content type.
 const SAMPLES: [(&str, &str, &str); 4] = [
@@ -44,22 +47,35 @@ struct Switches {
     hits: HashMap<String, usize>,
 }
 
+/// What the server's handler shares with the test.
+#[derive(Clone, Default)]
+struct Shared {
+    switches: Arc<Mutex<Switches>>,
+    /// The paths whose answers are held.
+    held: Arc<watch::Sender<HashSet<String>>>,
+}
+
 #[derive(Clone)]
 pub struct BoardServer {
     pub port: u16,
     switches: Arc<Mutex<Switches>>,
+    held: Arc<watch::Sender<HashSet<String>>>,
 }
 
 impl BoardServer {
     pub async fn start() -> BoardServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let switches = Arc::new(Mutex::new(Switches::default()));
-        let app = Router::new().fallback(answer).with_state(switches.clone());
+        let shared = Shared::default();
+        let app = Router::new().fallback(answer).with_state(shared.clone());
         tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });
-        BoardServer { port, switches }
+        BoardServer {
+            port,
+            switches: shared.switches,
+            held: shared.held,
+        }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -78,6 +94,21 @@ impl BoardServer {
         switches.delays.insert(path.into(), delay);
     }
 
+    /// Requests for `path` get no answer until [`BoardServer::release`] (they are
+    /// counted as they arrive).
+    pub fn hold(&self, path: &str) {
+        self.held.send_modify(|held| {
+            held.insert(path.to_string());
+        });
+    }
+
+    /// Answers the held requests for `path`, and the ones after them, as usual again.
+    pub fn release(&self, path: &str) {
+        self.held.send_modify(|held| {
+            held.remove(path);
+        });
+    }
+
     /// `path` answers `body` (200, `content_type`).
     pub fn serve(&self, path: &str, content_type: &str, body: impl Into<Vec<u8>>) {
         let mut switches = self.switches.lock().unwrap();
@@ -93,7 +124,8 @@ impl BoardServer {
     }
 }
 
-async fn answer(State(switches): State<Arc<Mutex<Switches>>>, request: Request) -> Response {
+async fn answer(State(shared): State<Shared>, request: Request) -> Response {
+    let Shared { switches, held } = shared;
     let path = request.uri().path().to_string();
     let (delay, failure, own) = {
         let mut switches = switches.lock().unwrap();
@@ -111,6 +143,8 @@ async fn answer(State(switches): State<Arc<Mutex<Switches>>>, request: Request) 
             switches.bodies.get(&path).cloned(),
         )
     };
+    let mut released = held.subscribe();
+    let _ = released.wait_for(|on_hold| !on_hold.contains(&path)).await;
     if let Some(delay) = delay {
         tokio::time::sleep(delay).await;
     }

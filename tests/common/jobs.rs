@@ -8,12 +8,60 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use standmeet::jobs::{
-    EngineConfig, JobClient, JobContext, JobError, JobId, JobKind, JobRow, JobState, QueueConfig,
-    Registry, Signals,
+    EngineConfig, JobClient, JobContext, JobError, JobId, JobKind, JobRow, JobRuntime, JobState,
+    QueueConfig, Registry, Signals,
 };
 
-/// An engine and its listener, as one process would run them.
-pub type TestEngine = standmeet::jobs::JobRuntime;
+/// An engine and its listener, as one process would run them, told to stop when
+/// dropped: a test that fails half-way (or simply ends) leaves no engine polling its
+/// database. It derefs to the [`JobRuntime`], so `engine.signals` and
+/// `engine.worker_id()` work as on the runtime itself.
+///
+/// The drop does not wait (it cannot); a test that checks what a *graceful* stop did,
+/// or needs the engine gone before it goes on, awaits [`TestEngine::shutdown`].
+pub struct TestEngine {
+    /// `None` only inside `shutdown`, after the runtime was taken to stop it.
+    runtime: Option<JobRuntime>,
+}
+
+impl TestEngine {
+    pub fn new(runtime: JobRuntime) -> Self {
+        TestEngine {
+            runtime: Some(runtime),
+        }
+    }
+
+    /// Stops the engine gracefully (see [`JobRuntime::shutdown`]) and waits for it.
+    pub async fn shutdown(mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown().await;
+        }
+    }
+
+    /// Tells the engine and its listener to stop, without waiting (see
+    /// [`JobRuntime::stop_soon`]); what a drop does.
+    pub fn stop_soon(&self) {
+        if let Some(runtime) = &self.runtime {
+            runtime.stop_soon();
+        }
+    }
+}
+
+impl std::ops::Deref for TestEngine {
+    type Target = JobRuntime;
+
+    fn deref(&self) -> &JobRuntime {
+        self.runtime
+            .as_ref()
+            .expect("the engine runs until `shutdown` consumes it")
+    }
+}
+
+impl Drop for TestEngine {
+    fn drop(&mut self) {
+        self.stop_soon();
+    }
+}
 
 /// Quick timings: retries after ~10 ms × attempt⁴, leases of a second, and a default
 /// queue that polls only every 10 s (so that prompt pickup proves the notification).
@@ -36,8 +84,9 @@ pub fn quick_config(workers: usize) -> EngineConfig {
     }
 }
 
+/// Starts an engine (and its listener) with signals of its own; stopped on drop.
 pub async fn start_engine(pool: &PgPool, registry: Registry, config: EngineConfig) -> TestEngine {
-    standmeet::jobs::JobRuntime::start(pool, registry, config, Signals::new(64)).await
+    TestEngine::new(JobRuntime::start(pool, registry, config, Signals::new(64)).await)
 }
 
 /// Waits until `condition` holds, checking every 10 ms; panics after `limit`.

@@ -1,12 +1,19 @@
 //! Helpers shared by the integration tests: the app on a test database, and requests
 //! to it without a network in between.
+//!
+//! Tests that need more than a router (mail, job boards, the job engine, a real
+//! socket) build a [`TestApp`]; the plain functions here serve the rest.
 
 #![allow(dead_code)]
 
+pub mod app;
 pub mod boards;
 pub mod jobs;
 pub mod mcp;
 pub mod smtp;
+
+#[allow(unused_imports)]
+pub use app::{TestApp, TestAppBuilder};
 
 use axum::Router;
 use axum::body::Body;
@@ -45,9 +52,7 @@ pub fn app(pool: PgPool) -> Router {
 /// The whole router with `settings`, as if every request came from 203.0.113.7.
 pub fn app_with(pool: PgPool, settings: Settings) -> Router {
     let state = AppState::new(pool, settings).expect("app state");
-    router(state).layer(axum::extract::connect_info::MockConnectInfo(
-        std::net::SocketAddr::from(([203, 0, 113, 7], 40000)),
-    ))
+    app::with_mock_client(router(state))
 }
 
 /// An admin that tests can sign in as.
@@ -177,29 +182,6 @@ pub async fn post_form(
         request = request.header("cookie", cookie);
     }
     send(app, request.body(Body::from(body.finish())).unwrap()).await
-}
-
-/// The app on `pool` with `settings`, and its job engine running on the standard
-/// queues with quick timings (retries after ~50 ms × attempt⁴).
-pub async fn app_with_jobs(
-    pool: PgPool,
-    settings: Settings,
-) -> (Router, AppState, standmeet::jobs::JobRuntime) {
-    let state = AppState::new(pool.clone(), settings).expect("app state");
-    let mut config = jobs::quick_config(4);
-    config.queues = standmeet::jobs::EngineConfig::standard_queues();
-    config.retry_base = std::time::Duration::from_millis(50);
-    let runtime = standmeet::jobs::JobRuntime::start(
-        &pool,
-        state.registry.clone(),
-        config,
-        state.signals.clone(),
-    )
-    .await;
-    let app = router(state.clone()).layer(axum::extract::connect_info::MockConnectInfo(
-        std::net::SocketAddr::from(([203, 0, 113, 7], 40000)),
-    ));
-    (app, state, runtime)
 }
 
 /// The one number `count_sql` (a `SELECT count(*) …`) answers.

@@ -1,12 +1,19 @@
 //! A real SMTP peer on loopback for the tests: it speaks enough SMTP for lettre (no
 //! TLS, no AUTH), keeps every mail it accepts, and can be told to refuse the next N
-//! mails with a reply code or to answer slowly.
+//! mails (or every mail until told otherwise) with a reply code, to answer slowly, or
+//! to hold its answers until the test releases them.
+//!
+//! Holding and refusing until told otherwise are there so that a test can look at
+//! "the mail is on its way" or "the send failed" for as long as its checks take: a
+//! fixed delay or a fixed number of failures ends on the clock, and a loaded machine
+//! may check too late.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 
 /// One mail the peer accepted.
 #[derive(Clone, Debug)]
@@ -56,6 +63,8 @@ struct Behaviour {
 pub struct SmtpPeer {
     pub port: u16,
     behaviour: Arc<Mutex<Behaviour>>,
+    /// `true` while the answers to mails' data are held.
+    held: Arc<watch::Sender<bool>>,
 }
 
 impl SmtpPeer {
@@ -63,13 +72,19 @@ impl SmtpPeer {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let behaviour = Arc::new(Mutex::new(Behaviour::default()));
+        let held = Arc::new(watch::Sender::new(false));
         let shared = behaviour.clone();
+        let gate = held.clone();
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(converse(stream, shared.clone()));
+                tokio::spawn(converse(stream, shared.clone(), gate.subscribe()));
             }
         });
-        SmtpPeer { port, behaviour }
+        SmtpPeer {
+            port,
+            behaviour,
+            held,
+        }
     }
 
     /// `smtp://127.0.0.1:<port>`, for `STANDMEET_MAIL`.
@@ -82,6 +97,28 @@ impl SmtpPeer {
         let mut behaviour = self.behaviour.lock().unwrap();
         behaviour.fail_next = count;
         behaviour.fail_reply = reply.to_string();
+    }
+
+    /// Refuses every mail with `reply` until [`SmtpPeer::stop_refusing`].
+    pub fn refuse_every_mail(&self, reply: &str) {
+        self.fail_next(u32::MAX, reply);
+    }
+
+    /// Takes mails again after [`SmtpPeer::refuse_every_mail`] (or `fail_next`).
+    pub fn stop_refusing(&self) {
+        self.behaviour.lock().unwrap().fail_next = 0;
+    }
+
+    /// Holds the answer to every mail's data (the client waits, its mail on its way)
+    /// until [`SmtpPeer::release_answers`]. Senders give up after their own timeout
+    /// (10 s for StandMeet's), so release soon.
+    pub fn hold_answers(&self) {
+        self.held.send_replace(true);
+    }
+
+    /// Answers held mails, and the ones after them, as usual again.
+    pub fn release_answers(&self) {
+        self.held.send_replace(false);
     }
 
     /// Keeps the next `count` mails but drops the connection instead of saying so.
@@ -107,7 +144,11 @@ impl SmtpPeer {
     }
 }
 
-async fn converse(stream: tokio::net::TcpStream, behaviour: Arc<Mutex<Behaviour>>) {
+async fn converse(
+    stream: tokio::net::TcpStream,
+    behaviour: Arc<Mutex<Behaviour>>,
+    mut held: watch::Receiver<bool>,
+) {
     let (read, mut write) = stream.into_split();
     let mut lines = BufReader::new(read).lines();
     let _ = write.write_all(b"220 standmeet-test-peer ESMTP\r\n").await;
@@ -139,6 +180,8 @@ async fn converse(stream: tokio::net::TcpStream, behaviour: Arc<Mutex<Behaviour>
                 data.push_str(line.strip_prefix('.').unwrap_or(&line));
                 data.push('\n');
             }
+            // Held: no answer until the test releases it (or the peer goes away).
+            let _ = held.wait_for(|on_hold| !*on_hold).await;
             let delay = behaviour.lock().unwrap().delay;
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;

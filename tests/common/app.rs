@@ -1,0 +1,300 @@
+//! `TestApp`: the whole StandMeet on a test's own database, as the tests need it.
+//!
+//! A test says what it needs with a small builder, and gets the app running:
+//!
+//! ```ignore
+//! let app = TestApp::builder(pool.clone())
+//!     .setting("STANDMEET_MCP_TOKEN", TOKEN)
+//!     .smtp()   // an SMTP peer on loopback; `STANDMEET_MAIL` points at it
+//!     .boards() // job boards on loopback
+//!     .jobs()   // the job engine and its listener, with quick timings
+//!     .spawn()
+//!     .await;
+//! ```
+//!
+//! The app answers two ways: in process, through [`TestApp::router`] (every request
+//! comes from 203.0.113.7, see [`CLIENT`]), which is what the helpers here use; and over
+//! real HTTP at [`TestApp::address`] (see [`TestApp::url`]), served the way `startup`
+//! serves it, for tests that need a real socket.
+//!
+//! Dropping a `TestApp` stops what it started, also when the test panics: the job
+//! engine is told to stop (see [`TestEngine`]) and the HTTP server is aborted. So tests
+//! no longer end with a hand-written shutdown that a failed assertion skips; a test
+//! that checks something *after* the engine stopped says so with
+//! [`TestApp::stop_jobs`].
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::connect_info::MockConnectInfo;
+use axum::http::Request;
+use serde_json::Value;
+use sqlx::PgPool;
+use standmeet::jobs::EngineConfig;
+use standmeet::startup::router;
+use standmeet::state::AppState;
+use tokio::task::JoinHandle;
+
+use super::Reply;
+use super::boards::BoardServer;
+use super::jobs::TestEngine;
+use super::smtp::SmtpPeer;
+
+/// Where every in-process request comes from (a documentation address, TEST-NET-3).
+pub const CLIENT: SocketAddr =
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(203, 0, 113, 7), 40000));
+
+/// `router` as if every request came from [`CLIENT`] (what `ConnectInfo` would give
+/// behind a real socket: the rate limits and the sign-in throttle key on it).
+pub fn with_mock_client(router: Router) -> Router {
+    router.layer(MockConnectInfo(CLIENT))
+}
+
+/// The job engine the way the app runs it, on the standard queues, with quick timings:
+/// retries after ~50 ms × attempt⁴, leases of a second (see
+/// [`quick_config`](super::jobs::quick_config)).
+pub async fn start_app_engine(pool: &PgPool, state: &AppState) -> TestEngine {
+    let mut config: EngineConfig = super::jobs::quick_config(4);
+    config.queues = EngineConfig::standard_queues();
+    config.retry_base = Duration::from_millis(50);
+    TestEngine::new(
+        standmeet::jobs::JobRuntime::start(
+            pool,
+            state.registry.clone(),
+            config,
+            state.signals.clone(),
+        )
+        .await,
+    )
+}
+
+/// What a test wants running besides the app; see the module's example.
+#[must_use = "nothing runs until `.spawn().await`"]
+pub struct TestAppBuilder {
+    pool: PgPool,
+    settings: Vec<(String, String)>,
+    smtp: bool,
+    boards: bool,
+    jobs: bool,
+}
+
+impl TestAppBuilder {
+    /// Sets `name` as the environment would (a later call for the same name wins).
+    pub fn setting(mut self, name: &str, value: impl Into<String>) -> Self {
+        let value = value.into();
+        match self.settings.iter_mut().find(|(set, _)| set == name) {
+            Some((_, old)) => *old = value,
+            None => self.settings.push((name.to_string(), value)),
+        }
+        self
+    }
+
+    /// Starts an SMTP peer on loopback ([`TestApp::smtp`]) and, unless the test set
+    /// `STANDMEET_MAIL` itself, sends the app's mail to it.
+    pub fn smtp(mut self) -> Self {
+        self.smtp = true;
+        self
+    }
+
+    /// Starts job boards on loopback ([`TestApp::boards`]).
+    pub fn boards(mut self) -> Self {
+        self.boards = true;
+        self
+    }
+
+    /// Runs the job engine and its listener, as `startup` does, with quick timings
+    /// (see [`start_app_engine`]).
+    pub fn jobs(mut self) -> Self {
+        self.jobs = true;
+        self
+    }
+
+    /// Starts the peers, builds the app's state and router, runs the engine if asked,
+    /// and serves the router on a free loopback port.
+    pub async fn spawn(self) -> TestApp {
+        let smtp = if self.smtp {
+            Some(SmtpPeer::start().await)
+        } else {
+            None
+        };
+        let boards = if self.boards {
+            Some(BoardServer::start().await)
+        } else {
+            None
+        };
+        let mut settings = self.settings;
+        if let Some(smtp) = &smtp
+            && !settings.iter().any(|(name, _)| name == "STANDMEET_MAIL")
+        {
+            settings.push(("STANDMEET_MAIL".to_string(), smtp.url()));
+        }
+        let pairs: Vec<(&str, &str)> = settings
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str()))
+            .collect();
+        let state =
+            AppState::new(self.pool.clone(), super::settings_with(&pairs)).expect("app state");
+
+        let jobs = if self.jobs {
+            Some(start_app_engine(&self.pool, &state).await)
+        } else {
+            None
+        };
+
+        // One router, served two ways: over a real socket (where `ConnectInfo` is the
+        // peer's address) and in process (from `CLIENT`).
+        let app = router(state.clone());
+        let served = app.clone();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a free loopback port");
+        let address = listener.local_addr().expect("a bound address");
+        let server = tokio::spawn(async move {
+            let service = served.into_make_service_with_connect_info::<SocketAddr>();
+            axum::serve(listener, service)
+                .await
+                .expect("the test server serves");
+        });
+
+        TestApp {
+            pool: self.pool,
+            router: with_mock_client(app),
+            state,
+            address,
+            smtp,
+            boards,
+            jobs,
+            server,
+        }
+    }
+}
+
+/// StandMeet running for one test; see the module's documentation.
+pub struct TestApp {
+    /// The test's own database.
+    pub pool: PgPool,
+    /// The state behind [`TestApp::router`]: its settings, queue client, signals.
+    pub state: AppState,
+    /// The whole router, for in-process requests from [`CLIENT`].
+    pub router: Router,
+    /// Where the same app is served over real HTTP.
+    pub address: SocketAddr,
+    smtp: Option<SmtpPeer>,
+    boards: Option<BoardServer>,
+    /// Told to stop when dropped (see [`TestEngine`]).
+    jobs: Option<TestEngine>,
+    server: JoinHandle<()>,
+}
+
+impl TestApp {
+    /// Starts describing the app for `pool` (a database of its own, made by
+    /// `#[sqlx::test]`); nothing runs until [`TestAppBuilder::spawn`].
+    pub fn builder(pool: PgPool) -> TestAppBuilder {
+        TestAppBuilder {
+            pool,
+            settings: Vec::new(),
+            smtp: false,
+            boards: false,
+            jobs: false,
+        }
+    }
+
+    /// The SMTP peer the app mails to. Panics unless built with `.smtp()`.
+    pub fn smtp(&self) -> &SmtpPeer {
+        self.smtp
+            .as_ref()
+            .expect("this TestApp has no SMTP peer: build it with `.smtp()`")
+    }
+
+    /// The job boards on loopback. Panics unless built with `.boards()`.
+    pub fn boards(&self) -> &BoardServer {
+        self.boards
+            .as_ref()
+            .expect("this TestApp has no board server: build it with `.boards()`")
+    }
+
+    /// The URL of `path` on the real HTTP server (for `reqwest`).
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.address)
+    }
+
+    /// Stops the job engine gracefully (running attempts finish or are interrupted,
+    /// every outcome is written), for tests that go on after it stopped. Panics unless
+    /// built with `.jobs()`, or when stopped already.
+    pub async fn stop_jobs(&mut self) {
+        self.jobs
+            .take()
+            .expect("this TestApp runs no job engine (any more): build it with `.jobs()`")
+            .shutdown()
+            .await;
+    }
+
+    /// A router on the same database and settings with a state of its own, so with
+    /// fresh rate limits: what a request meets in another StandMeet process.
+    pub fn fresh_router(&self) -> Router {
+        let state =
+            AppState::new(self.pool.clone(), (*self.state.settings).clone()).expect("app state");
+        with_mock_client(router(state))
+    }
+
+    // ---- In-process requests ----
+
+    pub async fn send(&self, request: Request<Body>) -> Reply {
+        super::send(&self.router, request).await
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        super::get(&self.router, path).await
+    }
+
+    pub async fn get_with_cookie(&self, path: &str, cookie: &str) -> Reply {
+        super::get_with_cookie(&self.router, path, cookie).await
+    }
+
+    /// Posts a form from our own origin (see [`super::post_form`]).
+    pub async fn post_form(
+        &self,
+        path: &str,
+        pairs: &[(&str, &str)],
+        cookie: Option<&str>,
+    ) -> Reply {
+        super::post_form(&self.router, path, pairs, cookie).await
+    }
+
+    /// Creates the test admin and signs in; answers the session cookie (`name=value`).
+    pub async fn sign_in_admin(&self) -> String {
+        super::signed_in_cookie(&self.router, &self.pool).await
+    }
+
+    /// The admin's Approve on access request `id`: the server function the page's
+    /// button posts to.
+    pub async fn approve(&self, cookie: &str, id: i64) -> Reply {
+        self.post_form(
+            "/api/access_requests/approve",
+            &[("id", &id.to_string())],
+            Some(cookie),
+        )
+        .await
+    }
+
+    /// Calls MCP tool `tool` with the test token; answers the result (see
+    /// [`super::mcp::call`]). The app needs `STANDMEET_MCP_TOKEN` set to
+    /// [`super::mcp::TOKEN`].
+    pub async fn call_tool(&self, tool: &str, arguments: Value) -> Value {
+        super::mcp::call(&self.router, tool, arguments).await
+    }
+}
+
+impl Drop for TestApp {
+    /// Stops what the app started without waiting for it (nothing can be awaited in a
+    /// drop): tells the engine and its listener to stop, and aborts the HTTP server.
+    /// The SMTP peer and the boards live on until the test's runtime ends.
+    fn drop(&mut self) {
+        if let Some(jobs) = &self.jobs {
+            jobs.stop_soon();
+        }
+        self.server.abort();
+    }
+}
