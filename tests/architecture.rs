@@ -114,7 +114,21 @@ fn written_paths(code: &str) -> Vec<ModulePath> {
                 }
             } else {
                 let segments = segments_of(rest);
-                paths.push([prefix, segments].concat());
+                // `a::b::{c, d}`: one path per member of the group after the path.
+                let after = &rest[segments.join("::").len()..];
+                match after.strip_prefix("::{") {
+                    Some(group) => {
+                        let end = group.find('}').unwrap_or(group.len());
+                        let base = [prefix, segments].concat();
+                        for member in group[..end].split(',') {
+                            let member = segments_of(member.trim());
+                            if !member.is_empty() {
+                                paths.push([base.clone(), member].concat());
+                            }
+                        }
+                    }
+                    None => paths.push([prefix, segments].concat()),
+                }
             }
         }
     }
