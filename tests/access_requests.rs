@@ -8,24 +8,16 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use common::jobs::{wait_for_state, wait_until};
-use common::{TestApp, TestAppBuilder};
+use common::{OWNER, TestApp};
 use sqlx::PgPool;
 use standmeet::jobs::{JobId, JobState};
 
-const OWNER: &str = "owner@desk.example";
-
-/// The desk these tests run: an owner, a sender and a public URL for the links. Mail
-/// goes to an SMTP peer (`.smtp()`) or wherever `STANDMEET_MAIL` says.
-fn desk(pool: &PgPool) -> TestAppBuilder {
-    TestApp::builder(pool.clone())
-        .setting("STANDMEET_OWNER_EMAIL", OWNER)
-        .setting("STANDMEET_MAIL_FROM", "standmeet@desk.example")
-        .setting("STANDMEET_PUBLIC_URL", "http://127.0.0.1:3000")
-}
-
 /// The desk with mail going to `supplier` (`log` or `none`) and no engine.
 async fn desk_mailing(pool: &PgPool, supplier: &str) -> TestApp {
-    desk(pool).setting("STANDMEET_MAIL", supplier).spawn().await
+    TestApp::desk(pool)
+        .setting("STANDMEET_MAIL", supplier)
+        .spawn()
+        .await
 }
 
 async fn ask(app: &TestApp, name: &str, email: &str) -> common::Reply {
@@ -74,7 +66,7 @@ fn code_in(mail: &str) -> String {
 
 #[sqlx::test]
 async fn a_visitors_request_is_written_and_the_owner_gets_exactly_one_mail(pool: PgPool) {
-    let app = desk(&pool).smtp().jobs().spawn().await;
+    let app = TestApp::desk(&pool).smtp().jobs().spawn().await;
     let smtp = app.smtp();
 
     let reply = ask(&app, "Ada Lovelace", "ada@example.com").await;
@@ -151,7 +143,7 @@ async fn requests_are_rate_limited_per_address(pool: PgPool) {
 
 #[sqlx::test]
 async fn approval_mails_the_code_marks_replied_and_the_code_opens_access(pool: PgPool) {
-    let app = desk(&pool).smtp().jobs().spawn().await;
+    let app = TestApp::desk(&pool).smtp().jobs().spawn().await;
     let smtp = app.smtp();
     let cookie = app.sign_in_admin().await;
     ask(&app, "Grace Hopper", "grace@example.com").await;
@@ -218,7 +210,7 @@ async fn approval_mails_the_code_marks_replied_and_the_code_opens_access(pool: P
 
 #[sqlx::test]
 async fn replied_is_never_set_before_the_send_succeeded(pool: PgPool) {
-    let app = desk(&pool).smtp().jobs().spawn().await;
+    let app = TestApp::desk(&pool).smtp().jobs().spawn().await;
     let smtp = app.smtp();
     let cookie = app.sign_in_admin().await;
     ask(&app, "Alan Turing", "alan@example.com").await;
@@ -235,11 +227,7 @@ async fn replied_is_never_set_before_the_send_succeeded(pool: PgPool) {
     let job = JobId(reply.json()["mail_job_id"].as_i64().unwrap());
 
     // While the attempts fail, the request stays approved and no code exists.
-    wait_until(Duration::from_secs(10), || async {
-        common::jobs::job(&pool, job).await.attempt_errors().len() >= 2
-    })
-    .await;
-    let row = common::jobs::job(&pool, job).await;
+    let row = common::jobs::wait_for_errors(&pool, job, 2).await;
     assert_ne!(row.state, JobState::Completed, "{row:?}");
     assert_eq!(
         status_of(&pool, id).await,
@@ -269,7 +257,7 @@ async fn replied_is_never_set_before_the_send_succeeded(pool: PgPool) {
 async fn the_approval_is_watched_while_the_mail_fails(pool: PgPool) {
     // Every moment of a failing approval: the request is approved (never replied), the
     // mail job is retryable, and a permanent refusal discards it with the reply.
-    let app = desk(&pool).smtp().jobs().spawn().await;
+    let app = TestApp::desk(&pool).smtp().jobs().spawn().await;
     let smtp = app.smtp();
     let cookie = app.sign_in_admin().await;
     ask(&app, "Edsger Dijkstra", "edsger@example.com").await;
@@ -367,7 +355,7 @@ async fn deny_and_unknown_requests(pool: PgPool) {
 
 #[sqlx::test]
 async fn the_throttle_snoozes_the_sixth_mail_to_one_recipient(pool: PgPool) {
-    let app = desk(&pool).smtp().jobs().spawn().await;
+    let app = TestApp::desk(&pool).smtp().jobs().spawn().await;
     let smtp = app.smtp();
     // Six requests from six addresses (a router with fresh rate limits each): six
     // mails to the one owner.
@@ -428,7 +416,7 @@ async fn the_throttle_snoozes_the_sixth_mail_to_one_recipient(pool: PgPool) {
 
 #[sqlx::test]
 async fn the_log_supplier_keeps_the_mail_for_the_mail_log_page(pool: PgPool) {
-    let app = desk(&pool)
+    let app = TestApp::desk(&pool)
         .setting("STANDMEET_MAIL", "log")
         .jobs()
         .spawn()

@@ -262,7 +262,11 @@ fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
 /// The graph with every module cut to its first `depth` segments (0: whole paths).
 fn graph_at(depth: usize) -> BTreeMap<String, BTreeSet<String>> {
     let cut = |path: &ModulePath| {
-        let length = if depth == 0 { path.len() } else { depth.min(path.len()) };
+        let length = if depth == 0 {
+            path.len()
+        } else {
+            depth.min(path.len())
+        };
         path[..length].join("::")
     };
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -313,7 +317,10 @@ fn data_flows_one_way_between_the_top_level_modules() {
     let graph = graph_at(1);
     let mut wrong = Vec::new();
     for (from, targets) in &graph {
-        println!("{from} → {}", targets.iter().cloned().collect::<Vec<_>>().join(", "));
+        println!(
+            "{from} → {}",
+            targets.iter().cloned().collect::<Vec<_>>().join(", ")
+        );
         let Some(&from_rank) = rank.get(from.as_str()) else {
             wrong.push(format!("{from} is not in LAYERS: give it its place"));
             continue;
@@ -326,7 +333,11 @@ fn data_flows_one_way_between_the_top_level_modules() {
             }
         }
     }
-    assert!(wrong.is_empty(), "the layers are crossed:\n{}", wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "the layers are crossed:\n{}",
+        wrong.join("\n")
+    );
     assert!(cycles(&graph).is_empty());
 }
 
@@ -349,5 +360,8 @@ fn only_tests_open_the_queues_test_door() {
         .filter(|(_, targets)| targets.contains(&testing))
         .map(|(from, _)| from.join("::"))
         .collect();
-    assert!(users.is_empty(), "jobs::testing is for tests only; used by {users:?}");
+    assert!(
+        users.is_empty(),
+        "jobs::testing is for tests only; used by {users:?}"
+    );
 }

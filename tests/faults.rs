@@ -10,8 +10,10 @@ mod common;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use common::jobs::{job, quick_config, start_engine, test_registry, wait_for_state, wait_until};
-use common::{TestApp, TestAppBuilder};
+use common::TestApp;
+use common::jobs::{
+    job, quick_config, start_engine, take_as_ghost, test_registry, wait_for_state, wait_until,
+};
 use serde_json::json;
 use sqlx::PgPool;
 use standmeet::jobs::builtin::{Flaky, FlakyArgs, Noop, Sleep, SleepArgs};
@@ -235,16 +237,7 @@ async fn a_cancel_the_attempt_never_saw_wins_over_its_retry_or_snooze(pool: PgPo
         (JobState::Scheduled, Some(Duration::from_secs(10))),
     ] {
         let id = insert::<Noop>(&pool, &json!({})).await.unwrap();
-        testing::job_fetch_available(
-            &pool,
-            "default",
-            1,
-            "ghost",
-            Duration::from_secs(60),
-            &["system.noop".into()],
-        )
-        .await
-        .unwrap();
+        assert_eq!(take_as_ghost(&pool, "system.noop").await, 1);
         // The admin's cancel request lands; its notification is lost.
         sqlx::query("UPDATE jobs SET cancel_requested_at = now() WHERE id = $1")
             .bind(id.0)
@@ -273,16 +266,7 @@ async fn a_cancel_the_attempt_never_saw_wins_over_its_retry_or_snooze(pool: PgPo
 #[sqlx::test]
 async fn the_rescuers_backoff_has_the_same_cap(pool: PgPool) {
     let id = insert::<Noop>(&pool, &json!({})).await.unwrap();
-    testing::job_fetch_available(
-        &pool,
-        "default",
-        1,
-        "ghost",
-        Duration::from_secs(60),
-        &["system.noop".into()],
-    )
-    .await
-    .unwrap();
+    assert_eq!(take_as_ghost(&pool, "system.noop").await, 1);
     sqlx::query(
         "UPDATE jobs SET attempt = 30000, max_attempts = 32000, \
          lease_expires_at = now() - interval '1 second' WHERE id = $1",
@@ -383,20 +367,6 @@ async fn a_job_of_a_kind_nobody_runs_waits_and_the_panel_says_why(pool: PgPool) 
 
 // ---- Mail: every code or link that went out works; secrets stay out of the log ----
 
-const OWNER: &str = "owner@desk.example";
-
-/// The desk: an owner and a public URL for the links.
-fn desk(pool: &PgPool) -> TestAppBuilder {
-    TestApp::builder(pool.clone())
-        .setting("STANDMEET_OWNER_EMAIL", OWNER)
-        .setting("STANDMEET_PUBLIC_URL", "http://127.0.0.1:3000")
-}
-
-/// The desk mailing through an SMTP peer, with its job engine.
-async fn desk_with_mail(pool: &PgPool) -> TestApp {
-    desk(pool).smtp().jobs().spawn().await
-}
-
 fn codes_in(mails: &[common::smtp::ReceivedMail]) -> Vec<String> {
     mails
         .iter()
@@ -422,7 +392,7 @@ async fn new_request(pool: &PgPool, email: &str) -> i64 {
 
 #[sqlx::test]
 async fn a_code_mailed_by_an_attempt_whose_answer_was_lost_still_redeems(pool: PgPool) {
-    let app = desk_with_mail(&pool).await;
+    let app = TestApp::desk_with_mail(&pool).await;
     let smtp = app.smtp();
     let cookie = app.sign_in_admin().await;
     let id = new_request(&pool, "lost@example.com").await;
@@ -450,7 +420,7 @@ async fn a_code_mailed_by_an_attempt_whose_answer_was_lost_still_redeems(pool: P
 
 #[sqlx::test]
 async fn a_confirmation_link_mailed_by_an_attempt_whose_answer_was_lost_still_works(pool: PgPool) {
-    let app = desk_with_mail(&pool).await;
+    let app = TestApp::desk_with_mail(&pool).await;
     let smtp = app.smtp();
     let cookie = app.sign_in_admin().await;
     smtp.accept_then_drop_next(1);
@@ -526,7 +496,7 @@ async fn the_log_supplier_keeps_mail_bodies_out_of_the_process_log() {
 
 #[sqlx::test]
 async fn the_mail_log_shows_a_mail_only_once_it_went_out(pool: PgPool) {
-    let app = desk_with_mail(&pool).await;
+    let app = TestApp::desk_with_mail(&pool).await;
     let smtp = app.smtp();
     // The server holds its answer until released: the mail is on its way for as long
     // as the checks below take (was: a 1.5 s delay, and the checks skipped when the
@@ -570,7 +540,7 @@ async fn the_mail_log_shows_a_mail_only_once_it_went_out(pool: PgPool) {
 
 #[sqlx::test]
 async fn an_approved_request_whose_mail_failed_or_vanished_can_be_approved_again(pool: PgPool) {
-    let app = desk_with_mail(&pool).await;
+    let app = TestApp::desk_with_mail(&pool).await;
     let smtp = app.smtp();
     let cookie = app.sign_in_admin().await;
     let id = new_request(&pool, "again@example.com").await;

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use common::jobs::{
-    Flaky, FlakyArgs, RunCounts, client, job, quick_config, start_engine, test_registry,
-    wait_for_state, wait_until,
+    Flaky, FlakyArgs, RunCounts, client, job, quick_config, start_engine, take_as_ghost,
+    test_registry, wait_for_state, wait_until,
 };
 use serde_json::json;
 use sqlx::PgPool;
@@ -93,16 +93,7 @@ async fn every_path_into_a_terminal_state_notifies_exactly_once_and_a_rollback_n
     )
     .await
     .unwrap();
-    testing::job_fetch_available(
-        &pool,
-        "default",
-        1,
-        "ghost",
-        Duration::from_secs(60),
-        &["system.noop".to_string()],
-    )
-    .await
-    .unwrap();
+    assert_eq!(take_as_ghost(&pool, "system.noop").await, 1);
     sqlx::query("UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1")
         .bind(lost.0)
         .execute(&pool)

@@ -4,28 +4,11 @@
 
 mod common;
 
-use std::time::Duration;
-
 use axum::http::StatusCode;
-use common::jobs::{wait_for_state, wait_until};
-use common::{TestApp, TestAppBuilder};
+use common::jobs::wait_for_state;
+use common::{OWNER, TestApp};
 use sqlx::PgPool;
 use standmeet::jobs::{JobId, JobState};
-
-const OWNER: &str = "owner@desk.example";
-
-/// The desk these tests run: an owner and a public URL for the links. Mail goes to an
-/// SMTP peer (`.smtp()`) or wherever `STANDMEET_MAIL` says.
-fn desk(pool: &PgPool) -> TestAppBuilder {
-    TestApp::builder(pool.clone())
-        .setting("STANDMEET_OWNER_EMAIL", OWNER)
-        .setting("STANDMEET_PUBLIC_URL", "http://127.0.0.1:3000")
-}
-
-/// The desk mailing through an SMTP peer, with its job engine.
-async fn desk_with_mail(pool: &PgPool) -> TestApp {
-    desk(pool).smtp().jobs().spawn().await
-}
 
 async fn change_to(app: &TestApp, cookie: &str, email: &str) -> common::Reply {
     app.post_form(
@@ -73,7 +56,7 @@ async fn owner_now(app: &TestApp) -> String {
 
 #[sqlx::test]
 async fn a_confirmed_link_changes_the_address_once(pool: PgPool) {
-    let app = desk_with_mail(&pool).await;
+    let app = TestApp::desk_with_mail(&pool).await;
     let smtp = app.smtp();
     let cookie = app.sign_in_admin().await;
 
@@ -117,7 +100,7 @@ async fn a_confirmed_link_changes_the_address_once(pool: PgPool) {
 
 #[sqlx::test]
 async fn of_two_quick_changes_only_the_second_address_gets_a_mail(pool: PgPool) {
-    let app = desk_with_mail(&pool).await;
+    let app = TestApp::desk_with_mail(&pool).await;
     let smtp = app.smtp();
     let cookie = app.sign_in_admin().await;
     change_to(&app, &cookie, "first@desk.example").await;
@@ -143,7 +126,7 @@ async fn of_two_quick_changes_only_the_second_address_gets_a_mail(pool: PgPool) 
 
 #[sqlx::test]
 async fn the_token_exists_only_after_the_send(pool: PgPool) {
-    let app = desk_with_mail(&pool).await;
+    let app = TestApp::desk_with_mail(&pool).await;
     let smtp = app.smtp();
     // Every send fails until the peer is told otherwise, so the checks below see a
     // failed send however long they take.
@@ -159,13 +142,7 @@ async fn the_token_exists_only_after_the_send(pool: PgPool) {
             .unwrap()
     };
     assert!(!token_stored().await, "no token before any send");
-    wait_until(Duration::from_secs(15), || async {
-        !common::jobs::job(&pool, job)
-            .await
-            .attempt_errors()
-            .is_empty()
-    })
-    .await;
+    common::jobs::wait_for_errors(&pool, job, 1).await;
     assert!(!token_stored().await, "no token after a failed send");
 
     smtp.stop_refusing();
@@ -178,7 +155,7 @@ async fn the_token_exists_only_after_the_send(pool: PgPool) {
 
 #[sqlx::test]
 async fn expired_and_cancelled_links_change_nothing(pool: PgPool) {
-    let app = desk_with_mail(&pool).await;
+    let app = TestApp::desk_with_mail(&pool).await;
     let smtp = app.smtp();
     let cookie = app.sign_in_admin().await;
 
@@ -235,7 +212,10 @@ async fn expired_and_cancelled_links_change_nothing(pool: PgPool) {
 
 #[sqlx::test]
 async fn bad_same_or_unmailable_addresses_are_refused_with_400_and_write_nothing(pool: PgPool) {
-    let app = desk(&pool).setting("STANDMEET_MAIL", "log").spawn().await;
+    let app = TestApp::desk(&pool)
+        .setting("STANDMEET_MAIL", "log")
+        .spawn()
+        .await;
     let cookie = app.sign_in_admin().await;
     for (email, says) in [
         ("not-an-address", "one @"),
@@ -245,7 +225,10 @@ async fn bad_same_or_unmailable_addresses_are_refused_with_400_and_write_nothing
         assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{email}");
         assert!(reply.body.contains(says), "{email}: {}", reply.body);
     }
-    let none = desk(&pool).setting("STANDMEET_MAIL", "none").spawn().await;
+    let none = TestApp::desk(&pool)
+        .setting("STANDMEET_MAIL", "none")
+        .spawn()
+        .await;
     let reply = change_to(&none, &cookie, "other@desk.example").await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
     assert!(reply.body.contains("No mail supplier"));
@@ -258,7 +241,7 @@ async fn bad_same_or_unmailable_addresses_are_refused_with_400_and_write_nothing
 #[sqlx::test]
 async fn the_recovery_row_tells_what_really_happened(pool: PgPool) {
     // Sent synchronously, by the request: no engine.
-    let app = desk(&pool).smtp().spawn().await;
+    let app = TestApp::desk(&pool).smtp().spawn().await;
     let smtp = app.smtp();
     smtp.fail_next(1, "554 5.7.1 relay denied");
     let cookie = app.sign_in_admin().await;

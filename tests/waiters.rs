@@ -54,6 +54,30 @@ async fn finish_by_hand(pool: &PgPool, id: JobId) {
         .unwrap();
 }
 
+/// One caller waiting for `ids` up to `limit`, in a task of its own; answers its
+/// outcome and how long it waited.
+fn spawn_wait(
+    signals: &Arc<Signals>,
+    pool: &PgPool,
+    ids: &[JobId],
+    limit: Duration,
+) -> tokio::task::JoinHandle<(Result<WaitOutcome, WaitError>, Duration)> {
+    let (signals, pool, ids) = (signals.clone(), pool.clone(), ids.to_vec());
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let outcome = signals.waiters.wait(&pool, &ids, limit).await;
+        (outcome, started.elapsed())
+    })
+}
+
+/// Waits until exactly `count` callers wait.
+async fn until_waiting(signals: &Signals, count: usize) {
+    wait_until(Duration::from_secs(10), || async {
+        signals.waiters.waiting() == count
+    })
+    .await;
+}
+
 fn done_rows(outcome: WaitOutcome) -> Vec<standmeet::jobs::JobRow> {
     match outcome {
         WaitOutcome::Done(rows) => rows,
@@ -111,22 +135,10 @@ async fn a_wait_for_several_jobs_answers_when_the_last_one_finishes_in_the_order
     let a = insert::<Noop>(&pool, &json!({"n": "a"})).await.unwrap();
     let b = insert::<Noop>(&pool, &json!({"n": "b"})).await.unwrap();
     finish_by_hand(&pool, b).await;
-    let wait = {
-        let signals = signals.clone();
-        let pool = pool.clone();
-        tokio::spawn(async move {
-            signals
-                .waiters
-                .wait(&pool, &[a, b], Duration::from_secs(10))
-                .await
-        })
-    };
-    wait_until(Duration::from_secs(5), || async {
-        signals.waiters.waiting() == 1
-    })
-    .await;
+    let wait = spawn_wait(&signals, &pool, &[a, b], Duration::from_secs(10));
+    until_waiting(&signals, 1).await;
     finish_by_hand(&pool, a).await;
-    let rows = done_rows(wait.await.unwrap().unwrap());
+    let rows = done_rows(wait.await.unwrap().0.unwrap());
     assert_eq!(
         rows.iter().map(|row| row.id).collect::<Vec<_>>(),
         vec![a, b]
@@ -160,19 +172,9 @@ async fn with_every_slot_taken_the_next_caller_gets_a_receipt_at_once_and_a_free
     for _ in 0..64 {
         let id = insert::<Noop>(&pool, &json!({})).await.unwrap();
         ids.push(id);
-        let signals = signals.clone();
-        let pool = pool.clone();
-        waits.push(tokio::spawn(async move {
-            signals
-                .waiters
-                .wait(&pool, &[id], Duration::from_secs(60))
-                .await
-        }));
+        waits.push(spawn_wait(&signals, &pool, &[id], Duration::from_secs(60)));
     }
-    wait_until(Duration::from_secs(10), || async {
-        signals.waiters.waiting() == 64
-    })
-    .await;
+    until_waiting(&signals, 64).await;
 
     // The 65th: a receipt at once, and without the database (this pool is closed, so
     // any query would fail and the wait would run to its limit instead).
@@ -196,12 +198,9 @@ async fn with_every_slot_taken_the_next_caller_gets_a_receipt_at_once_and_a_free
 
     // One finishes: its waiter is answered and its slot freed for a new caller.
     finish_by_hand(&pool, ids[0]).await;
-    let first = waits.remove(0).await.unwrap().unwrap();
+    let first = waits.remove(0).await.unwrap().0.unwrap();
     assert_eq!(done_rows(first)[0].id, ids[0]);
-    wait_until(Duration::from_secs(5), || async {
-        signals.waiters.waiting() == 63
-    })
-    .await;
+    until_waiting(&signals, 63).await;
     finish_by_hand(&pool, extra).await;
     let rows = done_rows(
         signals
@@ -216,7 +215,10 @@ async fn with_every_slot_taken_the_next_caller_gets_a_receipt_at_once_and_a_free
         finish_by_hand(&pool, *id).await;
     }
     for wait in waits {
-        assert!(matches!(wait.await.unwrap().unwrap(), WaitOutcome::Done(_)));
+        assert!(matches!(
+            wait.await.unwrap().0.unwrap(),
+            WaitOutcome::Done(_)
+        ));
     }
     listening.close().await;
 }
@@ -226,25 +228,10 @@ async fn a_caller_that_goes_away_frees_its_slot(pool: PgPool) {
     let listening = listening(&pool, 1).await;
     let signals = listening.signals.clone();
     let id = insert::<Noop>(&pool, &json!({})).await.unwrap();
-    let wait = {
-        let signals = signals.clone();
-        let pool = pool.clone();
-        tokio::spawn(async move {
-            signals
-                .waiters
-                .wait(&pool, &[id], Duration::from_secs(60))
-                .await
-        })
-    };
-    wait_until(Duration::from_secs(5), || async {
-        signals.waiters.waiting() == 1
-    })
-    .await;
+    let wait = spawn_wait(&signals, &pool, &[id], Duration::from_secs(60));
+    until_waiting(&signals, 1).await;
     wait.abort();
-    wait_until(Duration::from_secs(5), || async {
-        signals.waiters.waiting() == 0
-    })
-    .await;
+    until_waiting(&signals, 0).await;
     assert!(
         signals.waiters.pending_ids().is_empty(),
         "its registration is gone too"
@@ -267,19 +254,8 @@ async fn a_killed_listener_backend_costs_no_answer(pool: PgPool) {
     let signals = listening.signals.clone();
     let id = insert::<Noop>(&pool, &json!({})).await.unwrap();
     let limit = Duration::from_secs(5);
-    let wait = {
-        let signals = signals.clone();
-        let pool = pool.clone();
-        tokio::spawn(async move {
-            let started = Instant::now();
-            let outcome = signals.waiters.wait(&pool, &[id], limit).await;
-            (outcome, started.elapsed())
-        })
-    };
-    wait_until(Duration::from_secs(5), || async {
-        signals.waiters.waiting() == 1
-    })
-    .await;
+    let wait = spawn_wait(&signals, &pool, &[id], limit);
+    until_waiting(&signals, 1).await;
 
     let killed: Vec<bool> = sqlx::query_scalar(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
@@ -327,18 +303,9 @@ async fn a_postgres_restart_while_64_wait_answers_or_receipts_each_in_time_and_l
     for _ in 0..64 {
         let id = insert::<Noop>(&pool, &json!({})).await.unwrap();
         ids.push(id);
-        let signals = signals.clone();
-        let pool = pool.clone();
-        waits.push(tokio::spawn(async move {
-            let started = Instant::now();
-            let outcome = signals.waiters.wait(&pool, &[id], limit).await;
-            (outcome, started.elapsed())
-        }));
+        waits.push(spawn_wait(&signals, &pool, &[id], limit));
     }
-    wait_until(Duration::from_secs(10), || async {
-        signals.waiters.waiting() == 64
-    })
-    .await;
+    until_waiting(&signals, 64).await;
 
     let cluster = tokio::task::spawn_blocking(move || {
         cluster.restart().unwrap();
@@ -374,22 +341,13 @@ async fn a_postgres_restart_while_64_wait_answers_or_receipts_each_in_time_and_l
     })
     .await;
     let later = insert::<Noop>(&pool, &json!({})).await.unwrap();
-    let wait = {
-        let signals = signals.clone();
-        let pool = pool.clone();
-        tokio::spawn(async move {
-            signals
-                .waiters
-                .wait(&pool, &[later], Duration::from_secs(5))
-                .await
-        })
-    };
-    wait_until(Duration::from_secs(5), || async {
-        signals.waiters.waiting() == 1
-    })
-    .await;
+    let wait = spawn_wait(&signals, &pool, &[later], Duration::from_secs(5));
+    until_waiting(&signals, 1).await;
     finish_by_hand(&pool, later).await;
-    assert!(matches!(wait.await.unwrap().unwrap(), WaitOutcome::Done(_)));
+    assert!(matches!(
+        wait.await.unwrap().0.unwrap(),
+        WaitOutcome::Done(_)
+    ));
 
     listening.close().await;
     pool.close().await;

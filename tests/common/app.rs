@@ -188,7 +188,25 @@ pub struct TestApp {
     server: JoinHandle<()>,
 }
 
+/// The owner of the desk [`TestApp::desk`] builds.
+pub const OWNER: &str = "owner@desk.example";
+
 impl TestApp {
+    /// The desk most mail tests run: an owner ([`OWNER`]), a sender and a public URL
+    /// for the links. Mail goes to an SMTP peer (`.smtp()`) or wherever
+    /// `STANDMEET_MAIL` says.
+    pub fn desk(pool: &PgPool) -> TestAppBuilder {
+        TestApp::builder(pool.clone())
+            .setting("STANDMEET_OWNER_EMAIL", OWNER)
+            .setting("STANDMEET_MAIL_FROM", "standmeet@desk.example")
+            .setting("STANDMEET_PUBLIC_URL", "http://127.0.0.1:3000")
+    }
+
+    /// [`TestApp::desk`] mailing through an SMTP peer, with its job engine.
+    pub async fn desk_with_mail(pool: &PgPool) -> TestApp {
+        TestApp::desk(pool).smtp().jobs().spawn().await
+    }
+
     /// Starts describing the app for `pool` (a database of its own, made by
     /// `#[sqlx::test]`); nothing runs until [`TestAppBuilder::spawn`].
     pub fn builder(pool: PgPool) -> TestAppBuilder {

@@ -1,12 +1,11 @@
 //! Job boards on loopback for the tests: real HTTP serving the sample bodies in
 //! tests/fixtures/boards, with switches per path for an error status (for the next N
-//! requests), a delay, a body of the test's own, or holding the answer until the test
+//! requests), a body of the test's own, or holding the answer until the test
 //! releases it (so that "still fetching" lasts as long as the test's checks, however
 //! slowly the machine runs).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -42,7 +41,6 @@ const SAMPLES: [(&str, &str, &str); 4] = [
 struct Switches {
     /// Path → (status, how many more requests get it).
     failing: HashMap<String, (u16, u32)>,
-    delays: HashMap<String, Duration>,
     bodies: HashMap<String, (String, Vec<u8>)>,
     hits: HashMap<String, usize>,
 }
@@ -88,12 +86,6 @@ impl BoardServer {
         switches.failing.insert(path.into(), (status, times));
     }
 
-    /// Requests for `path` are answered after `delay`.
-    pub fn delay(&self, path: &str, delay: Duration) {
-        let mut switches = self.switches.lock().unwrap();
-        switches.delays.insert(path.into(), delay);
-    }
-
     /// Requests for `path` get no answer until [`BoardServer::release`] (they are
     /// counted as they arrive).
     pub fn hold(&self, path: &str) {
@@ -127,7 +119,7 @@ impl BoardServer {
 async fn answer(State(shared): State<Shared>, request: Request) -> Response {
     let Shared { switches, held } = shared;
     let path = request.uri().path().to_string();
-    let (delay, failure, own) = {
+    let (failure, own) = {
         let mut switches = switches.lock().unwrap();
         *switches.hits.entry(path.clone()).or_default() += 1;
         let failure = match switches.failing.get_mut(&path) {
@@ -137,17 +129,10 @@ async fn answer(State(shared): State<Shared>, request: Request) -> Response {
             }
             _ => None,
         };
-        (
-            switches.delays.get(&path).copied(),
-            failure,
-            switches.bodies.get(&path).cloned(),
-        )
+        (failure, switches.bodies.get(&path).cloned())
     };
     let mut released = held.subscribe();
     let _ = released.wait_for(|on_hold| !on_hold.contains(&path)).await;
-    if let Some(delay) = delay {
-        tokio::time::sleep(delay).await;
-    }
     if let Some(status) = failure {
         let status = StatusCode::from_u16(status).unwrap();
         return (status, format!("the test board answers {status}")).into_response();

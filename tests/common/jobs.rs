@@ -126,6 +126,32 @@ pub async fn job(pool: &PgPool, id: JobId) -> JobRow {
     client(pool).get(id).await.unwrap().expect("the job exists")
 }
 
+/// Waits until job `id` has at least `count` failed attempts on record; answers its row.
+pub async fn wait_for_errors(pool: &PgPool, id: JobId, count: usize) -> JobRow {
+    wait_until(Duration::from_secs(15), || async {
+        job(pool, id).await.attempt_errors().len() >= count
+    })
+    .await;
+    job(pool, id).await
+}
+
+/// Takes the next available job of `kind` on the `default` queue as worker "ghost",
+/// which will never report back: the state a process leaves behind when it dies
+/// mid-attempt. Answers how many it took (0 or 1).
+pub async fn take_as_ghost(pool: &PgPool, kind: &str) -> usize {
+    standmeet::jobs::testing::job_fetch_available(
+        pool,
+        "default",
+        1,
+        "ghost",
+        Duration::from_secs(60),
+        &[kind.to_string()],
+    )
+    .await
+    .unwrap()
+    .len()
+}
+
 /// How often each job ran, shared by test handlers.
 pub type RunCounts = Arc<Mutex<HashMap<JobId, u32>>>;
 

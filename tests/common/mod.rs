@@ -13,7 +13,7 @@ pub mod mcp;
 pub mod smtp;
 
 #[allow(unused_imports)]
-pub use app::{TestApp, TestAppBuilder};
+pub use app::{OWNER, TestApp, TestAppBuilder};
 
 use axum::Router;
 use axum::body::Body;

@@ -1,7 +1,6 @@
 //! A real SMTP peer on loopback for the tests: it speaks enough SMTP for lettre (no
 //! TLS, no AUTH), keeps every mail it accepts, and can be told to refuse the next N
-//! mails (or every mail until told otherwise) with a reply code, to answer slowly, or
-//! to hold its answers until the test releases them.
+//! mails (or every mail until told otherwise) with a reply code, or to hold its answers until the test releases them.
 //!
 //! Holding and refusing until told otherwise are there so that a test can look at
 //! "the mail is on its way" or "the send failed" for as long as its checks take: a
@@ -9,7 +8,6 @@
 //! may check too late.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
@@ -51,8 +49,6 @@ struct Behaviour {
     /// Refuse this many more mails, with this reply.
     fail_next: u32,
     fail_reply: String,
-    /// Wait this long before answering the end of a mail's data.
-    delay: Duration,
     /// Keep this many more mails, then drop the connection instead of answering (the
     /// client cannot tell that the mail arrived).
     drop_after_accepting: u32,
@@ -126,11 +122,6 @@ impl SmtpPeer {
         self.behaviour.lock().unwrap().drop_after_accepting = count;
     }
 
-    /// Answers each mail's data only after `delay`.
-    pub fn answer_after(&self, delay: Duration) {
-        self.behaviour.lock().unwrap().delay = delay;
-    }
-
     pub fn received(&self) -> Vec<ReceivedMail> {
         self.behaviour.lock().unwrap().received.clone()
     }
@@ -182,10 +173,6 @@ async fn converse(
             }
             // Held: no answer until the test releases it (or the peer goes away).
             let _ = held.wait_for(|on_hold| !*on_hold).await;
-            let delay = behaviour.lock().unwrap().delay;
-            if !delay.is_zero() {
-                tokio::time::sleep(delay).await;
-            }
             let mut behaviour = behaviour.lock().unwrap();
             if behaviour.drop_after_accepting > 0 {
                 behaviour.drop_after_accepting -= 1;
