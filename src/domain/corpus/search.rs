@@ -94,14 +94,14 @@ pub async fn search(
     )
     .fetch_all(pool)
     .await?;
-    let terms = text::terms(query);
+    let marker = text::Marker::new(&text::terms(query));
     Ok(rows
         .into_iter()
         .map(|row| Hit {
             id: row.entry_id,
             title: row.title,
             visibility: row.visibility,
-            snippet: text::snippet(&row.body, &terms),
+            snippet: text::snippet(&row.body, &marker),
         })
         .collect())
 }

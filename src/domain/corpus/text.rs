@@ -7,6 +7,8 @@
 //! query's bigrams must all be present, and everything else goes through English
 //! stemming as usual.
 
+use aho_corasick::{AhoCorasick, MatchKind};
+
 /// Whether `c` is written without spaces between words: Han, kana, Hangul.
 pub fn is_cjk(c: char) -> bool {
     matches!(c as u32,
@@ -106,43 +108,88 @@ pub struct Piece {
 /// About this many characters of the body around the first match.
 const SNIPPET_CHARS: usize = 180;
 
+/// A query's terms, ready to find in bodies: one automaton for all of them, so that
+/// marking a body costs one pass over it whatever the query (a query of a hundred
+/// one-letter words costs what one word costs), and stops a snippet's length after
+/// the first match.
+pub struct Marker {
+    /// `None` when the query has no terms (nothing to mark).
+    finder: Option<AhoCorasick>,
+    /// Per pattern: whether it is a word term (marked only where a word starts, and
+    /// to the end of that word), rather than a CJK run (marked wherever it stands).
+    word_term: Vec<bool>,
+}
+
+impl Marker {
+    pub fn new(terms: &[String]) -> Marker {
+        let terms: Vec<&String> = terms.iter().filter(|term| !term.is_empty()).collect();
+        let word_term = terms.iter().map(|term| !term.chars().any(is_cjk)).collect();
+        // Leftmost-longest: where several terms match, the longest one is marked.
+        let finder = (!terms.is_empty()).then(|| {
+            AhoCorasick::builder()
+                .match_kind(MatchKind::LeftmostLongest)
+                .build(&terms)
+                .expect("a few hundred characters of terms always make an automaton")
+        });
+        Marker { finder, word_term }
+    }
+
+    /// Every match in `lower` (the body lower-cased char by char) that a reader would
+    /// mark, as (start, end) in chars, in order, none overlapping; from the first one
+    /// up to `SNIPPET_CHARS` after it, since the snippet shows no more.
+    fn matches(&self, lower: &[char]) -> Vec<(usize, usize)> {
+        let Some(finder) = &self.finder else {
+            return Vec::new();
+        };
+        let text: String = lower.iter().collect();
+        // The char index of each byte offset that starts a char.
+        let mut char_at = vec![0usize; text.len() + 1];
+        for (index, (offset, _)) in text.char_indices().enumerate() {
+            char_at[offset] = index;
+        }
+        char_at[text.len()] = lower.len();
+        let mut matches: Vec<(usize, usize)> = Vec::new();
+        for found in finder.find_iter(&text) {
+            let start = char_at[found.start()];
+            let mut end = char_at[found.end()];
+            if matches
+                .last()
+                .is_some_and(|&(_, last_end)| start < last_end)
+            {
+                // Inside the word a match before this one was widened to.
+                continue;
+            }
+            if let Some(&(first, _)) = matches.first() {
+                if start >= first + SNIPPET_CHARS {
+                    break;
+                }
+            }
+            if self.word_term[found.pattern().as_usize()] {
+                // Terms are letters and digits only, so a match that does not start a
+                // word hides no other match that does.
+                if start > 0 && lower[start - 1].is_alphanumeric() {
+                    continue;
+                }
+                while end < lower.len() && lower[end].is_alphanumeric() && !is_cjk(lower[end]) {
+                    end += 1;
+                }
+            }
+            matches.push((start, end));
+        }
+        matches
+    }
+}
+
 /// The part of `body` around the first match of a term, cut into marked and plain
 /// pieces. A word term also marks words it starts (a search for `index` marks
 /// `indexing`, which stemming found). Without a match, the start of the body.
-pub fn snippet(body: &str, terms: &[String]) -> Vec<Piece> {
+pub fn snippet(body: &str, marker: &Marker) -> Vec<Piece> {
     let chars: Vec<char> = body.chars().collect();
     let lower: Vec<char> = chars
         .iter()
         .map(|c| c.to_lowercase().next().unwrap_or(*c))
         .collect();
-    // Every match: (start, end) in chars.
-    let mut matches: Vec<(usize, usize)> = Vec::new();
-    for term in terms {
-        let term: Vec<char> = term.chars().collect();
-        if term.is_empty() || term.len() > lower.len() {
-            continue;
-        }
-        let word_term = !term.iter().any(|c| is_cjk(*c));
-        let mut at = 0;
-        while at + term.len() <= lower.len() {
-            let starts_word = at == 0 || !lower[at - 1].is_alphanumeric();
-            if lower[at..at + term.len()] == term[..] && (!word_term || starts_word) {
-                let mut end = at + term.len();
-                if word_term {
-                    while end < lower.len() && lower[end].is_alphanumeric() && !is_cjk(lower[end]) {
-                        end += 1;
-                    }
-                }
-                if !matches.iter().any(|&(s, e)| at < e && end > s) {
-                    matches.push((at, end));
-                }
-                at = end;
-            } else {
-                at += 1;
-            }
-        }
-    }
-    matches.sort();
+    let matches = marker.matches(&lower);
     let first = matches.first().map_or(0, |&(start, _)| start);
     let mut from = first.saturating_sub(SNIPPET_CHARS / 3);
     // Start at a word boundary when there is one close by.
@@ -224,7 +271,7 @@ mod tests {
     #[test]
     fn the_snippet_marks_matches_and_words_that_start_with_a_term() {
         let body = "StandMeet keeps a corpus. Indexing runs as a job, and search reads the index.";
-        let pieces = snippet(body, &terms("index search"));
+        let pieces = snippet(body, &Marker::new(&terms("index search")));
         let marked: Vec<&str> = pieces
             .iter()
             .filter(|p| p.mark)
@@ -236,24 +283,62 @@ mod tests {
             "StandMeet keeps a corpus. **Indexing** runs as a job, and **search** reads the **index**."
         );
         // Inside a word is not a match.
-        assert!(snippet("reindex", &terms("index")).iter().all(|p| !p.mark));
+        assert!(
+            snippet("reindex", &Marker::new(&terms("index")))
+                .iter()
+                .all(|p| !p.mark)
+        );
     }
 
     #[test]
     fn the_snippet_is_cut_around_the_first_match() {
         let body = format!("{} needle {}", "hay ".repeat(100), "straw ".repeat(100));
-        let pieces = snippet(&body, &terms("needle"));
+        let pieces = snippet(&body, &Marker::new(&terms("needle")));
         let text: String = pieces.iter().map(|p| p.text.as_str()).collect();
         assert!(text.starts_with('…') && text.ends_with('…'), "{text}");
         assert!(text.chars().count() <= SNIPPET_CHARS + 2);
         assert!(pieces.iter().any(|p| p.mark && p.text == "needle"));
-        let cjk = snippet("夜の東京タワーはきれい", &terms("東京"));
+        let cjk = snippet("夜の東京タワーはきれい", &Marker::new(&terms("東京")));
         assert_eq!(
             cjk[1],
             Piece {
                 text: "東京".into(),
                 mark: true
             }
+        );
+    }
+
+    #[test]
+    fn a_query_of_many_short_words_over_a_long_body_costs_one_pass() {
+        // Every one-letter word from a to z, over a body of a million letters where
+        // each of them matches everywhere: quadratic marking took minutes here.
+        let query: String = ('a'..='z').map(|c| format!("{c} ")).collect();
+        let body = "a b c d e f g h i j k l m n o p q r s t u v w x y z ".repeat(20_000);
+        let marker = Marker::new(&terms(&query));
+        let started = std::time::Instant::now();
+        let pieces = snippet(&body, &marker);
+        let marked = pieces.iter().filter(|p| p.mark).count();
+        assert!(marked > 20 && marked <= SNIPPET_CHARS, "{marked} marks");
+        // Far below the minutes of the quadratic walk; generous for a busy machine.
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+
+    #[test]
+    fn the_longest_term_wins_and_a_widened_word_hides_what_is_inside_it() {
+        let pieces = snippet(
+            "searching the search index",
+            &Marker::new(&terms("se search in")),
+        );
+        let marked: Vec<&str> = pieces
+            .iter()
+            .filter(|p| p.mark)
+            .map(|p| p.text.as_str())
+            .collect();
+        assert_eq!(marked, ["searching", "search", "index"]);
+        assert!(
+            snippet("nothing", &Marker::new(&[]))
+                .iter()
+                .all(|p| !p.mark)
         );
     }
 }
