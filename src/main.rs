@@ -30,9 +30,13 @@ enum Command {
         /// A small run of each measure (for CI), instead of the full one.
         #[arg(long)]
         quick: bool,
-        /// Only one subject: jobs, panel or corpus.
+        /// Only one subject: jobs, scale, memory, panel or corpus.
         #[arg(long)]
         only: Option<String>,
+        /// Instead, StandMeet beside a peer queue in one run: `graphile` (graphile-worker
+        /// 0.17.3, installed with npm into ~/.cache/standmeet on first use).
+        #[arg(long)]
+        peer: Option<String>,
     },
     /// Fault-test StandMeet on a fresh private PostgreSQL cluster: kill -9 workers,
     /// restart PostgreSQL, a misbehaving mail server, bad input.
@@ -47,6 +51,9 @@ enum Command {
     /// A job worker for `standmeet chaos` to kill.
     #[command(hide = true)]
     ChaosWorker,
+    /// A job worker for `standmeet bench` (the drain with several processes).
+    #[command(hide = true)]
+    BenchWorker,
     /// Manage the private PostgreSQL cluster under $STANDMEET_DATA_DIR/pg.
     Postgres {
         #[command(subcommand)]
@@ -86,10 +93,11 @@ fn main() -> ExitCode {
     };
     let outcome = match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => runtime().and_then(|rt| rt.block_on(standmeet::startup::run(settings))),
-        Command::Bench { quick, only } => runtime().and_then(|rt| {
+        Command::Bench { quick, only, peer } => runtime().and_then(|rt| {
             rt.block_on(standmeet::bench::run(standmeet::bench::BenchOptions {
                 quick,
                 only,
+                peer,
             }))
         }),
         Command::Chaos { full, only } => runtime().and_then(|rt| {
@@ -98,6 +106,9 @@ fn main() -> ExitCode {
                 only,
             }))
         }),
+        Command::BenchWorker => {
+            runtime().and_then(|rt| rt.block_on(standmeet::bench::worker_process()))
+        }
         Command::ChaosWorker => {
             runtime().and_then(|rt| rt.block_on(standmeet::chaos::worker_main()))
         }

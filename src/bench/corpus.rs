@@ -1,7 +1,7 @@
 //! The visitors' search over 100,000 promoted entries (`--quick`: 5,000): the server
 //! time of [`corpus::search`] (the query, ranking, and the snippets) for a mix of
 //! common words, rare words, two-word queries, CJK queries and queries that match
-//! nothing. Target: p99 ≤ 30 ms.
+//! nothing. Target: p99 ≤ 20 ms.
 //!
 //! The entries are made from a fixed vocabulary with a seeded generator, so every run
 //! searches the same corpus; word frequencies follow a Zipf-like curve, as in text.
@@ -159,7 +159,7 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
     }
 
     println!();
-    println!("corpus search, {entries} entries, {queries} queries (target p99 ≤ 30 ms)");
+    println!("corpus search, {entries} entries, {queries} queries (target p99 ≤ 20 ms)");
     println!(
         "{:<14} {:>9} {:>9} {:>12}",
         "queries", "p50 ms", "p99 ms", "hits/query"

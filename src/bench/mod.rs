@@ -9,10 +9,19 @@
 //! - [`panel`]: the Tasks panel with a million jobs: server time of each page and
 //!   filter, and of the status poll.
 //! - [`corpus`]: the visitors' search over 100,000 entries.
+//! - [`memory`]: the server's resident size, idle and while draining 100,000 jobs.
+//! - [`scale`]: the drain with 1, 2 and 4 StandMeet processes on one database.
+//! - [`peer`] (`--peer graphile`, on its own): StandMeet beside graphile-worker.
 
 mod corpus;
+mod helper;
 mod jobs;
+mod memory;
 mod panel;
+mod peer;
+mod scale;
+
+pub use scale::worker_process;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -23,15 +32,26 @@ use crate::db::{self, PrivateCluster};
 
 pub struct BenchOptions {
     pub quick: bool,
-    /// Only this subject (`jobs`, `panel` or `corpus`); all when `None`.
+    /// Only this subject (`jobs`, `scale`, `memory`, `panel` or `corpus`); all when `None`.
     pub only: Option<String>,
+    /// Instead of the subjects, the comparison with this peer (`graphile`).
+    pub peer: Option<String>,
 }
 
 pub async fn run(options: BenchOptions) -> anyhow::Result<()> {
-    let subjects: Vec<&str> = match options.only.as_deref() {
-        None => vec!["jobs", "panel", "corpus"],
-        Some(subject @ ("jobs" | "panel" | "corpus")) => vec![subject],
-        Some(other) => anyhow::bail!("there is no benchmark {other:?}; try jobs, panel or corpus"),
+    let subjects: Vec<&str> = match (options.peer.as_deref(), options.only.as_deref()) {
+        (Some("graphile"), None) => vec!["peer"],
+        (Some(other), None) => {
+            anyhow::bail!("there is no peer {other:?} to compare with; try graphile")
+        }
+        (Some(_), Some(_)) => anyhow::bail!("--peer runs on its own: leave out --only"),
+        (None, None) => vec!["jobs", "scale", "memory", "panel", "corpus"],
+        (None, Some(subject @ ("jobs" | "scale" | "memory" | "panel" | "corpus"))) => {
+            vec![subject]
+        }
+        (None, Some(other)) => anyhow::bail!(
+            "there is no benchmark {other:?}; try jobs, scale, memory, panel or corpus"
+        ),
     };
     let dir = scratch_dir()?;
     let root = dir.join("pg");
@@ -51,6 +71,15 @@ pub async fn run(options: BenchOptions) -> anyhow::Result<()> {
             match subject {
                 "jobs" => jobs::measure(&pool, options.quick).await?,
                 "panel" => panel::measure(&pool, options.quick).await?,
+                "scale" => {
+                    let url = cluster.database_url("standmeet_bench");
+                    scale::measure(&pool, &url, options.quick).await?
+                }
+                "memory" => {
+                    let url = cluster.database_url("standmeet_bench");
+                    memory::measure(&pool, &url, options.quick).await?
+                }
+                "peer" => peer::compare(&cluster, &pool, options.quick).await?,
                 _ => corpus::measure(&pool, options.quick).await?,
             }
         }

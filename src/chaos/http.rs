@@ -149,7 +149,7 @@ pub(crate) fn form_body(fields: &[(&str, &[u8])]) -> Vec<u8> {
     let encode = |bytes: &[u8]| url::form_urlencoded::byte_serialize(bytes).collect::<String>();
     fields
         .iter()
-        .map(|(name, value)| format!("{}={}", encode(name.as_bytes()), encode(*value)))
+        .map(|(name, value)| format!("{}={}", encode(name.as_bytes()), encode(value)))
         .collect::<Vec<_>>()
         .join("&")
         .into_bytes()

@@ -39,7 +39,7 @@ pub fn fault_for(recipient: &str) -> Fault {
         hash ^= u64::from(byte);
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
-    if hash % 50 == 0 {
+    if hash.is_multiple_of(50) {
         Fault::DropAfterStoring
     } else if hash % 10 == 1 {
         Fault::Refuse451

@@ -159,10 +159,10 @@ impl Marker {
                 // Inside the word a match before this one was widened to.
                 continue;
             }
-            if let Some(&(first, _)) = matches.first() {
-                if start >= first + SNIPPET_CHARS {
-                    break;
-                }
+            if let Some(&(first, _)) = matches.first()
+                && start >= first + SNIPPET_CHARS
+            {
+                break;
             }
             if self.word_term[found.pattern().as_usize()] {
                 // Terms are letters and digits only, so a match that does not start a

@@ -1,0 +1,320 @@
+//! `standmeet bench --peer graphile`: StandMeet beside graphile-worker 0.17.3 in one
+//! run, on one private cluster, so that the ratio does not depend on how busy the
+//! machine was on another day.
+//!
+//! graphile-worker is installed from npm into a cache directory on first use (see
+//! [`peer_dir`]); `graphile_driver.mjs`, written next to it, runs its side. Both queues
+//! first run 1,000 jobs one after another for the latency: commit → waiter woken for
+//! StandMeet, commit → `job:complete` for graphile-worker (an event in the worker
+//! before its batched completion is written: the kinder measure). Then both drain the
+//! same number of queued no-op jobs (graphile-worker: 2 processes × concurrency 24
+//! with its local queue and batched completion, its fastest setting; StandMeet: one
+//! process, rows kept, the terminal notification on), alternating, three rounds.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::json;
+use sqlx::PgPool;
+use tokio::process::{Child, Command};
+
+use super::jobs::{commit_to_woken, drain, start_jobs, warm_up};
+use super::{helper, median, ms, percentile};
+use crate::db::{self, PrivateCluster};
+use crate::jobs::Signals;
+
+const GRAPHILE_VERSION: &str = "0.17.3";
+const DRIVER: &str = include_str!("graphile_driver.mjs");
+/// graphile-worker processes, each with concurrency 24 (in the driver).
+const GRAPHILE_PROCESSES: usize = 2;
+
+struct Sizes {
+    drain: usize,
+    rounds: usize,
+    latency: usize,
+}
+
+/// Runs the comparison on `cluster`; StandMeet's database is `pool`.
+pub async fn compare(cluster: &PrivateCluster, pool: &PgPool, quick: bool) -> anyhow::Result<()> {
+    let sizes = if quick {
+        Sizes {
+            drain: 5_000,
+            rounds: 1,
+            latency: 100,
+        }
+    } else {
+        Sizes {
+            drain: 100_000,
+            rounds: 3,
+            latency: 1_000,
+        }
+    };
+    let dir = install_graphile().await?;
+    let graphile_url = cluster.database_url("graphile_bench");
+    let graphile_pool = db::connect(&graphile_url).await?;
+    driver(&dir, &graphile_url, &["migrate"]).await?;
+
+    // Both on fresh tables: the latency first, then the alternating drains.
+    let signals = Signals::new(64);
+    eprintln!("bench: {} jobs one after another on each", sizes.latency);
+    let running = start_jobs(pool, &signals).await;
+    warm_up(pool, &signals).await?;
+    let mut our_latency = Vec::with_capacity(sizes.latency);
+    for _ in 0..sizes.latency {
+        our_latency.push(commit_to_woken(pool, &signals).await?);
+    }
+    running.shutdown().await;
+    let output = driver(
+        &dir,
+        &graphile_url,
+        &["latency", &sizes.latency.to_string()],
+    )
+    .await?;
+    let samples: Vec<f64> = serde_json::from_str(output.trim())
+        .with_context(|| format!("the driver's latencies are not a JSON list: {output}"))?;
+    let mut their_latency: Vec<Duration> = samples
+        .into_iter()
+        .map(|ms| Duration::from_secs_f64(ms / 1_000.0))
+        .collect();
+
+    let mut rounds = Vec::new();
+    for round in 1..=sizes.rounds {
+        eprintln!(
+            "bench: round {round}: StandMeet drains {} no-op jobs",
+            sizes.drain
+        );
+        // Each drain starts with the other queue's table empty, so that no autovacuum
+        // of the other's finished jobs runs during it.
+        sqlx::query("TRUNCATE graphile_worker._private_jobs")
+            .execute(&graphile_pool)
+            .await?;
+        let ours = drain(pool, &signals, sizes.drain).await?;
+        sqlx::query("TRUNCATE jobs CASCADE").execute(pool).await?;
+        eprintln!(
+            "bench: round {round}: graphile-worker drains {} no-op jobs",
+            sizes.drain
+        );
+        let theirs = drain_graphile(&dir, &graphile_url, &graphile_pool, sizes.drain).await?;
+        eprintln!(
+            "bench: round {round}: {ours:.0} against {theirs:.0} jobs/s ({:.2} ×)",
+            ours / theirs
+        );
+        rounds.push((ours, theirs));
+    }
+
+    graphile_pool.close().await;
+
+    report(&sizes, &rounds, &mut our_latency, &mut their_latency);
+    Ok(())
+}
+
+fn report(sizes: &Sizes, rounds: &[(f64, f64)], ours: &mut [Duration], theirs: &mut [Duration]) {
+    println!();
+    println!(
+        "StandMeet beside graphile-worker {GRAPHILE_VERSION}: {} queued no-op jobs, {} rounds",
+        sizes.drain, sizes.rounds
+    );
+    println!(
+        "{:<8} {:>18} {:>24} {:>8}",
+        "round", "StandMeet jobs/s", "graphile-worker jobs/s", "ratio"
+    );
+    for (n, (a, b)) in rounds.iter().enumerate() {
+        println!("{:<8} {a:>18.0} {b:>24.0} {:>7.2}×", n + 1, a / b);
+    }
+    let mut a: Vec<f64> = rounds.iter().map(|r| r.0).collect();
+    let mut b: Vec<f64> = rounds.iter().map(|r| r.1).collect();
+    let (a, b) = (median(&mut a), median(&mut b));
+    let lowest = rounds
+        .iter()
+        .map(|(a, b)| a / b)
+        .fold(f64::INFINITY, f64::min);
+    println!("{:<8} {a:>18.0} {b:>24.0} {:>7.2}×", "median", a / b);
+    println!("lowest ratio of a round: {lowest:.2}× (target ≥ 1.5×)");
+    println!();
+    let (our_p50, our_p99) = (ms(percentile(ours, 0.50)), ms(percentile(ours, 0.99)));
+    let (their_p50, their_p99) = (ms(percentile(theirs, 0.50)), ms(percentile(theirs, 0.99)));
+    println!(
+        "{:<44} {:>9} {:>9}",
+        "one job at a time, idle", "p50 ms", "p99 ms"
+    );
+    println!(
+        "{:<44} {our_p50:>9.2} {our_p99:>9.2}",
+        "StandMeet: commit → waiter woken"
+    );
+    println!(
+        "{:<44} {their_p50:>9.2} {their_p99:>9.2}",
+        "graphile-worker: commit → job:complete"
+    );
+    println!(
+        "{}",
+        json!({
+            "bench": "peer",
+            "peer": format!("graphile-worker {GRAPHILE_VERSION}"),
+            "drain_jobs": sizes.drain,
+            "rounds": rounds.iter().map(|(a, b)| json!({
+                "standmeet_jobs_per_sec": a.round(),
+                "graphile_jobs_per_sec": b.round(),
+                "ratio": (a / b * 100.0).round() / 100.0,
+            })).collect::<Vec<_>>(),
+            "lowest_ratio": (lowest * 100.0).round() / 100.0,
+            "standmeet_woken_p50_ms": our_p50,
+            "standmeet_woken_p99_ms": our_p99,
+            "graphile_done_p50_ms": their_p50,
+            "graphile_done_p99_ms": their_p99,
+        })
+    );
+}
+
+/// Where graphile-worker is installed: `$STANDMEET_PEER_CACHE`, else the user's cache
+/// directory (`$XDG_CACHE_HOME/standmeet` or `~/.cache/standmeet`).
+fn peer_dir() -> PathBuf {
+    let cache = std::env::var_os("STANDMEET_PEER_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("standmeet")))
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/standmeet")))
+        .unwrap_or_else(|| std::env::temp_dir().join("standmeet-cache"));
+    cache.join(format!("graphile-worker-{GRAPHILE_VERSION}"))
+}
+
+/// Installs graphile-worker with npm unless it is there already, and writes the
+/// driver beside it (each run, so that it is this binary's driver).
+async fn install_graphile() -> anyhow::Result<PathBuf> {
+    let dir = peer_dir();
+    let installed = dir.join("node_modules/graphile-worker/package.json");
+    if !installed.exists() {
+        std::fs::create_dir_all(&dir).with_context(|| format!("cannot make {}", dir.display()))?;
+        let package = json!({
+            "name": "standmeet-bench-peer",
+            "private": true,
+            "type": "module",
+            "dependencies": { "graphile-worker": GRAPHILE_VERSION },
+        });
+        std::fs::write(dir.join("package.json"), package.to_string())?;
+        eprintln!(
+            "bench: installing graphile-worker {GRAPHILE_VERSION} into {}",
+            dir.display()
+        );
+        let status = Command::new("npm")
+            .args([
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--omit=dev",
+                "--loglevel=error",
+            ])
+            .current_dir(&dir)
+            .status()
+            .await
+            .context("cannot run npm (the comparison needs Node.js and npm)")?;
+        if !status.success() {
+            bail!("npm could not install graphile-worker {GRAPHILE_VERSION} ({status})");
+        }
+    }
+    let version: serde_json::Value = serde_json::from_slice(&std::fs::read(&installed)?)?;
+    if version["version"] != GRAPHILE_VERSION {
+        bail!(
+            "{} holds graphile-worker {}, not {GRAPHILE_VERSION}: remove it to reinstall",
+            dir.display(),
+            version["version"]
+        );
+    }
+    std::fs::write(dir.join("graphile_driver.mjs"), DRIVER)?;
+    Ok(dir)
+}
+
+fn node(dir: &Path, url: &str, args: &[&str]) -> Command {
+    let mut command = Command::new("node");
+    command
+        .arg("graphile_driver.mjs")
+        .args(args)
+        .current_dir(dir)
+        .env("DATABASE_URL", url);
+    command
+}
+
+/// Runs the driver to its end; answers what it printed.
+async fn driver(dir: &Path, url: &str, args: &[&str]) -> anyhow::Result<String> {
+    let output = node(dir, url, args)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .context("cannot run node (the comparison needs Node.js)")?;
+    if !output.status.success() {
+        bail!(
+            "the graphile-worker driver ({}) failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// Queues `count` jobs for graphile-worker with none of its workers running, then
+/// starts its processes together and measures how fast they drain them.
+async fn drain_graphile(dir: &Path, url: &str, pool: &PgPool, count: usize) -> anyhow::Result<f64> {
+    sqlx::query("TRUNCATE graphile_worker._private_jobs")
+        .execute(pool)
+        .await?;
+    driver(dir, url, &["add", &count.to_string()]).await?;
+    // As on the StandMeet side: fresh statistics for the queued jobs.
+    sqlx::query("VACUUM ANALYZE graphile_worker._private_jobs")
+        .execute(pool)
+        .await?;
+
+    // Each process prints "ready" once Node and graphile-worker are loaded, so that
+    // their start-up is not counted; then the count of finished jobs every 1,000.
+    let mut workers: Vec<Child> = Vec::new();
+    let finished: Arc<Vec<AtomicU64>> =
+        Arc::new((0..GRAPHILE_PROCESSES).map(|_| AtomicU64::new(0)).collect());
+    for n in 0..GRAPHILE_PROCESSES {
+        let (child, mut lines) =
+            helper::start(&mut node(dir, url, &["work"]), "a graphile-worker process").await?;
+        let finished = finished.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Ok(done) = line.trim().parse::<u64>() {
+                    finished[n].store(done, Ordering::Relaxed);
+                }
+            }
+        });
+        workers.push(child);
+    }
+
+    let started = Instant::now();
+    helper::go(&mut workers).await?;
+    let total = || {
+        finished
+            .iter()
+            .map(|n| n.load(Ordering::Relaxed))
+            .sum::<u64>()
+    };
+    // The processes report every 1,000; the last few hundred are seen in the table.
+    while total() + 1_000 * GRAPHILE_PROCESSES as u64 <= count as u64 {
+        check_in_time(started, count as u64 - total())?;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    loop {
+        let left: i64 = sqlx::query_scalar("SELECT count(*) FROM graphile_worker._private_jobs")
+            .fetch_one(pool)
+            .await?;
+        if left == 0 {
+            break;
+        }
+        check_in_time(started, left as u64)?;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let took = started.elapsed();
+    helper::stop(workers, "a graphile-worker process").await?;
+    Ok(count as f64 / took.as_secs_f64())
+}
+
+fn check_in_time(started: Instant, left: u64) -> anyhow::Result<()> {
+    if started.elapsed() > Duration::from_secs(600) {
+        bail!("{left} graphile-worker jobs still unfinished after 10 minutes");
+    }
+    Ok(())
+}

@@ -1,0 +1,125 @@
+//! Several StandMeet processes on one database (what a user does who outgrows one
+//! machine: N copies in front of one managed PostgreSQL). For 1, 2 and 4 worker
+//! processes (this binary's hidden `bench-worker` command: the job engine with the
+//! benchmark's setup), the drain throughput of the same queued no-op jobs, and then
+//! commit → waiter woken in the benchmark's own process for jobs that those
+//! processes run: a waiter is woken by the shared notification, whichever process
+//! finished its job.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::json;
+use sqlx::PgPool;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
+
+use super::jobs::{commit_to_woken, queue_noops, start_jobs};
+use super::{helper, ms, percentile};
+use crate::jobs::{Signals, spawn_listener};
+
+const PROCESSES: [usize; 3] = [1, 2, 4];
+
+pub async fn measure(pool: &PgPool, database_url: &str, quick: bool) -> anyhow::Result<()> {
+    let (jobs, waits) = if quick { (5_000, 20) } else { (100_000, 200) };
+    let signals = Signals::new(64);
+    let stop_listener = CancellationToken::new();
+    let listener = spawn_listener(pool, signals.clone(), stop_listener.clone());
+
+    let mut rows = Vec::new();
+    for processes in PROCESSES {
+        eprintln!("bench: scale: {processes} worker processes drain {jobs} no-op jobs");
+        queue_noops(pool, jobs).await?;
+        let mut workers = Vec::new();
+        for _ in 0..processes {
+            let mut command = Command::new(std::env::current_exe()?);
+            command
+                .arg("bench-worker")
+                .env("DATABASE_URL", database_url)
+                .env("RUST_LOG", "warn");
+            workers.push(
+                helper::start(&mut command, "a bench-worker process")
+                    .await?
+                    .0,
+            );
+        }
+        let started = Instant::now();
+        helper::go(&mut workers).await?;
+        loop {
+            let unfinished: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM jobs WHERE state IN ('available', 'running')",
+            )
+            .fetch_one(pool)
+            .await?;
+            if unfinished == 0 {
+                break;
+            }
+            if started.elapsed() > Duration::from_secs(600) {
+                bail!("{unfinished} jobs still unfinished after 10 minutes");
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let rate = jobs as f64 / started.elapsed().as_secs_f64();
+
+        // Woken here, run there.
+        let mut woken = Vec::with_capacity(waits);
+        for _ in 0..waits {
+            woken.push(commit_to_woken(pool, &signals).await?);
+        }
+        helper::stop(workers, "a bench-worker process").await?;
+        let completed: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM jobs WHERE state = 'completed'")
+                .fetch_one(pool)
+                .await?;
+        if completed as usize != jobs + waits {
+            bail!("{completed} jobs completed, not {}", jobs + waits);
+        }
+        rows.push((processes, rate, woken));
+    }
+    stop_listener.cancel();
+    let _ = listener.await;
+    sqlx::query("TRUNCATE jobs CASCADE").execute(pool).await?;
+
+    println!();
+    println!("{jobs} no-op jobs drained by N StandMeet processes on one database");
+    println!(
+        "{:<10} {:>12} {:>22} {:>10}",
+        "processes", "jobs/s", "woken elsewhere p50 ms", "p99 ms"
+    );
+    let mut results = Vec::new();
+    for (processes, rate, woken) in &mut rows {
+        let (p50, p99) = (ms(percentile(woken, 0.50)), ms(percentile(woken, 0.99)));
+        println!("{processes:<10} {rate:>12.0} {p50:>22.2} {p99:>10.2}");
+        results.push(json!({
+            "processes": processes,
+            "jobs_per_sec": rate.round(),
+            "woken_p50_ms": p50,
+            "woken_p99_ms": p99,
+        }));
+    }
+    println!(
+        "{}",
+        json!({ "bench": "scale", "drain_jobs": jobs, "results": results })
+    );
+    Ok(())
+}
+
+/// The hidden `standmeet bench-worker` command: connects to `DATABASE_URL`, prints
+/// "ready", starts the job engine (the benchmark's setup) on a "go" line, and stops it
+/// gracefully when its standard input closes.
+pub async fn worker_process() -> anyhow::Result<()> {
+    let url = std::env::var("DATABASE_URL").context("bench-worker needs DATABASE_URL")?;
+    let pool = crate::db::connect(&url).await?;
+    let signals = Signals::new(64);
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    println!("ready");
+    if lines.next_line().await?.as_deref() != Some("go") {
+        return Ok(());
+    }
+    let running = start_jobs(&pool, &signals).await;
+    while lines.next_line().await?.is_some() {}
+    running.shutdown().await;
+    pool.close().await;
+    Ok(())
+}
