@@ -1,6 +1,7 @@
 //! Writes attempt outcomes. It never waits on a timer: when idle it writes each outcome
-//! as it comes; when busy, the outcomes that arrive while one write is in flight are
-//! written together by the next, in one statement and one transaction.
+//! as it comes; when busy, the outcomes that arrive while writes are in flight (up to
+//! [`WRITERS`] at once) are written together by the next, in one statement and one
+//! transaction.
 //!
 //! What can go wrong, and what it does about it:
 //! - a passing error (a dropped connection, a failover, the database restarting): the
@@ -12,6 +13,7 @@
 //!   others, so the batch is written one outcome at a time, and an outcome the database
 //!   refuses is recorded as a failed attempt with the database's words instead.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +26,10 @@ use super::store::{self, Outcome};
 
 /// The most outcomes written in one statement.
 const MAX_BATCH: usize = 1_000;
+/// Batches written at once, each on its own connection. One statement at a time left
+/// a core idle in a drain (the write of 1,000 outcomes takes longer than running them);
+/// a second one in flight uses it.
+const WRITERS: usize = 2;
 /// How long a failing write is retried before its attempts are released to the rescuer.
 const GIVE_UP_AFTER: Duration = Duration::from_secs(60);
 
@@ -41,26 +47,47 @@ pub(crate) fn spawn(
     context: CompleterContext,
 ) -> (mpsc::Sender<Outcome>, tokio::task::JoinHandle<()>) {
     let (sender, receiver) = mpsc::channel(MAX_BATCH * 4);
-    let handle = tokio::spawn(run(context, receiver));
+    let context = Arc::new(context);
+    let receiver = Arc::new(tokio::sync::Mutex::new(receiver));
+    let handle = tokio::spawn(async move {
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|_| tokio::spawn(run(context.clone(), receiver.clone())))
+            .collect();
+        for writer in writers {
+            let _ = writer.await;
+        }
+    });
     (sender, handle)
 }
 
-async fn run(context: CompleterContext, mut receiver: mpsc::Receiver<Outcome>) {
+/// One writer: takes what has arrived (waiting for the first outcome), writes it, and
+/// goes back for more. The writers take turns at the channel, so while one batch is
+/// being written the next one gathers and goes out on another connection.
+async fn run(
+    context: Arc<CompleterContext>,
+    receiver: Arc<tokio::sync::Mutex<mpsc::Receiver<Outcome>>>,
+) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    while let Some(first) = receiver.recv().await {
-        batch.push(first);
-        while batch.len() < MAX_BATCH {
-            match receiver.try_recv() {
-                Ok(outcome) => batch.push(outcome),
-                Err(_) => break,
+    loop {
+        {
+            let mut receiver = receiver.lock().await;
+            let Some(first) = receiver.recv().await else {
+                return;
+            };
+            batch.push(first);
+            while batch.len() < MAX_BATCH {
+                match receiver.try_recv() {
+                    Ok(outcome) => batch.push(outcome),
+                    Err(_) => break,
+                }
             }
         }
-        let written = write(&context, &batch).await;
+        let written: HashSet<JobId> = write(&context, &batch).await.into_iter().collect();
         context.signals.add_recorded(written.len() as u64);
-        for outcome in &batch {
-            // Written, fenced out or given up on: no longer ours to renew.
-            context.signals.release(outcome.id, outcome.attempt);
-        }
+        // Written, fenced out or given up on: no longer ours to renew.
+        context
+            .signals
+            .release_all(batch.iter().map(|o| (o.id, o.attempt)));
         // Committed: wake this process's waiters now, ahead of the notification. (A
         // fenced-out or refused outcome wakes nobody; its job's real end notifies.)
         for outcome in batch

@@ -202,6 +202,16 @@ impl Signals {
         }
     }
 
+    /// [`Signals::release`] for many attempts, under one lock.
+    pub(crate) fn release_all(&self, attempts: impl IntoIterator<Item = (JobId, i16)>) {
+        let mut held = self.held.lock().expect("not poisoned");
+        for (id, attempt) in attempts {
+            if held.get(&id) == Some(&attempt) {
+                held.remove(&id);
+            }
+        }
+    }
+
     /// The attempts this process holds now.
     pub fn held_attempts(&self) -> Vec<HeldAttempt> {
         self.held
