@@ -7,11 +7,6 @@ use clap::{Parser, Subcommand};
 use standmeet::config::Settings;
 use standmeet::db::PrivateCluster;
 
-// Every job allocates (its arguments, its task, its outcome, its notification): in a
-// drain of no-op jobs glibc's malloc and free took a fifth of the process's CPU.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser)]
 #[command(
     name = "standmeet",
