@@ -36,7 +36,8 @@
 //! - `domain`: what StandMeet does, in its own words and errors: access requests, the
 //!   owner's address, listings, the corpus (entries, search, index), admins; `mail`
 //!   (supplier, throttle, mail log, "deliver or snooze" for every mail job) and
-//!   `secrets` (access codes and link tokens) serve them all.
+//!   `secrets` (access codes and link tokens) serve them all; `events` is the outbox
+//!   each change writes what happened to, in its own transaction.
 //! - `security`: what every request passes through: the admin guard (pages redirect to
 //!   `/login`, server functions answer 401, deny by default), cross-site refusal,
 //!   security headers, and sign-in attempt limits.

@@ -32,6 +32,7 @@ use crate::api::access::server::view as request_view;
 use crate::api::tasks::PAGE_SIZE;
 use crate::domain::access_requests::{self, RequestStatus};
 use crate::domain::corpus::{self, CorpusError, Written};
+use crate::domain::events::{self, EventType};
 use crate::domain::listings::{self, ListingsError};
 use crate::error::AppError;
 use crate::jobs::{JobFilter, JobId, JobState, JobSummary, WaitOutcome};
@@ -54,6 +55,23 @@ pub struct ApproveParams {
 pub struct GetTaskParams {
     /// The id of the job.
     pub job_id: i64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListEventsParams {
+    /// Only events of this type, such as access_request.replied.
+    #[serde(rename = "type")]
+    pub event_type: Option<String>,
+    /// Only events after this id (the `next_after_id` of the previous page).
+    pub after_id: Option<i64>,
+    /// How many events, oldest first (1 to 1000; 100 when not given).
+    pub limit: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct GetEventParams {
+    /// The id of the event.
+    pub id: i64,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -314,6 +332,65 @@ impl Tools {
                     })
                 }),
         )
+    }
+
+    #[tool(
+        name = "events.list",
+        description = "What happened, oldest first: {events: [{id, type, subject_id, occurred_at, data}], next_after_id}. Pass next_after_id as after_id for the next page; it is null when there is no more."
+    )]
+    async fn events_list(
+        &self,
+        Parameters(params): Parameters<ListEventsParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let event_type = match params.event_type.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(name) => match EventType::parse(name) {
+                Some(event_type) => Some(event_type),
+                None => {
+                    let known: Vec<_> = EventType::ALL.iter().map(|t| t.as_str()).collect();
+                    return respond(Err(AppError::BadRequest(format!(
+                        "There is no event type {name:?}; the types are {}.",
+                        known.join(", ")
+                    ))));
+                }
+            },
+        };
+        let limit = params.limit.unwrap_or(100);
+        if !(1..=1_000).contains(&limit) {
+            return respond(Err(AppError::BadRequest(format!(
+                "limit must be from 1 to 1000; it was {limit}."
+            ))));
+        }
+        // One more than asked, to tell whether another page follows.
+        let found = events::list(&self.state.pool, event_type, params.after_id, limit + 1).await;
+        respond(found.map_err(AppError::from).map(|mut page| {
+            let more = page.len() as i64 > limit;
+            page.truncate(limit as usize);
+            let next_after_id = if more {
+                page.last().map(|e| e.id)
+            } else {
+                None
+            };
+            json!({ "events": page, "next_after_id": next_after_id })
+        }))
+    }
+
+    #[tool(
+        name = "events.get",
+        description = "One event by id: {id, type, subject_id, occurred_at, data}."
+    )]
+    async fn events_get(
+        &self,
+        Parameters(params): Parameters<GetEventParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        respond(match events::get(&self.state.pool, params.id).await {
+            Ok(Some(event)) => Ok(json!(event)),
+            Ok(None) => Err(AppError::NotFound(format!(
+                "There is no event {}.",
+                params.id
+            ))),
+            Err(err) => Err(err.into()),
+        })
     }
 
     #[tool(

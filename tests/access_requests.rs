@@ -333,13 +333,7 @@ async fn deny_and_unknown_requests(pool: PgPool) {
     let cookie = app.sign_in_admin().await;
     ask(&app, "Dennis Ritchie", "dennis@example.com").await;
     let id = request_id_of(&pool, "dennis@example.com").await;
-    let reply = app
-        .post_form(
-            "/api/access_requests/deny",
-            &[("id", &id.to_string())],
-            Some(&cookie),
-        )
-        .await;
+    let reply = app.deny(&cookie, id).await;
     assert_eq!(reply.status, StatusCode::OK);
     assert_eq!(status_of(&pool, id).await, "denied");
     let approve = app.approve(&cookie, id).await;

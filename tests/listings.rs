@@ -163,6 +163,31 @@ async fn a_second_fetch_updates_in_place_and_marks_nothing_new(pool: PgPool) {
         ids
     };
     assert_eq!(ids(&first), ids(&second), "the same listings, not new rows");
+    // One `listings.fetched` per finished fetch job, naming only the new listings.
+    let fetched = standmeet::domain::events::list(&pool, None, None, 100)
+        .await
+        .unwrap();
+    assert_eq!(fetched.len(), 8, "four sources, fetched twice");
+    assert!(fetched.iter().all(|e| e.event_type == "listings.fetched"));
+    let new_ids = |events: &[standmeet::domain::events::Event]| {
+        let mut ids: Vec<i64> = events
+            .iter()
+            .flat_map(|e| e.data["new_listing_ids"].as_array().unwrap().clone())
+            .map(|id| id.as_i64().unwrap())
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(new_ids(&fetched[..4]), ids(&first));
+    assert_eq!(new_ids(&fetched[4..]), Vec::<i64>::new());
+    for event in &fetched {
+        let job_id = event.data["job_id"].as_i64().unwrap();
+        assert!(
+            first.job_ids.contains(&JobId(job_id)) || second.job_ids.contains(&JobId(job_id)),
+            "{event:?}"
+        );
+        assert_eq!(event.subject_id, event.data["source_id"].as_i64());
+    }
     assert!(titles(&second).contains(&"Senior Product Designer".to_string()));
     assert_eq!(
         common::count(&pool, "SELECT count(*) FROM listings").await,

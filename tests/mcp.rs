@@ -87,6 +87,8 @@ async fn the_tool_list_matches_the_golden_file(pool: PgPool) {
         "access_requests.approve",
         "tasks.get",
         "tasks.list",
+        "events.list",
+        "events.get",
     ] {
         assert!(names.contains(&name), "{name} in {names:?}");
     }

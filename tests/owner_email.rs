@@ -96,6 +96,22 @@ async fn a_confirmed_link_changes_the_address_once(pool: PgPool) {
     let unknown = confirm(&app, "0123abcd").await;
     assert_eq!(unknown.status, StatusCode::NOT_FOUND);
     assert!(unknown.body.contains("not valid"));
+
+    // One `owner.email_changed`, written by the confirmation; the used link wrote none.
+    let change_id: i64 = sqlx::query_scalar("SELECT id FROM owner_email_changes")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let changed = standmeet::domain::events::list(&pool, None, None, 10)
+        .await
+        .unwrap();
+    assert_eq!(changed.len(), 1, "{changed:?}");
+    assert_eq!(changed[0].event_type, "owner.email_changed");
+    assert_eq!(changed[0].subject_id, Some(change_id));
+    assert_eq!(
+        changed[0].data,
+        serde_json::json!({"change_id": change_id, "email": "new.owner@desk.example"})
+    );
 }
 
 #[sqlx::test]

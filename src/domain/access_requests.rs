@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use time::OffsetDateTime;
 
+use crate::domain::events::{self, EventType, NewEvent};
 use crate::domain::mail::{Mail, MailContext, MailOutput, Mailer};
 use crate::domain::secrets::{code_hash, new_code};
 use crate::jobs::{self, JobContext, JobError, JobId, JobKind, JobState};
@@ -147,6 +148,9 @@ pub async fn submit(pool: &PgPool, request: &NewRequest) -> anyhow::Result<i64> 
     )
     .execute(&mut *tx)
     .await?;
+    let created =
+        NewEvent::access_request(EventType::AccessRequestCreated, id, request.email.as_str());
+    events::record(&mut tx, &created).await?;
     tx.commit().await?;
     tracing::info!(request.id = id, job.id = job.0, "an access request came in");
     Ok(id)
@@ -267,18 +271,21 @@ pub async fn approve(
     let mut tx = pool.begin().await?;
     lock_approvable(&mut tx, id).await?;
     let job = jobs::insert_tx::<ApprovalMail>(&mut tx, &RequestArgs { request_id: id }).await?;
-    sqlx::query!(
+    let email = sqlx::query_scalar!(
         r#"
         UPDATE access_requests
         SET status = 'approved', decided_at = now(), decided_by = $2, mail_job_id = $3
         WHERE id = $1
+        RETURNING email
         "#,
         id,
         admin_id,
         job.0,
     )
-    .execute(&mut *tx)
+    .fetch_one(&mut *tx)
     .await?;
+    let approved = NewEvent::access_request(EventType::AccessRequestApproved, id, &email);
+    events::record(&mut tx, &approved).await?;
     tx.commit().await?;
     Ok(job)
 }
@@ -288,13 +295,15 @@ pub async fn approve(
 pub async fn deny(pool: &PgPool, id: i64, admin_id: i64) -> Result<(), DecisionError> {
     let mut tx = pool.begin().await?;
     lock_pending(&mut tx, id, "denied").await?;
-    sqlx::query!(
-        "UPDATE access_requests SET status = 'denied', decided_at = now(), decided_by = $2 WHERE id = $1",
+    let email = sqlx::query_scalar!(
+        "UPDATE access_requests SET status = 'denied', decided_at = now(), decided_by = $2 WHERE id = $1 RETURNING email",
         id,
         admin_id
     )
-    .execute(&mut *tx)
+    .fetch_one(&mut *tx)
     .await?;
+    let denied = NewEvent::access_request(EventType::AccessRequestDenied, id, &email);
+    events::record(&mut tx, &denied).await?;
     tx.commit().await?;
     Ok(())
 }
@@ -470,17 +479,23 @@ impl JobKind for ApprovalMail {
         self.0.deliver(&job, &mail).await?;
         // Sent: record it, and the job's completion, together.
         let mut tx = job.pool().begin().await?;
-        sqlx::query!(
+        let replied = sqlx::query_scalar!(
             r#"
             UPDATE access_requests
             SET status = 'replied', code_hash = $2, replied_at = now()
             WHERE id = $1 AND status = 'approved'
+            RETURNING email
             "#,
             request.id,
             code_hash(&code),
         )
-        .execute(&mut *tx)
+        .fetch_optional(&mut *tx)
         .await?;
+        if let Some(email) = replied {
+            let event =
+                NewEvent::access_request(EventType::AccessRequestReplied, request.id, &email);
+            events::record(&mut tx, &event).await?;
+        }
         let output = MailOutput::sent(&to);
         job.complete_tx(&mut tx, &output).await?;
         tx.commit().await?;

@@ -5,6 +5,7 @@
 pub mod access_requests;
 pub mod admins;
 pub mod corpus;
+pub mod events;
 pub mod listings;
 pub mod mail;
 pub mod owner;

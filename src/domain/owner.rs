@@ -14,6 +14,7 @@ use sqlx::PgPool;
 use time::OffsetDateTime;
 
 use crate::config::Settings;
+use crate::domain::events::{self, NewEvent};
 use crate::domain::mail::{self, Mail, MailContext, MailOutput, Mailer};
 use crate::domain::secrets::{code_hash, new_code, new_token, token_hash};
 use crate::jobs::{self, InsertOptions, JobContext, JobError, JobId, JobKind, JobState};
@@ -237,6 +238,11 @@ pub async fn confirm(
         change.new_email
     )
     .execute(&mut *tx)
+    .await?;
+    events::record(
+        &mut tx,
+        &NewEvent::owner_email_changed(change.id, &change.new_email),
+    )
     .await?;
     tx.commit().await?;
     tracing::info!("the owner's address changed after its confirmation");

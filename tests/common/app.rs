@@ -297,6 +297,16 @@ impl TestApp {
         .await
     }
 
+    /// The admin's Deny on access request `id`.
+    pub async fn deny(&self, cookie: &str, id: i64) -> Reply {
+        self.post_form(
+            "/api/access_requests/deny",
+            &[("id", &id.to_string())],
+            Some(cookie),
+        )
+        .await
+    }
+
     /// Calls MCP tool `tool` with the test token; answers the result (see
     /// [`super::mcp::call`]). The app needs `STANDMEET_MCP_TOKEN` set to
     /// [`super::mcp::TOKEN`].

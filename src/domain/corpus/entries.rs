@@ -10,6 +10,7 @@ use sqlx::PgPool;
 use super::index::queue_index;
 use super::search::MAX_QUERY_CHARS;
 use super::{CorpusError, Status, Visibility, Written};
+use crate::domain::events::{self, EventType, NewEvent};
 use crate::jobs::{JobClient, JobState};
 use crate::model::WriteReceipt;
 
@@ -115,6 +116,8 @@ pub async fn update(
     .await?
     .ok_or(CorpusError::NotFound(id))?;
     let written = queue_index(&mut tx, id, version).await?;
+    let updated = NewEvent::corpus_entry(EventType::CorpusEntryUpdated, id, version);
+    events::record(&mut tx, &updated).await?;
     tx.commit().await?;
     Ok(written)
 }
@@ -144,6 +147,8 @@ pub async fn promote(pool: &PgPool, id: i64) -> Result<Written, CorpusError> {
     .fetch_one(&mut *tx)
     .await?;
     let written = queue_index(&mut tx, id, version).await?;
+    let promoted = NewEvent::corpus_entry(EventType::CorpusEntryPromoted, id, version);
+    events::record(&mut tx, &promoted).await?;
     tx.commit().await?;
     Ok(written)
 }

@@ -20,6 +20,7 @@ use url::Url;
 use super::SourceKind;
 use super::boards::{self, BoardListing};
 use crate::config::Settings;
+use crate::domain::events::{self, NewEvent};
 use crate::jobs::{JobContext, JobError, JobKind};
 
 /// The largest answer a board may give.
@@ -183,12 +184,18 @@ impl JobKind for FetchSource {
         // the same order and never deadlock.
         let mut listings = page.listings;
         listings.sort_by_cached_key(|listing| boards::canonical_url(&listing.url));
+        let mut new_listing_ids = Vec::new();
         for listing in &listings {
             let (id, new) = upsert(&mut tx, &source, listing, job.id.0).await?;
             output.fetched += 1;
             output.new += usize::from(new);
             output.listing_ids.push(id);
+            if new {
+                new_listing_ids.push(id);
+            }
         }
+        let fetched = NewEvent::listings_fetched(args.source_id, job.id.0, &new_listing_ids);
+        events::record(&mut tx, &fetched).await?;
         job.complete_tx(&mut tx, &output).await?;
         tx.commit().await?;
         tracing::info!(

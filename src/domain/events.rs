@@ -1,0 +1,179 @@
+//! The outbox: what happened in StandMeet, as events that other systems can follow.
+//!
+//! An event is written with [`record`] inside the transaction of the change it records,
+//! never before and never on its own: a rollback leaves no event, a commit always leaves
+//! one. (The mail job's `access_request.replied` is written by the job's own completion
+//! transaction, after the send.) Job state changes are not events; the job row is their
+//! record.
+
+use serde::Serialize;
+use serde_json::json;
+use sqlx::{PgConnection, PgPool};
+use time::OffsetDateTime;
+
+/// What happened: the event types of `../shared/design/product.md` §9.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    AccessRequestCreated,
+    AccessRequestApproved,
+    AccessRequestReplied,
+    AccessRequestDenied,
+    OwnerEmailChanged,
+    ListingsFetched,
+    CorpusEntryPromoted,
+    CorpusEntryUpdated,
+}
+
+impl EventType {
+    pub const ALL: [EventType; 8] = [
+        EventType::AccessRequestCreated,
+        EventType::AccessRequestApproved,
+        EventType::AccessRequestReplied,
+        EventType::AccessRequestDenied,
+        EventType::OwnerEmailChanged,
+        EventType::ListingsFetched,
+        EventType::CorpusEntryPromoted,
+        EventType::CorpusEntryUpdated,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::AccessRequestCreated => "access_request.created",
+            EventType::AccessRequestApproved => "access_request.approved",
+            EventType::AccessRequestReplied => "access_request.replied",
+            EventType::AccessRequestDenied => "access_request.denied",
+            EventType::OwnerEmailChanged => "owner.email_changed",
+            EventType::ListingsFetched => "listings.fetched",
+            EventType::CorpusEntryPromoted => "corpus.entry_promoted",
+            EventType::CorpusEntryUpdated => "corpus.entry_updated",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<EventType> {
+        EventType::ALL.into_iter().find(|t| t.as_str() == text)
+    }
+}
+
+/// An event about to be recorded: its type, the id it is about (the first id in its
+/// data) and its data.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewEvent {
+    pub event_type: EventType,
+    pub subject_id: Option<i64>,
+    pub data: serde_json::Value,
+}
+
+impl NewEvent {
+    /// `access_request.created|approved|replied|denied`: `{request_id, email}`.
+    pub fn access_request(event_type: EventType, request_id: i64, email: &str) -> NewEvent {
+        NewEvent {
+            event_type,
+            subject_id: Some(request_id),
+            data: json!({ "request_id": request_id, "email": email }),
+        }
+    }
+
+    /// `owner.email_changed`, on confirmation: `{change_id, email}`.
+    pub fn owner_email_changed(change_id: i64, email: &str) -> NewEvent {
+        NewEvent {
+            event_type: EventType::OwnerEmailChanged,
+            subject_id: Some(change_id),
+            data: json!({ "change_id": change_id, "email": email }),
+        }
+    }
+
+    /// `listings.fetched`, one per finished fetch job: `{source_id, job_id, new_listing_ids}`.
+    pub fn listings_fetched(source_id: i64, job_id: i64, new_listing_ids: &[i64]) -> NewEvent {
+        NewEvent {
+            event_type: EventType::ListingsFetched,
+            subject_id: Some(source_id),
+            data: json!({
+                "source_id": source_id,
+                "job_id": job_id,
+                "new_listing_ids": new_listing_ids,
+            }),
+        }
+    }
+
+    /// `corpus.entry_promoted|updated`: `{entry_id, version}`.
+    pub fn corpus_entry(event_type: EventType, entry_id: i64, version: i64) -> NewEvent {
+        NewEvent {
+            event_type,
+            subject_id: Some(entry_id),
+            data: json!({ "entry_id": entry_id, "version": version }),
+        }
+    }
+}
+
+/// Records `event` in the caller's transaction; answers its id.
+pub async fn record(tx: &mut PgConnection, event: &NewEvent) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!(
+        "INSERT INTO events (type, subject_id, data) VALUES ($1, $2, $3) RETURNING id",
+        event.event_type.as_str(),
+        event.subject_id,
+        event.data,
+    )
+    .fetch_one(tx)
+    .await
+}
+
+/// A recorded event, as the events page and the MCP tools show it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Event {
+    pub id: i64,
+    #[serde(rename = "type")]
+    pub event_type: String,
+    pub subject_id: Option<i64>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub occurred_at: OffsetDateTime,
+    pub data: serde_json::Value,
+}
+
+/// Events after `after_id` (all when `None`), oldest first, of one type or of all, at
+/// most `limit`.
+pub async fn list(
+    pool: &PgPool,
+    event_type: Option<EventType>,
+    after_id: Option<i64>,
+    limit: i64,
+) -> Result<Vec<Event>, sqlx::Error> {
+    sqlx::query_as!(
+        Event,
+        r#"
+        SELECT id, type AS event_type, subject_id, occurred_at, data
+        FROM events
+        WHERE ($1::text IS NULL OR type = $1) AND id > $2
+        ORDER BY id
+        LIMIT $3
+        "#,
+        event_type.map(EventType::as_str),
+        after_id.unwrap_or(0),
+        limit,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// One event by id.
+pub async fn get(pool: &PgPool, id: i64) -> Result<Option<Event>, sqlx::Error> {
+    sqlx::query_as!(
+        Event,
+        r#"SELECT id, type AS event_type, subject_id, occurred_at, data FROM events WHERE id = $1"#,
+        id,
+    )
+    .fetch_optional(pool)
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_type_reads_back_from_its_name() {
+        for event_type in EventType::ALL {
+            assert_eq!(EventType::parse(event_type.as_str()), Some(event_type));
+        }
+        assert_eq!(EventType::parse("access_request.exploded"), None);
+    }
+}
