@@ -199,6 +199,26 @@ pub(super) async fn drain(
     Ok(count as f64 / took.as_secs_f64())
 }
 
+/// Waits until no job is left to run (another process drains them), looking every
+/// `poll`; gives up after 10 minutes.
+pub(super) async fn until_drained(pool: &PgPool, poll: Duration) -> anyhow::Result<()> {
+    let started = Instant::now();
+    loop {
+        let unfinished: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM jobs WHERE state IN ('available', 'running', 'scheduled', 'retryable')",
+        )
+        .fetch_one(pool)
+        .await?;
+        if unfinished == 0 {
+            return Ok(());
+        }
+        if started.elapsed() > Duration::from_secs(600) {
+            bail!("{unfinished} jobs still unfinished after 10 minutes");
+        }
+        tokio::time::sleep(poll).await;
+    }
+}
+
 /// Empties the jobs table and queues `count` no-op jobs (in batches of 10,000), with
 /// fresh statistics, for a drain to start from.
 pub(super) async fn queue_noops(pool: &PgPool, count: usize) -> anyhow::Result<()> {

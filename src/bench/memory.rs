@@ -11,7 +11,7 @@ use serde_json::json;
 use sqlx::PgPool;
 use tokio::process::{Child, Command};
 
-use super::jobs::queue_noops;
+use super::jobs::{queue_noops, until_drained};
 
 pub async fn measure(pool: &PgPool, database_url: &str, quick: bool) -> anyhow::Result<()> {
     let jobs = if quick { 5_000 } else { 100_000 };
@@ -37,22 +37,7 @@ pub async fn measure(pool: &PgPool, database_url: &str, quick: bool) -> anyhow::
 
         eprintln!("bench: memory: the server drains {jobs} no-op jobs");
         queue_noops(pool, jobs).await?;
-        let started = Instant::now();
-        loop {
-            let unfinished: i64 =
-                sqlx::query_scalar(
-                "SELECT count(*) FROM jobs WHERE state IN ('available', 'running', 'scheduled', 'retryable')",
-            )
-                    .fetch_one(pool)
-                    .await?;
-            if unfinished == 0 {
-                break;
-            }
-            if started.elapsed() > Duration::from_secs(600) {
-                bail!("the server left {unfinished} jobs unfinished after 10 minutes");
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        until_drained(pool, Duration::from_millis(100)).await?;
         let peak = resident_kib(pid, "VmHWM")?;
         let after = resident_kib(pid, "VmRSS")?;
         anyhow::Ok((idle, peak, after))

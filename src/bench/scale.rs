@@ -15,7 +15,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
-use super::jobs::{commit_to_woken, queue_noops, start_jobs};
+use super::jobs::{commit_to_woken, queue_noops, start_jobs, until_drained};
 use super::{helper, ms, percentile};
 use crate::jobs::{Signals, spawn_listener};
 
@@ -46,20 +46,7 @@ pub async fn measure(pool: &PgPool, database_url: &str, quick: bool) -> anyhow::
         }
         let started = Instant::now();
         helper::go(&mut workers).await?;
-        loop {
-            let unfinished: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM jobs WHERE state IN ('available', 'running')",
-            )
-            .fetch_one(pool)
-            .await?;
-            if unfinished == 0 {
-                break;
-            }
-            if started.elapsed() > Duration::from_secs(600) {
-                bail!("{unfinished} jobs still unfinished after 10 minutes");
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        until_drained(pool, Duration::from_millis(10)).await?;
         let rate = jobs as f64 / started.elapsed().as_secs_f64();
 
         // Woken here, run there.

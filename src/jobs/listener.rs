@@ -196,10 +196,7 @@ impl Signals {
     /// Records that this process is done with attempt `attempt` of job `id` (its outcome
     /// is written, or was given up on).
     pub(crate) fn release(&self, id: JobId, attempt: i16) {
-        let mut held = self.held.lock().expect("not poisoned");
-        if held.get(&id) == Some(&attempt) {
-            held.remove(&id);
-        }
+        self.release_all([(id, attempt)]);
     }
 
     /// [`Signals::release`] for many attempts, under one lock.
