@@ -72,6 +72,13 @@ pub struct Settings {
     /// `STANDMEET_LOGIN_ATTEMPTS_PER_MINUTE`: sign-in attempts allowed per client address
     /// and per email (a burst of this many, refilled at this rate).
     pub login_attempts_per_minute: std::num::NonZeroU32,
+    /// `STANDMEET_FETCH_ALLOW_PRIVATE`: whether job boards and webhook URLs may be on
+    /// loopback, private or link-local addresses (`false`: they are refused).
+    pub fetch_allow_private: bool,
+    /// `STANDMEET_WEBHOOK_TIMEOUT_MS`: how long one webhook delivery attempt may take.
+    pub webhook_timeout: Duration,
+    /// `STANDMEET_KEEP_EVENTS_DAYS`: how long events (and their deliveries) are kept.
+    pub keep_events: Duration,
     /// `RUST_LOG`: the tracing filter (already checked to parse).
     pub log_filter: String,
 }
@@ -231,6 +238,21 @@ impl Settings {
             parse_count(&get, "STANDMEET_LOGIN_ATTEMPTS_PER_MINUTE", 10, 1..=10_000)
                 .map(|n| std::num::NonZeroU32::new(n as u32).expect("the range starts at 1"))?;
 
+        let fetch_allow_private = parse_bool(&get, "STANDMEET_FETCH_ALLOW_PRIVATE", false)?;
+        let webhook_timeout = parse_millis(&get, "STANDMEET_WEBHOOK_TIMEOUT_MS", 10_000)?;
+        if webhook_timeout < Duration::from_millis(100) || webhook_timeout > MAX_WEBHOOK_TIMEOUT {
+            return Err(ConfigError {
+                setting: "STANDMEET_WEBHOOK_TIMEOUT_MS",
+                value: get("STANDMEET_WEBHOOK_TIMEOUT_MS"),
+                problem: format!(
+                    "it must be between 100 and {} milliseconds",
+                    MAX_WEBHOOK_TIMEOUT.as_millis()
+                ),
+            });
+        }
+        let keep_events = parse_count(&get, "STANDMEET_KEEP_EVENTS_DAYS", 30, 1..=3650)
+            .map(|days| Duration::from_secs(days as u64 * 24 * 3600))?;
+
         let log_filter = match get("RUST_LOG") {
             Some(raw) => {
                 tracing_subscriber::EnvFilter::builder()
@@ -266,6 +288,9 @@ impl Settings {
             keep_completed,
             keep_discarded,
             login_attempts_per_minute,
+            fetch_allow_private,
+            webhook_timeout,
+            keep_events,
             log_filter,
         })
     }
@@ -302,6 +327,10 @@ impl Settings {
 /// long given up, so a bigger number is a typo.
 const MAX_WAIT_MS: u64 = 600_000;
 
+/// The longest `STANDMEET_WEBHOOK_TIMEOUT_MS`: an attempt must end well within the
+/// delivery job's own time limit (`webhooks.deliver`'s one minute).
+pub const MAX_WEBHOOK_TIMEOUT: Duration = Duration::from_secs(50);
+
 fn parse_millis(
     get: &impl Fn(&str) -> Option<String>,
     setting: &'static str,
@@ -321,6 +350,26 @@ fn parse_millis(
             setting,
             value: Some(raw.clone()),
             problem: "expected a whole number of milliseconds, such as 2000".into(),
+        }),
+    }
+}
+
+/// `true`/`false` (also `1`/`0`, `yes`/`no`, `on`/`off`), or the default when unset.
+fn parse_bool(
+    get: &impl Fn(&str) -> Option<String>,
+    setting: &'static str,
+    default: bool,
+) -> Result<bool, ConfigError> {
+    let Some(raw) = get(setting) else {
+        return Ok(default);
+    };
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        _ => Err(ConfigError {
+            setting,
+            value: Some(raw.clone()),
+            problem: "it must be true or false".into(),
         }),
     }
 }
@@ -557,6 +606,23 @@ mod tests {
     }
 
     #[test]
+    fn outbound_settings_have_their_defaults_and_parse() {
+        let s = settings(&[]).unwrap();
+        assert!(!s.fetch_allow_private);
+        assert_eq!(s.webhook_timeout, Duration::from_secs(10));
+        assert_eq!(s.keep_events, Duration::from_secs(30 * 24 * 3600));
+        let s = settings(&[
+            ("STANDMEET_FETCH_ALLOW_PRIVATE", "true"),
+            ("STANDMEET_WEBHOOK_TIMEOUT_MS", "250"),
+            ("STANDMEET_KEEP_EVENTS_DAYS", "2"),
+        ])
+        .unwrap();
+        assert!(s.fetch_allow_private);
+        assert_eq!(s.webhook_timeout, Duration::from_millis(250));
+        assert_eq!(s.keep_events, Duration::from_secs(2 * 24 * 3600));
+    }
+
+    #[test]
     fn bad_addresses_urls_and_filters_are_refused_by_name() {
         for (name, value) in [
             ("LEPTOS_SITE_ADDR", "localhost"),
@@ -569,6 +635,10 @@ mod tests {
             ("STANDMEET_LOGIN_ATTEMPTS_PER_MINUTE", "0"),
             ("STANDMEET_JOB_LEASE_MS", "10"),
             ("STANDMEET_KEEP_COMPLETED_HOURS", "0"),
+            ("STANDMEET_FETCH_ALLOW_PRIVATE", "maybe"),
+            ("STANDMEET_WEBHOOK_TIMEOUT_MS", "5"),
+            ("STANDMEET_WEBHOOK_TIMEOUT_MS", "60000"),
+            ("STANDMEET_KEEP_EVENTS_DAYS", "0"),
         ] {
             assert_eq!(
                 settings(&[(name, value)]).unwrap_err().setting,

@@ -14,6 +14,7 @@ use crate::domain::access_requests::DecisionError;
 use crate::domain::corpus::CorpusError;
 use crate::domain::listings::ListingsError;
 use crate::domain::owner::{ChangeError, ConfirmError};
+use crate::domain::webhooks::WebhookError;
 use crate::jobs::WaitError;
 
 #[derive(Debug, thiserror::Error)]
@@ -152,6 +153,19 @@ impl From<ConfirmError> for AppError {
             ConfirmError::Used | ConfirmError::Withdrawn | ConfirmError::Expired => {
                 AppError::Gone(err.to_string())
             }
+        }
+    }
+}
+
+impl From<WebhookError> for AppError {
+    fn from(err: WebhookError) -> Self {
+        match err {
+            WebhookError::Invalid(_) => AppError::BadRequest(err.to_string()),
+            WebhookError::UnknownEndpoint(_) | WebhookError::UnknownDelivery(_) => {
+                AppError::NotFound(err.to_string())
+            }
+            WebhookError::Conflict(_) => AppError::Conflict(err.to_string()),
+            WebhookError::Internal(err) => AppError::Internal(err),
         }
     }
 }

@@ -34,6 +34,7 @@ use crate::domain::access_requests::{self, RequestStatus};
 use crate::domain::corpus::{self, CorpusError, Written};
 use crate::domain::events::{self, EventType};
 use crate::domain::listings::{self, ListingsError};
+use crate::domain::webhooks;
 use crate::error::AppError;
 use crate::jobs::{JobFilter, JobId, JobState, JobSummary, WaitOutcome};
 use crate::model::MailState;
@@ -71,6 +72,20 @@ pub struct ListEventsParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct GetEventParams {
     /// The id of the event.
+    pub id: i64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CreateWebhookParams {
+    /// Where the deliveries go: an http or https URL.
+    pub url: String,
+    /// The event types it gets, such as ["access_request.created"], or ["*"] for all.
+    pub event_types: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct WebhookIdParams {
+    /// The id of the webhook endpoint.
     pub id: i64,
 }
 
@@ -133,6 +148,9 @@ pub struct SearchParams {
     /// characters.
     pub q: String,
 }
+
+/// How long `webhooks.test` waits for its delivery.
+const WEBHOOK_TEST_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The tools; one value per request, holding the app's state.
 #[derive(Clone)]
@@ -394,6 +412,68 @@ impl Tools {
     }
 
     #[tool(
+        name = "webhooks.list",
+        description = "The webhook endpoints: {webhooks: [{id, url, event_types, enabled, disabled_reason, created_at}]} (never their secrets)."
+    )]
+    async fn webhooks_list(&self) -> Result<CallToolResult, ErrorData> {
+        let listed = webhooks::list(&self.state.pool).await;
+        respond(
+            listed
+                .map(|endpoints| json!({ "webhooks": endpoints }))
+                .map_err(AppError::from),
+        )
+    }
+
+    #[tool(
+        name = "webhooks.create",
+        description = "Adds a webhook endpoint that gets events of event_types (or [\"*\"] for all) as signed POSTs (Standard Webhooks). Answers {id, url, event_types, enabled, disabled_reason, created_at, secret}; the secret (whsec_…) is shown only now."
+    )]
+    async fn webhooks_create(
+        &self,
+        Parameters(params): Parameters<CreateWebhookParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let created = webhooks::create(
+            &self.state.pool,
+            &params.url,
+            &params.event_types,
+            self.state.settings.fetch_allow_private,
+        )
+        .await;
+        respond(
+            created
+                .map(|created| json!(created))
+                .map_err(AppError::from),
+        )
+    }
+
+    #[tool(
+        name = "webhooks.delete",
+        description = "Deletes a webhook endpoint and its deliveries: {id, deleted: true}."
+    )]
+    async fn webhooks_delete(
+        &self,
+        Parameters(params): Parameters<WebhookIdParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let deleted = webhooks::delete(&self.state.pool, params.id).await;
+        respond(
+            deleted
+                .map(|()| json!({ "id": params.id, "deleted": true }))
+                .map_err(AppError::from),
+        )
+    }
+
+    #[tool(
+        name = "webhooks.test",
+        description = "Sends a webhook.test message to one endpoint only (not an event), waits up to 5 s, and answers {delivery_job_id, state: sending|delivered|failed, response_status, pending}; pending is true while it is still on its way."
+    )]
+    async fn webhooks_test(
+        &self,
+        Parameters(params): Parameters<WebhookIdParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        respond(self.send_test(params.id).await)
+    }
+
+    #[tool(
         name = "tasks.get",
         description = "The state of one job (a task): kind, queue, state, attempts, times and its last error."
     )]
@@ -450,6 +530,21 @@ impl Tools {
 impl Tools {
     /// `access_requests.approve`: approves, then waits up to `STANDMEET_APPROVE_WAIT_MS`
     /// for the mail, and says whether it went out.
+    async fn send_test(&self, id: i64) -> Result<Value, AppError> {
+        let queued = webhooks::send_test(&self.state.pool, id).await?;
+        self.state
+            .jobs
+            .wait(&[queued.job_id], WEBHOOK_TEST_WAIT)
+            .await?;
+        let delivery = webhooks::delivery(&self.state.pool, queued.delivery_id).await?;
+        Ok(json!({
+            "delivery_job_id": queued.job_id.0,
+            "state": delivery.state,
+            "response_status": delivery.response_status,
+            "pending": delivery.state == webhooks::DeliveryState::Sending,
+        }))
+    }
+
     async fn approve(&self, id: i64) -> Result<Value, AppError> {
         let state = &self.state;
         let job = access_requests::approve(&state.pool, &state.mailer, id, None).await?;

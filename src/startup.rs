@@ -228,16 +228,28 @@ fn announce_generated_admin(admin: &crate::domain::admins::GeneratedAdmin, publi
 }
 
 /// Periodic chores until `stop`: deleting expired sessions, forgetting idle
-/// rate-limit keys.
+/// rate-limit keys, and (every fifth minute, with the job cleaner's rhythm) deleting
+/// events past `STANDMEET_KEEP_EVENTS_DAYS` with their deliveries.
 async fn housekeeping(state: AppState, stop: CancellationToken) {
     use tower_sessions::ExpiredDeletion;
     let store = session_store(&state.pool);
     let mut tick = tokio::time::interval(Duration::from_secs(60));
+    let mut turn: u64 = 0;
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
+        if turn.is_multiple_of(5) {
+            match crate::domain::events::delete_older_than(&state.pool, state.settings.keep_events)
+                .await
+            {
+                Ok(0) => {}
+                Ok(deleted) => tracing::info!(deleted, "deleted events past their retention"),
+                Err(err) => tracing::warn!(error = %err, "cannot delete old events"),
+            }
+        }
+        turn += 1;
         if let Err(err) = store.delete_expired().await {
             tracing::warn!(error = %err, "cannot delete expired sessions");
         }

@@ -46,7 +46,7 @@ async fn add_samples(pool: &PgPool, boards: &BoardServer) -> [i64; 4] {
     .into_iter()
     .enumerate()
     {
-        ids[slot] = listings::add_source(pool, name, kind, &boards.url(path))
+        ids[slot] = listings::add_source(pool, name, kind, &boards.url(path), true)
             .await
             .unwrap();
     }
@@ -266,7 +266,7 @@ async fn a_broken_board_is_reported_and_the_others_still_arrive(pool: PgPool) {
 async fn an_answer_too_large_is_refused_with_a_reason(pool: PgPool) {
     let app = fetching_app(&pool, "20000").await;
     let boards = app.boards();
-    listings::add_source(&pool, "Huge", "rss", &boards.url("/feeds/huge.rss"))
+    listings::add_source(&pool, "Huge", "rss", &boards.url("/feeds/huge.rss"), true)
         .await
         .unwrap();
     boards.serve(

@@ -154,9 +154,15 @@ mod server {
     ) -> Result<String, ServerFnError> {
         let admin = require_admin().await?;
         let state = expect_context::<AppState>();
-        let id = listings::add_source(&state.pool, &name, &kind, &url)
-            .await
-            .map_err(reply)?;
+        let id = listings::add_source(
+            &state.pool,
+            &name,
+            &kind,
+            &url,
+            state.settings.fetch_allow_private,
+        )
+        .await
+        .map_err(reply)?;
         tracing::info!(
             source.id = id,
             admin.id = admin.id,

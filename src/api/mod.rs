@@ -6,6 +6,7 @@ pub(crate) mod access;
 pub(crate) mod account;
 pub(crate) mod auth;
 pub(crate) mod corpus;
+pub(crate) mod events;
 pub(crate) mod form_error;
 #[cfg(feature = "ssr")]
 pub(crate) mod health;
@@ -16,6 +17,7 @@ pub(crate) mod metrics;
 pub(crate) mod replies;
 pub(crate) mod status;
 pub(crate) mod tasks;
+pub(crate) mod webhooks;
 
 pub use form_error::FormError;
 

@@ -8,8 +8,10 @@ pub mod corpus;
 pub mod events;
 pub mod listings;
 pub mod mail;
+pub mod outbound;
 pub mod owner;
 pub mod secrets;
+pub mod webhooks;
 
 use anyhow::Context;
 
@@ -19,12 +21,16 @@ pub fn job_registry(mail: mail::MailContext) -> anyhow::Result<crate::jobs::Regi
     use crate::domain::corpus::IndexEntry;
     use crate::domain::listings::FetchSource;
     use crate::domain::owner::EmailConfirmation;
+    use crate::domain::webhooks::DeliverWebhook;
     let fetch =
         FetchSource::new(&mail.settings).context("cannot make the HTTP client for job boards")?;
+    let deliver = DeliverWebhook::new(&mail.settings)
+        .context("cannot make the HTTP client for webhook deliveries")?;
     Ok(crate::jobs::builtin::registry()
         .register(NotifyOwner(mail.clone()))
         .register(ApprovalMail(mail.clone()))
         .register(EmailConfirmation(mail))
         .register(fetch)
+        .register(deliver)
         .register(IndexEntry))
 }

@@ -52,6 +52,7 @@ impl EngineConfig {
             QueueConfig::new("mail", 5, Duration::from_millis(100)),
             QueueConfig::new("index", 2, Duration::from_millis(100)),
             QueueConfig::new("fetch", 8, Duration::from_millis(100)),
+            QueueConfig::new("webhooks", 16, Duration::from_millis(100)),
         ]
     }
 }

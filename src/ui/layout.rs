@@ -8,11 +8,13 @@ use crate::api::auth::current_admin;
 use crate::ui::components::form::SECONDARY_BUTTON;
 
 /// The admin pages, in the order the navigation shows them.
-pub const ADMIN_PAGES: [(&str, &str); 6] = [
+pub const ADMIN_PAGES: [(&str, &str); 8] = [
     ("/admin/tasks", "Tasks"),
     ("/admin/access-requests", "Access requests"),
     ("/admin/listings", "Listings"),
     ("/admin/corpus", "Corpus"),
+    ("/admin/events", "Events"),
+    ("/admin/webhooks", "Webhooks"),
     ("/admin/mail", "Mail log"),
     ("/admin/account", "Account"),
 ];

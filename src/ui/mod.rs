@@ -19,6 +19,7 @@ use crate::ui::pages::{
     account::AccountPage,
     confirm_email::ConfirmEmailPage,
     corpus::{CorpusEntryPage, CorpusPage},
+    events::EventsPage,
     home::HomePage,
     listings::ListingsPage,
     login::LoginPage,
@@ -28,6 +29,7 @@ use crate::ui::pages::{
     search::SearchPage,
     task_detail::TaskDetailPage,
     tasks::TasksPage,
+    webhooks::{WebhookDetailPage, WebhooksPage},
 };
 
 /// The HTML document around the app; the server renders it for every page.
@@ -76,6 +78,9 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/admin/corpus") view=CorpusPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/corpus/:id") view=CorpusEntryPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/mail") view=MailLogPage ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/events") view=EventsPage ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/webhooks") view=WebhooksPage ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/webhooks/:id") view=WebhookDetailPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/account") view=AccountPage ssr=SsrMode::Async/>
                     // Visitor pages.
                     <Route path=path!("/request-access") view=RequestAccessPage/>

@@ -125,6 +125,18 @@ impl TestAppBuilder {
             None
         };
         let mut settings = self.settings;
+        // The boards (and the webhook receivers of the tests) are on loopback, which
+        // StandMeet refuses to call unless told otherwise.
+        if boards.is_some()
+            && !settings
+                .iter()
+                .any(|(name, _)| name == "STANDMEET_FETCH_ALLOW_PRIVATE")
+        {
+            settings.push((
+                "STANDMEET_FETCH_ALLOW_PRIVATE".to_string(),
+                "true".to_string(),
+            ));
+        }
         if let Some(smtp) = &smtp
             && !settings.iter().any(|(name, _)| name == "STANDMEET_MAIL")
         {

@@ -10,6 +10,7 @@ pub mod app;
 pub mod boards;
 pub mod jobs;
 pub mod mcp;
+pub mod receiver;
 pub mod smtp;
 
 #[allow(unused_imports)]

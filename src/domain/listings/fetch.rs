@@ -21,6 +21,7 @@ use super::SourceKind;
 use super::boards::{self, BoardListing};
 use crate::config::Settings;
 use crate::domain::events::{self, NewEvent};
+use crate::domain::outbound;
 use crate::jobs::{JobContext, JobError, JobKind};
 
 /// The largest answer a board may give.
@@ -57,6 +58,8 @@ struct FetchedSource {
 /// The `jobs.fetch_source` handler, with its HTTP client.
 pub struct FetchSource {
     client: reqwest::Client,
+    /// `STANDMEET_FETCH_ALLOW_PRIVATE` (see [`outbound`]).
+    allow_private: bool,
 }
 
 impl FetchSource {
@@ -66,13 +69,28 @@ impl FetchSource {
             env!("CARGO_PKG_VERSION"),
             settings.public_url
         );
-        let client = reqwest::Client::builder()
+        let allow_private = settings.fetch_allow_private;
+        // At most 5 redirects, none to an address the guard refuses (names are checked
+        // by the client's resolver; an address written in the new URL is checked here).
+        let redirects = reqwest::redirect::Policy::custom(move |attempt| {
+            if attempt.previous().len() >= 5 {
+                attempt.error("too many redirects")
+            } else if let Some(refused) = outbound::refusal(attempt.url(), allow_private) {
+                attempt.error(refused)
+            } else {
+                attempt.follow()
+            }
+        });
+        let client = outbound::client_builder(allow_private)
             .user_agent(agent)
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(TOTAL_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::limited(5))
+            .redirect(redirects)
             .build()?;
-        Ok(FetchSource { client })
+        Ok(FetchSource {
+            client,
+            allow_private,
+        })
     }
 
     /// GETs `url`, answering its body, or what to do about the failure.
@@ -83,6 +101,9 @@ impl FetchSource {
                 "application/rss+xml, application/atom+xml, application/xml;q=0.9, text/xml;q=0.8"
             }
         };
+        if let Some(refused) = outbound::refusal(url, self.allow_private) {
+            return Err(JobError::discard(refused));
+        }
         let mut response = self
             .client
             .get(url.clone())
@@ -135,7 +156,9 @@ fn too_large() -> JobError {
 
 /// A failure before or while the answer came: worth another try.
 fn transport_error(err: reqwest::Error) -> JobError {
-    if err.is_timeout() {
+    if let Some(refused) = outbound::guard_refusal(&err) {
+        JobError::discard(refused)
+    } else if err.is_timeout() {
         JobError::retry(format!(
             "the board did not answer within {} s",
             TOTAL_TIMEOUT.as_secs()
@@ -143,7 +166,10 @@ fn transport_error(err: reqwest::Error) -> JobError {
     } else if err.is_connect() {
         JobError::retry("cannot connect to the board".to_string())
     } else if err.is_redirect() {
-        JobError::discard("the board redirects too often".to_string())
+        let why = std::error::Error::source(&err)
+            .map(ToString::to_string)
+            .unwrap_or_else(|| "too many redirects".into());
+        JobError::discard(format!("the board's redirect was not followed: {why}"))
     } else {
         JobError::retry(format!("the board's answer broke off: {err}"))
     }

@@ -106,6 +106,7 @@ pub async fn add_source(
     name: &str,
     kind: &str,
     url: &str,
+    allow_private: bool,
 ) -> Result<i64, ListingsError> {
     let name = name.trim();
     if name.is_empty() || name.chars().count() > 100 {
@@ -125,6 +126,11 @@ pub async fn add_source(
         )));
     };
     let url = parse_source_url(url)?;
+    crate::domain::outbound::check_url(&url, allow_private)
+        .await
+        .map_err(|refused| {
+            ListingsError::Invalid(format!("The board's URL is refused: {refused}."))
+        })?;
     let inserted = sqlx::query_scalar!(
         r#"
         INSERT INTO listing_sources (name, kind, url) VALUES ($1, $2, $3)

@@ -1,15 +1,7 @@
-//! The outbox: what happened in StandMeet, as events that other systems can follow.
-//!
-//! An event is written with [`record`] inside the transaction of the change it records,
-//! never before and never on its own: a rollback leaves no event, a commit always leaves
-//! one. (The mail job's `access_request.replied` is written by the job's own completion
-//! transaction, after the send.) Job state changes are not events; the job row is their
-//! record.
+//! The event types and the events about to be recorded, with the keys of their data
+//! (`../shared/design/product.md` §9).
 
-use serde::Serialize;
 use serde_json::json;
-use sqlx::{PgConnection, PgPool};
-use time::OffsetDateTime;
 
 /// What happened: the event types of `../shared/design/product.md` §9.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,66 +95,6 @@ impl NewEvent {
             data: json!({ "entry_id": entry_id, "version": version }),
         }
     }
-}
-
-/// Records `event` in the caller's transaction; answers its id.
-pub async fn record(tx: &mut PgConnection, event: &NewEvent) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar!(
-        "INSERT INTO events (type, subject_id, data) VALUES ($1, $2, $3) RETURNING id",
-        event.event_type.as_str(),
-        event.subject_id,
-        event.data,
-    )
-    .fetch_one(tx)
-    .await
-}
-
-/// A recorded event, as the events page and the MCP tools show it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Event {
-    pub id: i64,
-    #[serde(rename = "type")]
-    pub event_type: String,
-    pub subject_id: Option<i64>,
-    #[serde(with = "time::serde::rfc3339")]
-    pub occurred_at: OffsetDateTime,
-    pub data: serde_json::Value,
-}
-
-/// Events after `after_id` (all when `None`), oldest first, of one type or of all, at
-/// most `limit`.
-pub async fn list(
-    pool: &PgPool,
-    event_type: Option<EventType>,
-    after_id: Option<i64>,
-    limit: i64,
-) -> Result<Vec<Event>, sqlx::Error> {
-    sqlx::query_as!(
-        Event,
-        r#"
-        SELECT id, type AS event_type, subject_id, occurred_at, data
-        FROM events
-        WHERE ($1::text IS NULL OR type = $1) AND id > $2
-        ORDER BY id
-        LIMIT $3
-        "#,
-        event_type.map(EventType::as_str),
-        after_id.unwrap_or(0),
-        limit,
-    )
-    .fetch_all(pool)
-    .await
-}
-
-/// One event by id.
-pub async fn get(pool: &PgPool, id: i64) -> Result<Option<Event>, sqlx::Error> {
-    sqlx::query_as!(
-        Event,
-        r#"SELECT id, type AS event_type, subject_id, occurred_at, data FROM events WHERE id = $1"#,
-        id,
-    )
-    .fetch_optional(pool)
-    .await
 }
 
 #[cfg(test)]

@@ -1,0 +1,168 @@
+//! The outbox: what happened in StandMeet, as events that other systems can follow.
+//!
+//! An event is written with [`record`] inside the transaction of the change it records,
+//! never before and never on its own: a rollback leaves no event, a commit always leaves
+//! one. (The mail job's `access_request.replied` is written by the job's own completion
+//! transaction, after the send.) Job state changes are not events; the job row is their
+//! record.
+
+pub mod types;
+
+use serde::Serialize;
+use std::time::Duration;
+
+use sqlx::{PgConnection, PgPool};
+use time::OffsetDateTime;
+
+use crate::domain::webhooks;
+
+pub use types::{EventType, NewEvent};
+
+/// Records `event` in the caller's transaction; answers its id.
+///
+/// The same statement inserts a webhook delivery for each enabled endpoint that wants
+/// events of this type, and one more statement queues their `webhooks.deliver` jobs
+/// (none when no endpoint wants it), so a commit delivers the event and a rollback
+/// leaves neither event nor delivery. The cost does not grow with the endpoints.
+pub async fn record(tx: &mut PgConnection, event: &NewEvent) -> Result<i64, sqlx::Error> {
+    let recorded = sqlx::query!(
+        r#"
+        WITH event AS (
+            INSERT INTO events (type, subject_id, data) VALUES ($1, $2, $3)
+            RETURNING id, type
+        ), deliveries AS (
+            INSERT INTO webhook_deliveries (endpoint_id, event_id)
+            SELECT w.id, event.id
+            FROM webhook_endpoints w CROSS JOIN event
+            WHERE w.enabled AND w.event_types && ARRAY[event.type, '*']
+            ORDER BY w.id
+            RETURNING id
+        )
+        SELECT (SELECT id FROM event) AS "id!",
+               ARRAY(SELECT id FROM deliveries ORDER BY id) AS "deliveries!"
+        "#,
+        event.event_type.as_str(),
+        event.subject_id,
+        event.data,
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    if !recorded.deliveries.is_empty() {
+        webhooks::queue_deliveries(tx, &recorded.deliveries)
+            .await
+            .map_err(database_error)?;
+    }
+    Ok(recorded.id)
+}
+
+/// The job insert says what failed through `anyhow`; inside a transaction that is the
+/// database (the arguments, two ids, always serialize). Callers handle `sqlx::Error`.
+fn database_error(err: anyhow::Error) -> sqlx::Error {
+    match err.downcast::<sqlx::Error>() {
+        Ok(err) => err,
+        Err(other) => sqlx::Error::Protocol(format!("{other:#}")),
+    }
+}
+
+/// Deletes events older than `keep` (`STANDMEET_KEEP_EVENTS_DAYS`) with their webhook
+/// deliveries, and test deliveries as old; a batch at a time, oldest first. Answers how
+/// many events went.
+pub async fn delete_older_than(pool: &PgPool, keep: Duration) -> Result<u64, sqlx::Error> {
+    const BATCH: i64 = 1_000;
+    let mut deleted = 0;
+    loop {
+        // Events arrive in id order, so the oldest ids are the ones due.
+        let batch = sqlx::query!(
+            r#"
+            DELETE FROM events WHERE id = ANY(ARRAY(
+                SELECT id FROM (SELECT id, occurred_at FROM events ORDER BY id LIMIT $2) AS oldest
+                WHERE occurred_at < now() - $1::float8 * interval '1 millisecond'
+            ))
+            "#,
+            keep.as_millis() as f64,
+            BATCH,
+        )
+        .execute(pool)
+        .await?
+        .rows_affected();
+        deleted += batch;
+        if batch < BATCH as u64 {
+            break;
+        }
+    }
+    webhooks::delete_old_tests(pool, keep).await?;
+    Ok(deleted)
+}
+
+/// A recorded event, as the events page and the MCP tools show it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Event {
+    pub id: i64,
+    #[serde(rename = "type")]
+    pub event_type: String,
+    pub subject_id: Option<i64>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub occurred_at: OffsetDateTime,
+    pub data: serde_json::Value,
+}
+
+/// Events after `after_id` (all when `None`), oldest first, of one type or of all, at
+/// most `limit`.
+pub async fn list(
+    pool: &PgPool,
+    event_type: Option<EventType>,
+    after_id: Option<i64>,
+    limit: i64,
+) -> Result<Vec<Event>, sqlx::Error> {
+    sqlx::query_as!(
+        Event,
+        r#"
+        SELECT id, type AS event_type, subject_id, occurred_at, data
+        FROM events
+        WHERE ($1::text IS NULL OR type = $1) AND id > $2
+        ORDER BY id
+        LIMIT $3
+        "#,
+        event_type.map(EventType::as_str),
+        after_id.unwrap_or(0),
+        limit,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// The newest events (before `before_id` when given), newest first, of one type or of
+/// all, at most `limit`: the events page.
+pub async fn newest(
+    pool: &PgPool,
+    event_type: Option<EventType>,
+    before_id: Option<i64>,
+    limit: i64,
+) -> Result<Vec<Event>, sqlx::Error> {
+    sqlx::query_as!(
+        Event,
+        r#"
+        SELECT id, type AS event_type, subject_id, occurred_at, data
+        FROM events
+        WHERE ($1::text IS NULL OR type = $1) AND id < $2
+        ORDER BY id DESC
+        LIMIT $3
+        "#,
+        event_type.map(EventType::as_str),
+        before_id.unwrap_or(i64::MAX),
+        limit,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// One event by id.
+pub async fn get(pool: &PgPool, id: i64) -> Result<Option<Event>, sqlx::Error> {
+    sqlx::query_as!(
+        Event,
+        r#"SELECT id, type AS event_type, subject_id, occurred_at, data FROM events WHERE id = $1"#,
+        id,
+    )
+    .fetch_optional(pool)
+    .await
+}
