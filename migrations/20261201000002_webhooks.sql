@@ -22,8 +22,11 @@ CREATE TABLE webhook_deliveries (
     endpoint_id bigint      NOT NULL REFERENCES webhook_endpoints (id) ON DELETE CASCADE,
     -- The event delivered; NULL for a test message ("Send test", `webhooks.test`).
     event_id    bigint      REFERENCES events (id) ON DELETE CASCADE,
-    -- The job carrying it out now (a redelivery replaces it); NULL once cleaned.
-    job_id      bigint      REFERENCES jobs (id) ON DELETE SET NULL,
+    -- The job carrying it out (a redelivery replaces it). Written by the job when it
+    -- starts (so the fan-out is one statement for the deliveries and one for their
+    -- jobs); NULL until then. No foreign key: the cleaner deletes finished jobs without
+    -- looking here, and a job id that is gone means the job ended (see `outcome`).
+    job_id      bigint,
     -- How it ended, written by the job: kept when the job row is gone.
     outcome     text        CHECK (outcome IN ('delivered', 'failed')),
     created_at  timestamptz NOT NULL DEFAULT now()
@@ -31,7 +34,7 @@ CREATE TABLE webhook_deliveries (
 
 -- An endpoint's page lists its deliveries, newest first.
 CREATE INDEX webhook_deliveries_endpoint_idx ON webhook_deliveries (endpoint_id, id);
--- The job finds its delivery; a deleted job clears its reference.
+-- At most one delivery per job.
 CREATE UNIQUE INDEX webhook_deliveries_job_idx ON webhook_deliveries (job_id);
 -- Deleting old events deletes their deliveries.
 CREATE INDEX webhook_deliveries_event_idx ON webhook_deliveries (event_id);

@@ -36,8 +36,11 @@
 //! - `domain`: what StandMeet does, in its own words and errors: access requests, the
 //!   owner's address, listings, the corpus (entries, search, index), admins; `mail`
 //!   (supplier, throttle, mail log, "deliver or snooze" for every mail job) and
-//!   `secrets` (access codes and link tokens) serve them all; `events` is the outbox
-//!   each change writes what happened to, in its own transaction.
+//!   `secrets` (access codes, link tokens, webhook signing secrets) serve them all;
+//!   `events` is the outbox each change writes what happened to, in its own
+//!   transaction, and `webhooks` delivers those events to the owner's other systems as
+//!   signed POSTs (one `webhooks.deliver` job per event and endpoint); `outbound` is the
+//!   guard that keeps job-board fetches and webhook deliveries off private addresses.
 //! - `security`: what every request passes through: the admin guard (pages redirect to
 //!   `/login`, server functions answer 401, deny by default), cross-site refusal,
 //!   security headers, and sign-in attempt limits.
@@ -47,8 +50,8 @@
 //! - `state`: `AppState`, what every handler, server function and tool can reach.
 //! - `mcp`: the MCP endpoint `/mcp` (rmcp): the same operations as tools for agents.
 //! - `startup`: the router, and serving until a signal says stop.
-//! - `bench`: `standmeet bench`: the job engine, the Tasks panel and the corpus search,
-//!   measured on a fresh private cluster.
+//! - `bench`: `standmeet bench`: the job engine, the Tasks panel, the corpus search and
+//!   the events and webhooks, measured on a fresh private cluster.
 //! - `chaos`: `standmeet chaos`: the fault suite (kill -9 of workers, PostgreSQL
 //!   restarted under waiters, a misbehaving mail server, bad input everywhere), with
 //!   real processes on a fresh private cluster; it fails when a promise breaks.

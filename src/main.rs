@@ -30,7 +30,7 @@ enum Command {
         /// A small run of each measure (for CI), instead of the full one.
         #[arg(long)]
         quick: bool,
-        /// Only one subject: jobs, scale, memory, panel or corpus.
+        /// Only one subject: jobs, scale, memory, panel, corpus or events.
         #[arg(long)]
         only: Option<String>,
         /// Instead, StandMeet beside a peer queue in one run: `graphile` (graphile-worker

@@ -9,11 +9,14 @@
 //! - [`panel`]: the Tasks panel with a million jobs: server time of each page and
 //!   filter, and of the status poll.
 //! - [`corpus`]: the visitors' search over 100,000 entries.
+//! - [`events`]: what an event adds to the operation that records it, and webhook
+//!   deliveries at 1,000 events/s to one loopback endpoint.
 //! - [`memory`]: the server's resident size, idle and while draining 100,000 jobs.
 //! - [`scale`]: the drain with 1, 2 and 4 StandMeet processes on one database.
 //! - [`peer`] (`--peer graphile`, on its own): StandMeet beside graphile-worker.
 
 mod corpus;
+mod events;
 mod helper;
 mod jobs;
 mod memory;
@@ -32,7 +35,8 @@ use crate::db::{self, PrivateCluster};
 
 pub struct BenchOptions {
     pub quick: bool,
-    /// Only this subject (`jobs`, `scale`, `memory`, `panel` or `corpus`); all when `None`.
+    /// Only this subject (`jobs`, `scale`, `memory`, `panel`, `corpus` or `events`); all
+    /// when `None`.
     pub only: Option<String>,
     /// Instead of the subjects, the comparison with this peer (`graphile`).
     pub peer: Option<String>,
@@ -45,12 +49,12 @@ pub async fn run(options: BenchOptions) -> anyhow::Result<()> {
             anyhow::bail!("there is no peer {other:?} to compare with; try graphile")
         }
         (Some(_), Some(_)) => anyhow::bail!("--peer runs on its own: leave out --only"),
-        (None, None) => vec!["jobs", "scale", "memory", "panel", "corpus"],
-        (None, Some(subject @ ("jobs" | "scale" | "memory" | "panel" | "corpus"))) => {
+        (None, None) => vec!["jobs", "scale", "memory", "panel", "corpus", "events"],
+        (None, Some(subject @ ("jobs" | "scale" | "memory" | "panel" | "corpus" | "events"))) => {
             vec![subject]
         }
         (None, Some(other)) => anyhow::bail!(
-            "there is no benchmark {other:?}; try jobs, scale, memory, panel or corpus"
+            "there is no benchmark {other:?}; try jobs, scale, memory, panel, corpus or events"
         ),
     };
     let dir = scratch_dir()?;
@@ -80,6 +84,7 @@ pub async fn run(options: BenchOptions) -> anyhow::Result<()> {
                     memory::measure(&pool, &url, options.quick).await?
                 }
                 "peer" => peer::compare(&cluster, &pool, options.quick).await?,
+                "events" => events::measure(&pool, options.quick).await?,
                 _ => corpus::measure(&pool, options.quick).await?,
             }
         }

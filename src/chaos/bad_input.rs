@@ -160,6 +160,30 @@ const SERVER_FNS: &[ServerFn] = &[
     get("tasks/detail", &[("id", Arg::Int)]),
     post("tasks/retry", &[("id", Arg::Int)]),
     post("tasks/cancel", &[("id", Arg::Int)]),
+    get(
+        "events/page",
+        &[
+            ("event_type", Arg::Text("access_request.created")),
+            ("before", Arg::Int),
+        ],
+    ),
+    get("webhooks/list", &[]),
+    post(
+        "webhooks/create",
+        &[
+            ("url", Arg::Text("https://chaos.example.com/hook")),
+            ("event_types", Arg::Text("*")),
+        ],
+    ),
+    post(
+        "webhooks/set_enabled",
+        &[("id", Arg::Int), ("enabled", Arg::Bool)],
+    ),
+    post("webhooks/delete", &[("id", Arg::Int)]),
+    post("webhooks/test", &[("id", Arg::Int)]),
+    get("webhooks/delivery", &[("id", Arg::Int)]),
+    get("webhooks/detail", &[("id", Arg::Int), ("before", Arg::Int)]),
+    post("webhooks/redeliver", &[("id", Arg::Int)]),
 ];
 
 /// One bad request.

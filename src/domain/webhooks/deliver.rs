@@ -127,18 +127,23 @@ impl JobKind for DeliverWebhook {
 
     async fn run(&self, job: JobContext, args: DeliverArgs) -> Result<DeliverOutput, JobError> {
         let delivery_id = args.delivery_id;
+        // The delivery learns its job here, and the job what to deliver where.
         let target = sqlx::query_as!(
             Target,
             r#"
+            WITH d AS (
+                UPDATE webhook_deliveries SET job_id = $2 WHERE id = $1
+                RETURNING endpoint_id, event_id, created_at
+            )
             SELECT d.endpoint_id, w.url, w.secret, w.enabled, d.event_id,
                    e.type AS "event_type?", e.data AS "data?", e.occurred_at AS "occurred_at?",
                    d.created_at
-            FROM webhook_deliveries d
+            FROM d
             JOIN webhook_endpoints w ON w.id = d.endpoint_id
             LEFT JOIN events e ON e.id = d.event_id
-            WHERE d.id = $1
             "#,
-            delivery_id
+            delivery_id,
+            job.id.0,
         )
         .fetch_optional(job.pool())
         .await?
@@ -155,34 +160,45 @@ impl JobKind for DeliverWebhook {
         let (message_id, body) = target.message(delivery_id);
 
         let record = self.post(&target.url, &secret, &message_id, body).await;
-        record_attempt(job.pool(), delivery_id, &record).await?;
 
         let status = record.status;
         if let Some(status) = status.filter(|status| (200..300).contains(status)) {
-            let mut tx = job.pool().begin().await?;
+            // One statement writes the attempt and the outcome, and clears the
+            // endpoint's failure count when it has one (deliveries to one endpoint run
+            // side by side, and an UPDATE that matches no row locks none). The job's
+            // completion follows in the engine's next batch; should it be lost (a
+            // crash in between), the job runs again and the receiver gets the message
+            // twice, with the same webhook-id: webhooks are delivered at least once.
             sqlx::query!(
-                "UPDATE webhook_deliveries SET outcome = 'delivered' WHERE id = $1",
-                delivery_id
-            )
-            .execute(&mut *tx)
-            .await?;
-            if target.event_id.is_some() {
-                sqlx::query!(
-                    "UPDATE webhook_endpoints SET failures_in_a_row = 0 WHERE id = $1",
-                    target.endpoint_id
+                r#"
+                WITH attempt AS (
+                    INSERT INTO webhook_attempts
+                        (delivery_id, started_at, duration_ms, response_status, response_excerpt)
+                    VALUES ($1, $2, $3, $4, $5)
+                ), delivery AS (
+                    UPDATE webhook_deliveries SET outcome = 'delivered' WHERE id = $1
+                    RETURNING endpoint_id, event_id
                 )
-                .execute(&mut *tx)
-                .await?;
-            }
+                UPDATE webhook_endpoints w SET failures_in_a_row = 0
+                FROM delivery d
+                WHERE w.id = d.endpoint_id AND d.event_id IS NOT NULL AND w.failures_in_a_row <> 0
+                "#,
+                delivery_id,
+                record.started_at,
+                millis(record.duration),
+                status as i16,
+                record.excerpt,
+            )
+            .execute(job.pool())
+            .await?;
             let output = DeliverOutput {
                 response_status: status,
                 duration_ms: record.duration.as_millis() as u64,
             };
-            job.complete_tx(&mut tx, &output).await?;
-            tx.commit().await?;
             return Ok(output);
         }
 
+        record_attempt(job.pool(), delivery_id, &record).await?;
         let error = record
             .error
             .unwrap_or_else(|| "the delivery failed".to_string());
@@ -309,8 +325,12 @@ impl DeliverWebhook {
     }
 }
 
+fn millis(duration: Duration) -> i32 {
+    duration.as_millis().min(i32::MAX as u128) as i32
+}
+
 async fn record_attempt(
-    pool: &PgPool,
+    executor: impl sqlx::PgExecutor<'_>,
     delivery_id: i64,
     record: &AttemptRecord,
 ) -> Result<(), sqlx::Error> {
@@ -323,12 +343,12 @@ async fn record_attempt(
         "#,
         delivery_id,
         record.started_at,
-        record.duration.as_millis().min(i32::MAX as u128) as i32,
+        millis(record.duration),
         record.status.map(|status| status as i16),
         record.excerpt,
         record.error,
     )
-    .execute(pool)
+    .execute(executor)
     .await?;
     Ok(())
 }

@@ -221,7 +221,8 @@ pub async fn delete(pool: &PgPool, id: i64) -> Result<(), WebhookError> {
 }
 
 /// Queues one `webhooks.deliver` job for each of `deliveries` (rows just inserted in
-/// the caller's transaction), two statements however many there are.
+/// the caller's transaction), in one statement however many there are. Each job writes
+/// its id into its delivery when it starts.
 pub async fn queue_deliveries(
     tx: &mut PgConnection,
     deliveries: &[i64],
@@ -230,20 +231,7 @@ pub async fn queue_deliveries(
         .iter()
         .map(|&delivery_id| DeliverArgs { delivery_id })
         .collect();
-    let job_ids = jobs::insert_many_tx::<DeliverWebhook>(tx, &args).await?;
-    let raw_ids: Vec<i64> = job_ids.iter().map(|id| id.0).collect();
-    sqlx::query!(
-        r#"
-        UPDATE webhook_deliveries d SET job_id = q.job_id
-        FROM unnest($1::bigint[], $2::bigint[]) AS q(delivery_id, job_id)
-        WHERE d.id = q.delivery_id
-        "#,
-        deliveries,
-        &raw_ids,
-    )
-    .execute(tx)
-    .await?;
-    Ok(job_ids)
+    jobs::insert_many_tx::<DeliverWebhook>(tx, &args).await
 }
 
 /// A test message queued for an endpoint.
@@ -308,8 +296,9 @@ impl DeliveryState {
         }
     }
 
-    /// From the delivery's job (while it exists) or, after, from how it ended.
-    fn of(job: Option<JobState>, outcome: Option<&str>) -> DeliveryState {
+    /// From the delivery's job while it exists; before its job started (no job id
+    /// yet) it is on its way; after the job is gone, how it ended.
+    fn of(job_id: Option<i64>, job: Option<JobState>, outcome: Option<&str>) -> DeliveryState {
         match job {
             Some(JobState::Available | JobState::Scheduled | JobState::Running) => {
                 DeliveryState::Sending
@@ -319,6 +308,7 @@ impl DeliveryState {
                 DeliveryState::Failed
             }
             None if outcome == Some("delivered") => DeliveryState::Delivered,
+            None if outcome.is_none() && job_id.is_none() => DeliveryState::Sending,
             None => DeliveryState::Failed,
         }
     }
@@ -365,7 +355,7 @@ struct DeliveryRow {
 
 impl From<DeliveryRow> for Delivery {
     fn from(row: DeliveryRow) -> Self {
-        let state = DeliveryState::of(row.job_state, row.outcome.as_deref());
+        let state = DeliveryState::of(row.job_id, row.job_state, row.outcome.as_deref());
         Delivery {
             id: row.id,
             endpoint_id: row.endpoint_id,
@@ -463,7 +453,7 @@ pub async fn attempts(pool: &PgPool, id: i64) -> Result<Vec<Attempt>, WebhookErr
 pub async fn redeliver(pool: &PgPool, jobs: &JobClient, id: i64) -> Result<JobId, WebhookError> {
     let found = sqlx::query!(
         r#"
-        SELECT d.job_id, j.state AS "job_state?: JobState", d.event_id, w.enabled
+        SELECT d.job_id, j.state AS "job_state?: JobState", d.event_id, d.outcome, w.enabled
         FROM webhook_deliveries d
         JOIN webhook_endpoints w ON w.id = d.endpoint_id
         LEFT JOIN job_status j ON j.id = d.job_id
@@ -500,6 +490,10 @@ pub async fn redeliver(pool: &PgPool, jobs: &JobClient, id: i64) -> Result<JobId
         (Some(_), Some(JobState::Available | JobState::Scheduled | JobState::Running)) => Err(
             WebhookError::Conflict("The delivery is on its way already.".into()),
         ),
+        // Its job has not started yet.
+        (None, _) if found.outcome.is_none() => Err(WebhookError::Conflict(
+            "The delivery is on its way already.".into(),
+        )),
         _ => {
             let mut tx = pool.begin().await?;
             let job_id =
@@ -561,13 +555,13 @@ mod tests {
     #[test]
     fn the_chip_follows_the_job_then_the_outcome() {
         use DeliveryState::*;
-        assert_eq!(DeliveryState::of(Some(JobState::Running), None), Sending);
-        assert_eq!(DeliveryState::of(Some(JobState::Retryable), None), Failed);
-        assert_eq!(
-            DeliveryState::of(Some(JobState::Completed), None),
-            Delivered
-        );
-        assert_eq!(DeliveryState::of(None, Some("delivered")), Delivered);
-        assert_eq!(DeliveryState::of(None, Some("failed")), Failed);
+        let of = DeliveryState::of;
+        assert_eq!(of(Some(1), Some(JobState::Running), None), Sending);
+        assert_eq!(of(Some(1), Some(JobState::Retryable), None), Failed);
+        assert_eq!(of(Some(1), Some(JobState::Completed), None), Delivered);
+        assert_eq!(of(None, None, None), Sending, "its job has not started");
+        assert_eq!(of(Some(1), None, Some("delivered")), Delivered);
+        assert_eq!(of(Some(1), None, Some("failed")), Failed);
+        assert_eq!(of(Some(1), None, None), Failed, "its job is gone");
     }
 }

@@ -1,0 +1,299 @@
+//! Events and webhooks.
+//!
+//! (a) What recording an event adds to the operation that records it (target ≤ 10 %):
+//! the time of a visitor's access request (`access_requests::submit`: its row, its
+//! mail job, its event, one commit) beside the time of `events::record` alone inside an
+//! open transaction (the event's insert, and with an endpoint the delivery rows and
+//! their jobs), with no endpoint and with one that wants every event.
+//!
+//! (b) Deliveries at 1,000 events/s to one endpoint on loopback (an HTTP receiver in
+//! this process) for a while: how many arrived, the lag from the event's commit to its
+//! arrival (p50, p99, worst), and how long after the last event the last delivery
+//! came. "Not falling behind": the lag stays flat and the tail is short.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde_json::json;
+use sqlx::PgPool;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use super::{ms, percentile};
+use crate::config::Settings;
+use crate::domain::access_requests::{self, NewRequest};
+use crate::domain::events::{self, EventType, NewEvent};
+use crate::domain::webhooks::{self, DeliverWebhook};
+use crate::jobs::{EngineConfig, JobRuntime, QueueConfig, Registry, Signals};
+use crate::types::EmailAddress;
+
+/// What the receiver saw: for each delivery, how long after its event it arrived.
+#[derive(Default)]
+struct Arrivals {
+    lags: Vec<Duration>,
+    last_at: Option<Instant>,
+}
+
+pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
+    let operations = if quick { 200 } else { 2_000 };
+    let seconds = if quick { 2 } else { 10 };
+    let rate = 1_000;
+
+    let (url, arrivals) = start_receiver().await?;
+
+    eprintln!(
+        "bench: events: (a) {operations} access requests and {operations} events, no endpoint"
+    );
+    let op_none = per_submit(pool, operations).await?;
+    let event_none = per_event(pool, operations).await?;
+    let endpoint = webhooks::create(pool, &url, &["*".to_string()], true).await?;
+    eprintln!("bench: events: (a) the same with one endpoint for every event");
+    let op_one = per_submit(pool, operations).await?;
+    let event_one = per_event(pool, operations).await?;
+    // What (a) left behind: requests, their events and deliveries, and jobs nobody ran.
+    sqlx::query("TRUNCATE access_requests, events, webhook_deliveries, jobs CASCADE")
+        .execute(pool)
+        .await?;
+
+    eprintln!("bench: events: (b) {rate} events/s for {seconds} s to one loopback endpoint");
+    let settings = Settings::from_lookup(|name| {
+        (name == "STANDMEET_FETCH_ALLOW_PRIVATE").then(|| "true".to_string())
+    })?;
+    let registry = Registry::new().register(DeliverWebhook::new(&settings)?);
+    let mut config = settings.engine_config();
+    config.queues = vec![webhooks_queue(&config)];
+    let signals = Signals::new(64);
+    // The engine on connections of its own, as `standmeet serve` runs it.
+    let engine_pool = crate::db::engine_pool(pool);
+    let running = JobRuntime::start(&engine_pool, registry, config, signals).await;
+    let (offered, produce_time) = produce(pool, rate, seconds).await?;
+    let stopped_at = Instant::now();
+    let total = offered as usize;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while arrivals.lock().expect("not poisoned").lags.len() < total && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    running.shutdown().await;
+    engine_pool.close().await;
+    webhooks::delete(pool, endpoint.endpoint.id).await?;
+
+    let (mut lags, last_at) = {
+        let arrivals = arrivals.lock().expect("not poisoned");
+        (arrivals.lags.clone(), arrivals.last_at)
+    };
+    let delivered = lags.len();
+    let tail = last_at
+        .map(|at| at.saturating_duration_since(stopped_at))
+        .unwrap_or_default();
+    let achieved = offered as f64 / produce_time.as_secs_f64();
+    let (p50, p99, worst) = if lags.is_empty() {
+        (Duration::ZERO, Duration::ZERO, Duration::ZERO)
+    } else {
+        (
+            percentile(&mut lags, 0.50),
+            percentile(&mut lags, 0.99),
+            percentile(&mut lags, 1.0),
+        )
+    };
+
+    let overhead_none =
+        event_none.as_secs_f64() / (op_none - event_none.min(op_none)).as_secs_f64();
+    let overhead_one = event_one.as_secs_f64() / (op_one - event_one.min(op_one)).as_secs_f64();
+    println!();
+    println!("events and webhooks");
+    println!("{:<58} {:>12} {:>10}", "measure", "value", "target");
+    let row = |measure: &str, value: String, target: &str| {
+        println!("{measure:<58} {value:>12} {target:>10}")
+    };
+    row(
+        "(a) access request, no endpoint (ms each)",
+        format!("{:.3}", ms(op_none)),
+        "",
+    );
+    row(
+        "(a) its event alone, no endpoint (ms each)",
+        format!("{:.3}", ms(event_none)),
+        "",
+    );
+    row(
+        "(a) the event's share of the rest of the operation",
+        format!("{:.1} %", overhead_none * 100.0),
+        "≤ 10 %",
+    );
+    row(
+        "(a) access request, one endpoint (ms each)",
+        format!("{:.3}", ms(op_one)),
+        "",
+    );
+    row(
+        "(a) its event and delivery alone, one endpoint (ms each)",
+        format!("{:.3}", ms(event_one)),
+        "",
+    );
+    row(
+        "(a) their share of the rest of the operation",
+        format!("{:.1} %", overhead_one * 100.0),
+        "",
+    );
+    row(
+        "(b) events offered (per second)",
+        format!("{achieved:.0}"),
+        "1000",
+    );
+    row("(b) delivered", format!("{delivered} of {offered}"), "all");
+    row(
+        "(b) commit → received p50 (ms)",
+        format!("{:.1}", ms(p50)),
+        "",
+    );
+    row(
+        "(b) commit → received p99 (ms)",
+        format!("{:.1}", ms(p99)),
+        "",
+    );
+    row(
+        "(b) commit → received, worst (ms)",
+        format!("{:.1}", ms(worst)),
+        "",
+    );
+    row(
+        "(b) last delivery after the last event (ms)",
+        format!("{:.0}", ms(tail)),
+        "",
+    );
+    println!(
+        "{}",
+        json!({
+            "subject": "events",
+            "quick": quick,
+            "submit_ms": ms(op_none),
+            "event_ms": ms(event_none),
+            "event_overhead": overhead_none,
+            "submit_one_endpoint_ms": ms(op_one),
+            "event_one_endpoint_ms": ms(event_one),
+            "event_one_endpoint_overhead": overhead_one,
+            "offered_per_s": achieved,
+            "offered": offered,
+            "delivered": delivered,
+            "lag_p50_ms": ms(p50),
+            "lag_p99_ms": ms(p99),
+            "lag_max_ms": ms(worst),
+            "tail_ms": ms(tail),
+        })
+    );
+    anyhow::ensure!(
+        delivered == total,
+        "only {delivered} of {total} events were delivered within a minute"
+    );
+    Ok(())
+}
+
+/// The standard `webhooks` queue of `config`.
+fn webhooks_queue(config: &EngineConfig) -> QueueConfig {
+    config
+        .queues
+        .iter()
+        .find(|queue| queue.name == "webhooks")
+        .cloned()
+        .expect("the standard queues include webhooks")
+}
+
+/// The mean time of one access request, sent one after another.
+async fn per_submit(pool: &PgPool, count: usize) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    for n in 0..count {
+        let request = NewRequest {
+            name: "Bench".into(),
+            email: EmailAddress::parse(&format!("bench{n}@example.com"))?,
+            message: String::new(),
+        };
+        access_requests::submit(pool, &request).await?;
+    }
+    Ok(started.elapsed() / count as u32)
+}
+
+/// The mean time of recording one event inside an open transaction (rolled back).
+async fn per_event(pool: &PgPool, count: usize) -> anyhow::Result<Duration> {
+    let mut tx = pool.begin().await?;
+    let started = Instant::now();
+    for n in 0..count {
+        let event = NewEvent::access_request(
+            EventType::AccessRequestCreated,
+            n as i64,
+            "bench@example.com",
+        );
+        events::record(&mut tx, &event).await?;
+    }
+    let elapsed = started.elapsed();
+    tx.rollback().await?;
+    Ok(elapsed / count as u32)
+}
+
+/// Records `rate` events a second for `seconds`, each in a transaction of its own, from
+/// forty producers that each record one every `40 / rate × 1000` ms (catching up when
+/// they fall behind, so the rate achieved shows whether the database kept up); answers
+/// how many and how long it took.
+async fn produce(pool: &PgPool, rate: u64, seconds: u64) -> anyhow::Result<(u64, Duration)> {
+    const PRODUCERS: u64 = 40;
+    let each = rate * seconds / PRODUCERS;
+    let period = Duration::from_secs_f64(PRODUCERS as f64 / rate as f64);
+    let started = Instant::now();
+    let mut producers = tokio::task::JoinSet::new();
+    for producer in 0..PRODUCERS {
+        let pool = pool.clone();
+        producers.spawn(async move {
+            let mut clock = tokio::time::interval(period);
+            clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+            for n in 0..each {
+                clock.tick().await;
+                let mut tx = pool.begin().await?;
+                let event = NewEvent::access_request(
+                    EventType::AccessRequestCreated,
+                    (producer * each + n) as i64,
+                    "bench@example.com",
+                );
+                events::record(&mut tx, &event).await?;
+                tx.commit().await?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(done) = producers.join_next().await {
+        done??;
+    }
+    Ok((each * PRODUCERS, started.elapsed()))
+}
+
+/// An HTTP receiver on loopback that answers 200 and notes each delivery's lag.
+async fn start_receiver() -> anyhow::Result<(String, Arc<Mutex<Arrivals>>)> {
+    let arrivals = Arc::new(Mutex::new(Arrivals::default()));
+    let app = Router::new().fallback(receive).with_state(arrivals.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let address = listener.local_addr()?;
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok((format!("http://{address}/bench"), arrivals))
+}
+
+async fn receive(State(arrivals): State<Arc<Mutex<Arrivals>>>, body: Bytes) -> StatusCode {
+    let now = OffsetDateTime::now_utc();
+    let occurred = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|message| {
+            message["occurred_at"]
+                .as_str()
+                .and_then(|at| OffsetDateTime::parse(at, &Rfc3339).ok())
+        });
+    let lag = occurred
+        .map(|at| (now - at).try_into().unwrap_or(Duration::ZERO))
+        .unwrap_or(Duration::ZERO);
+    let mut arrivals = arrivals.lock().expect("not poisoned");
+    arrivals.lags.push(lag);
+    arrivals.last_at = Some(Instant::now());
+    StatusCode::OK
+}
