@@ -59,46 +59,17 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
         .execute(pool)
         .await?;
 
-    eprintln!("bench: events: (b) {rate} events/s for {seconds} s to one loopback endpoint");
     let settings = Settings::from_lookup(|name| {
         (name == "STANDMEET_FETCH_ALLOW_PRIVATE").then(|| "true".to_string())
     })?;
-    let registry = Registry::new().register(DeliverWebhook::new(&settings)?);
-    let mut config = settings.engine_config();
-    config.queues = vec![webhooks_queue(&config)];
-    let signals = Signals::new(64);
-    // The engine on connections of its own, as `standmeet serve` runs it.
-    let engine_pool = crate::db::engine_pool(pool);
-    let running = JobRuntime::start(&engine_pool, registry, config, signals).await;
-    let (offered, produce_time) = produce(pool, rate, seconds).await?;
-    let stopped_at = Instant::now();
-    let total = offered as usize;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while arrivals.lock().expect("not poisoned").lags.len() < total && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut runs = Vec::new();
+    for per_tx in [1, 10] {
+        eprintln!(
+            "bench: events: (b) {rate} events/s for {seconds} s to one loopback endpoint, {per_tx} a transaction"
+        );
+        runs.push(deliver_at(pool, &settings, &arrivals, rate, seconds, per_tx).await?);
     }
-    running.shutdown().await;
-    engine_pool.close().await;
     webhooks::delete(pool, endpoint.endpoint.id).await?;
-
-    let (mut lags, last_at) = {
-        let arrivals = arrivals.lock().expect("not poisoned");
-        (arrivals.lags.clone(), arrivals.last_at)
-    };
-    let delivered = lags.len();
-    let tail = last_at
-        .map(|at| at.saturating_duration_since(stopped_at))
-        .unwrap_or_default();
-    let achieved = offered as f64 / produce_time.as_secs_f64();
-    let (p50, p99, worst) = if lags.is_empty() {
-        (Duration::ZERO, Duration::ZERO, Duration::ZERO)
-    } else {
-        (
-            percentile(&mut lags, 0.50),
-            percentile(&mut lags, 0.99),
-            percentile(&mut lags, 1.0),
-        )
-    };
 
     let overhead_none =
         event_none.as_secs_f64() / (op_none - event_none.min(op_none)).as_secs_f64();
@@ -139,32 +110,39 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
         format!("{:.1} %", overhead_one * 100.0),
         "",
     );
-    row(
-        "(b) events offered (per second)",
-        format!("{achieved:.0}"),
-        "1000",
-    );
-    row("(b) delivered", format!("{delivered} of {offered}"), "all");
-    row(
-        "(b) commit → received p50 (ms)",
-        format!("{:.1}", ms(p50)),
-        "",
-    );
-    row(
-        "(b) commit → received p99 (ms)",
-        format!("{:.1}", ms(p99)),
-        "",
-    );
-    row(
-        "(b) commit → received, worst (ms)",
-        format!("{:.1}", ms(worst)),
-        "",
-    );
-    row(
-        "(b) last delivery after the last event (ms)",
-        format!("{:.0}", ms(tail)),
-        "",
-    );
+    for run in &runs {
+        let label = |what: &str| format!("(b) {} a transaction: {what}", run.per_tx);
+        row(
+            &label("events/s offered"),
+            format!("{:.0}", run.offered_per_s),
+            "1000",
+        );
+        row(
+            &label("delivered"),
+            format!("{} of {}", run.delivered, run.offered),
+            "all",
+        );
+        row(
+            &label("commit → received p50 (ms)"),
+            format!("{:.1}", ms(run.p50)),
+            "",
+        );
+        row(
+            &label("commit → received p99 (ms)"),
+            format!("{:.1}", ms(run.p99)),
+            "",
+        );
+        row(
+            &label("commit → received, worst (ms)"),
+            format!("{:.1}", ms(run.worst)),
+            "",
+        );
+        row(
+            &label("last delivery after the last event (ms)"),
+            format!("{:.0}", ms(run.tail)),
+            "",
+        );
+    }
     println!(
         "{}",
         json!({
@@ -176,20 +154,97 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
             "submit_one_endpoint_ms": ms(op_one),
             "event_one_endpoint_ms": ms(event_one),
             "event_one_endpoint_overhead": overhead_one,
-            "offered_per_s": achieved,
-            "offered": offered,
-            "delivered": delivered,
-            "lag_p50_ms": ms(p50),
-            "lag_p99_ms": ms(p99),
-            "lag_max_ms": ms(worst),
-            "tail_ms": ms(tail),
+            "deliveries": runs.iter().map(|run| json!({
+                "events_per_transaction": run.per_tx,
+                "offered_per_s": run.offered_per_s,
+                "offered": run.offered,
+                "delivered": run.delivered,
+                "lag_p50_ms": ms(run.p50),
+                "lag_p99_ms": ms(run.p99),
+                "lag_max_ms": ms(run.worst),
+                "tail_ms": ms(run.tail),
+            })).collect::<Vec<_>>(),
         })
     );
-    anyhow::ensure!(
-        delivered == total,
-        "only {delivered} of {total} events were delivered within a minute"
-    );
+    for run in &runs {
+        anyhow::ensure!(
+            run.delivered as u64 == run.offered,
+            "only {} of {} events were delivered within a minute",
+            run.delivered,
+            run.offered
+        );
+    }
     Ok(())
+}
+
+/// One run of (b).
+struct DeliveryRun {
+    per_tx: u64,
+    offered: u64,
+    offered_per_s: f64,
+    delivered: usize,
+    p50: Duration,
+    p99: Duration,
+    worst: Duration,
+    tail: Duration,
+}
+
+/// Starts the engine with the `webhooks` queue (on connections of its own, as `standmeet
+/// serve` runs it), records `rate` events a second for `seconds`, `per_tx` to a
+/// transaction, and waits up to a minute for their deliveries.
+async fn deliver_at(
+    pool: &PgPool,
+    settings: &Settings,
+    arrivals: &Arc<Mutex<Arrivals>>,
+    rate: u64,
+    seconds: u64,
+    per_tx: u64,
+) -> anyhow::Result<DeliveryRun> {
+    *arrivals.lock().expect("not poisoned") = Arrivals::default();
+    let registry = Registry::new().register(DeliverWebhook::new(settings)?);
+    let mut config = settings.engine_config();
+    config.queues = vec![webhooks_queue(&config)];
+    let engine_pool = crate::db::engine_pool(pool);
+    let running = JobRuntime::start(&engine_pool, registry, config, Signals::new(64)).await;
+    let produced = produce(pool, rate, seconds, per_tx).await;
+    let stopped_at = Instant::now();
+    if let Ok((offered, _)) = produced {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while arrivals.lock().expect("not poisoned").lags.len() < offered as usize
+            && Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    running.shutdown().await;
+    engine_pool.close().await;
+    let (offered, took) = produced?;
+    let (mut lags, last_at) = {
+        let arrivals = arrivals.lock().expect("not poisoned");
+        (arrivals.lags.clone(), arrivals.last_at)
+    };
+    let delivered = lags.len();
+    let (p50, p99, worst) = if lags.is_empty() {
+        (Duration::ZERO, Duration::ZERO, Duration::ZERO)
+    } else {
+        (
+            percentile(&mut lags, 0.50),
+            percentile(&mut lags, 0.99),
+            percentile(&mut lags, 1.0),
+        )
+    };
+    Ok(DeliveryRun {
+        per_tx,
+        offered,
+        offered_per_s: offered as f64 / took.as_secs_f64(),
+        delivered,
+        p50,
+        p99,
+        worst,
+        tail: last_at
+            .map(|at| at.saturating_duration_since(stopped_at))
+            .unwrap_or_default(),
+    })
 }
 
 /// The standard `webhooks` queue of `config`.
@@ -233,14 +288,18 @@ async fn per_event(pool: &PgPool, count: usize) -> anyhow::Result<Duration> {
     Ok(elapsed / count as u32)
 }
 
-/// Records `rate` events a second for `seconds`, each in a transaction of its own, from
-/// forty producers that each record one every `40 / rate × 1000` ms (catching up when
-/// they fall behind, so the rate achieved shows whether the database kept up); answers
-/// how many and how long it took.
-async fn produce(pool: &PgPool, rate: u64, seconds: u64) -> anyhow::Result<(u64, Duration)> {
+/// Records `rate` events a second for `seconds`, `per_tx` to a transaction, from forty
+/// producers on a fixed schedule (catching up when they fall behind, so the rate
+/// achieved shows whether the database kept up); answers how many and how long it took.
+async fn produce(
+    pool: &PgPool,
+    rate: u64,
+    seconds: u64,
+    per_tx: u64,
+) -> anyhow::Result<(u64, Duration)> {
     const PRODUCERS: u64 = 40;
-    let each = rate * seconds / PRODUCERS;
-    let period = Duration::from_secs_f64(PRODUCERS as f64 / rate as f64);
+    let transactions = rate * seconds / PRODUCERS / per_tx;
+    let period = Duration::from_secs_f64((PRODUCERS * per_tx) as f64 / rate as f64);
     let started = Instant::now();
     let mut producers = tokio::task::JoinSet::new();
     for producer in 0..PRODUCERS {
@@ -248,15 +307,18 @@ async fn produce(pool: &PgPool, rate: u64, seconds: u64) -> anyhow::Result<(u64,
         producers.spawn(async move {
             let mut clock = tokio::time::interval(period);
             clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-            for n in 0..each {
+            for n in 0..transactions {
                 clock.tick().await;
                 let mut tx = pool.begin().await?;
-                let event = NewEvent::access_request(
-                    EventType::AccessRequestCreated,
-                    (producer * each + n) as i64,
-                    "bench@example.com",
-                );
-                events::record(&mut tx, &event).await?;
+                for k in 0..per_tx {
+                    let subject = ((producer * transactions + n) * per_tx + k) as i64;
+                    let event = NewEvent::access_request(
+                        EventType::AccessRequestCreated,
+                        subject,
+                        "bench@example.com",
+                    );
+                    events::record(&mut tx, &event).await?;
+                }
                 tx.commit().await?;
             }
             anyhow::Ok(())
@@ -265,7 +327,7 @@ async fn produce(pool: &PgPool, rate: u64, seconds: u64) -> anyhow::Result<(u64,
     while let Some(done) = producers.join_next().await {
         done??;
     }
-    Ok((each * PRODUCERS, started.elapsed()))
+    Ok((transactions * PRODUCERS * per_tx, started.elapsed()))
 }
 
 /// An HTTP receiver on loopback that answers 200 and notes each delivery's lag.
