@@ -100,7 +100,14 @@ fn EventList(view: EventsView, query: EventsQuery) -> impl IntoView {
             <button type="submit" class=SECONDARY_BUTTON>"Filter"</button>
         </form>
         {if empty {
-            view! { <p class="mt-6 text-sm text-slate-500">"No events yet."</p> }.into_any()
+            let words = if chosen.is_empty() {
+                "No events yet.".to_string()
+            } else if first_page {
+                format!("No {chosen} events yet.")
+            } else {
+                format!("No older {chosen} events.")
+            };
+            view! { <p class="mt-6 text-sm text-slate-500">{words}</p> }.into_any()
         } else {
             view! {
                 <ul class="mt-4 divide-y divide-slate-100 rounded-xl border border-slate-200 bg-white">
