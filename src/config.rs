@@ -310,6 +310,7 @@ impl Settings {
             keep_discarded: self.keep_discarded,
             shutdown_grace: Duration::from_secs(10),
             worker_id: crate::jobs::worker_id(),
+            also_clean: Vec::new(),
         }
     }
 

@@ -167,10 +167,14 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
     // The job engine (on connections of its own) and the one LISTEN connection that
     // wakes it and the waiters.
     let engine_pool = db::engine_pool(&pool);
+    let mut engine_config = state.settings.engine_config();
+    engine_config
+        .also_clean
+        .push(crate::domain::events::retention(state.settings.keep_events));
     let jobs = JobRuntime::start(
         &engine_pool,
         state.registry.clone(),
-        state.settings.engine_config(),
+        engine_config,
         state.signals.clone(),
     )
     .await;
@@ -228,28 +232,16 @@ fn announce_generated_admin(admin: &crate::domain::admins::GeneratedAdmin, publi
 }
 
 /// Periodic chores until `stop`: deleting expired sessions, forgetting idle
-/// rate-limit keys, and (every fifth minute, with the job cleaner's rhythm) deleting
-/// events past `STANDMEET_KEEP_EVENTS_DAYS` with their deliveries.
+/// rate-limit keys.
 async fn housekeeping(state: AppState, stop: CancellationToken) {
     use tower_sessions::ExpiredDeletion;
     let store = session_store(&state.pool);
     let mut tick = tokio::time::interval(Duration::from_secs(60));
-    let mut turn: u64 = 0;
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
-        if turn.is_multiple_of(5) {
-            match crate::domain::events::delete_older_than(&state.pool, state.settings.keep_events)
-                .await
-            {
-                Ok(0) => {}
-                Ok(deleted) => tracing::info!(deleted, "deleted events past their retention"),
-                Err(err) => tracing::warn!(error = %err, "cannot delete old events"),
-            }
-        }
-        turn += 1;
         if let Err(err) = store.delete_expired().await {
             tracing::warn!(error = %err, "cannot delete expired sessions");
         }

@@ -586,3 +586,26 @@ async fn old_events_are_deleted_with_their_deliveries(pool: PgPool) {
             .unwrap();
     assert_eq!(deliveries_of_recent, 1);
 }
+
+#[sqlx::test]
+async fn the_job_cleaner_deletes_old_events(pool: PgPool) {
+    let old = happen(&pool, &request_created(1)).await;
+    sqlx::query("UPDATE events SET occurred_at = now() - interval '3 days' WHERE id = $1")
+        .bind(old)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let recent = happen(&pool, &request_created(2)).await;
+    let mut config = common::jobs::quick_config(1);
+    config.clean_interval = Duration::from_millis(50);
+    config
+        .also_clean
+        .push(events::retention(Duration::from_secs(2 * 24 * 3600)));
+    let _engine =
+        common::jobs::start_engine(&pool, standmeet::jobs::builtin::registry(), config).await;
+    wait_until(Duration::from_secs(10), || async {
+        events::get(&pool, old).await.unwrap().is_none()
+    })
+    .await;
+    assert!(events::get(&pool, recent).await.unwrap().is_some());
+}

@@ -64,6 +64,7 @@ fn bench_config() -> EngineConfig {
         keep_discarded: Duration::from_secs(7 * 24 * 3_600),
         shutdown_grace: Duration::from_secs(5),
         worker_id: crate::jobs::worker_id(),
+        also_clean: Vec::new(),
     }
 }
 

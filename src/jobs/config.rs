@@ -2,7 +2,12 @@
 //! lease, the maintenance intervals and retention. `config::Settings` builds the
 //! standard one (`Settings::engine_config`); tests and benches build their own.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
+
+use sqlx::PgPool;
 
 /// One queue: how many of its jobs run at once here, and how often it looks for work
 /// when no notification came.
@@ -20,6 +25,26 @@ impl QueueConfig {
             workers,
             poll_interval,
         }
+    }
+}
+
+/// More cleaning for the cleaner's turns: whatever outlives its use elsewhere in
+/// StandMeet (old events and their deliveries), deleted on the same rhythm as finished
+/// jobs. Given the pool; answers what it deleted, in words for the log.
+#[derive(Clone)]
+pub struct CleanChore {
+    pub name: &'static str,
+    #[allow(clippy::type_complexity)]
+    pub run: Arc<
+        dyn Fn(PgPool) -> Pin<Box<dyn Future<Output = anyhow::Result<u64>> + Send>> + Send + Sync,
+    >,
+}
+
+impl std::fmt::Debug for CleanChore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CleanChore")
+            .field("name", &self.name)
+            .finish()
     }
 }
 
@@ -41,6 +66,8 @@ pub struct EngineConfig {
     pub shutdown_grace: Duration,
     /// Who holds the jobs this process runs (`attempted_by`).
     pub worker_id: String,
+    /// What else the cleaner deletes on each turn.
+    pub also_clean: Vec<CleanChore>,
 }
 
 impl EngineConfig {

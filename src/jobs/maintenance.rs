@@ -7,7 +7,8 @@
 //!   taken back meanwhile (so a rescued mail is not sent twice by two workers), and
 //!   says that this process is alive and which kinds it runs (`job_workers`);
 //! - the rescuer takes back running jobs whose holder stopped renewing (it died);
-//! - the cleaner deletes finished jobs past their retention, in batches.
+//! - the cleaner deletes finished jobs past their retention, in batches, and then does
+//!   the other cleaning it was given (`EngineConfig::also_clean`: old events).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -118,6 +119,23 @@ pub(crate) fn spawn_all(
                 }
                 // Rows of processes that died without saying goodbye.
                 let _ = store::worker_forget_silent(&pool, WORKER_FORGOTTEN_AFTER).await;
+                for chore in &config.also_clean {
+                    match (chore.run)(pool.clone()).await {
+                        Ok(0) => {}
+                        Ok(deleted) => {
+                            tracing::info!(
+                                deleted,
+                                what = chore.name,
+                                "deleted what is past its retention"
+                            )
+                        }
+                        Err(err) => tracing::warn!(
+                            error = format!("{err:#}"),
+                            what = chore.name,
+                            "the cleaner failed"
+                        ),
+                    }
+                }
             }
         })
     };

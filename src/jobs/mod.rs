@@ -68,7 +68,7 @@ pub mod testing;
 mod waiters;
 
 pub use client::JobClient;
-pub use config::{EngineConfig, QueueConfig, worker_id};
+pub use config::{CleanChore, EngineConfig, QueueConfig, worker_id};
 pub use engine::Engine;
 pub use insert::{InsertOptions, insert, insert_many_tx, insert_tx, insert_with};
 pub use kind::{Completed, JobContext, JobError, JobKind};

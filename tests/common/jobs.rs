@@ -81,6 +81,7 @@ pub fn quick_config(workers: usize) -> EngineConfig {
         keep_discarded: Duration::from_secs(7 * 24 * 3600),
         shutdown_grace: Duration::from_millis(500),
         worker_id: standmeet::jobs::worker_id(),
+        also_clean: Vec::new(),
     }
 }
 

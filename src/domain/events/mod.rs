@@ -64,6 +64,17 @@ fn database_error(err: anyhow::Error) -> sqlx::Error {
     }
 }
 
+/// The job cleaner's extra chore (see `jobs::EngineConfig::also_clean`): events older
+/// than `keep` (`STANDMEET_KEEP_EVENTS_DAYS`), with their webhook deliveries.
+pub fn retention(keep: Duration) -> crate::jobs::CleanChore {
+    crate::jobs::CleanChore {
+        name: "events",
+        run: std::sync::Arc::new(move |pool| {
+            Box::pin(async move { Ok(delete_older_than(&pool, keep).await?) })
+        }),
+    }
+}
+
 /// Deletes events older than `keep` (`STANDMEET_KEEP_EVENTS_DAYS`) with their webhook
 /// deliveries, and test deliveries as old; a batch at a time, oldest first. Answers how
 /// many events went.
