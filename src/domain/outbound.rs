@@ -61,6 +61,29 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
         || (first == 0x0064 && ip.segments()[1] == 0xff9b)) // NAT64: an IPv4 inside
 }
 
+/// The longest URL StandMeet takes for something it will call.
+pub const MAX_URL_LEN: usize = 2_000;
+
+/// Reads a URL someone gives StandMeet to call (a job board, a webhook endpoint): not
+/// empty (`missing` says what to give), at most [`MAX_URL_LEN`], http or https, with a
+/// host. The error is a sentence for the person who typed it.
+pub fn parse_http_url(raw: &str, missing: &str) -> Result<Url, String> {
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return Err(missing.to_string());
+    }
+    if raw.len() > MAX_URL_LEN {
+        return Err(format!("The URL is longer than {MAX_URL_LEN} characters."));
+    }
+    let url = Url::parse(raw).map_err(|err| format!("\"{raw}\" is not a URL ({err})."))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(format!(
+            "The URL must start with http:// or https:// and name a host; it was \"{raw}\"."
+        ));
+    }
+    Ok(url)
+}
+
 /// Why a request to `url` is refused before it is made: an address that is not public
 /// written in the URL itself (names are checked when they are resolved). `None` when it
 /// may go.

@@ -97,9 +97,6 @@ impl From<sqlx::Error> for ListingsError {
     }
 }
 
-/// The longest source URL taken.
-const MAX_URL_LEN: usize = 2_000;
-
 /// Adds a source after checking its fields; answers its id.
 pub async fn add_source(
     pool: &PgPool,
@@ -152,26 +149,11 @@ pub async fn add_source(
 }
 
 fn parse_source_url(raw: &str) -> Result<Url, ListingsError> {
-    let raw = raw.trim();
-    if raw.is_empty() {
-        return Err(ListingsError::Invalid(
-            "Give the board's URL, such as https://boards-api.greenhouse.io/v1/boards/acme/jobs."
-                .into(),
-        ));
-    }
-    if raw.len() > MAX_URL_LEN {
-        return Err(ListingsError::Invalid(format!(
-            "The URL is longer than {MAX_URL_LEN} characters."
-        )));
-    }
-    let url = Url::parse(raw)
-        .map_err(|err| ListingsError::Invalid(format!("\"{raw}\" is not a URL ({err}).")))?;
-    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err(ListingsError::Invalid(format!(
-            "The URL must start with http:// or https:// and name a host; it was \"{raw}\"."
-        )));
-    }
-    Ok(url)
+    crate::domain::outbound::parse_http_url(
+        raw,
+        "Give the board's URL, such as https://boards-api.greenhouse.io/v1/boards/acme/jobs.",
+    )
+    .map_err(ListingsError::Invalid)
 }
 
 /// Enables or disables source `id`.

@@ -28,8 +28,6 @@ use crate::model::JobState;
 
 /// Failed deliveries in a row (each with every attempt spent) that disable an endpoint.
 pub const DISABLE_AFTER_FAILURES: i32 = 20;
-/// The longest URL taken.
-const MAX_URL_LEN: usize = 2_000;
 /// The type of the message "Send test" delivers (not an event: nothing else gets it).
 pub const TEST_MESSAGE_TYPE: &str = "webhook.test";
 
@@ -107,24 +105,11 @@ pub fn parse_event_types(asked: &[String]) -> Result<Vec<String>, WebhookError> 
 /// Reads and checks an endpoint's URL: http or https, a host, no user name or password
 /// in it, and not an address the outbound guard refuses.
 async fn parse_url(raw: &str, allow_private: bool) -> Result<Url, WebhookError> {
-    let raw = raw.trim();
-    if raw.is_empty() {
-        return Err(WebhookError::Invalid(
-            "Give the endpoint's URL, such as https://example.com/standmeet-webhook.".into(),
-        ));
-    }
-    if raw.len() > MAX_URL_LEN {
-        return Err(WebhookError::Invalid(format!(
-            "The URL is longer than {MAX_URL_LEN} characters."
-        )));
-    }
-    let url = Url::parse(raw)
-        .map_err(|err| WebhookError::Invalid(format!("\"{raw}\" is not a URL ({err}).")))?;
-    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err(WebhookError::Invalid(format!(
-            "The URL must start with http:// or https:// and name a host; it was \"{raw}\"."
-        )));
-    }
+    let url = outbound::parse_http_url(
+        raw,
+        "Give the endpoint's URL, such as https://example.com/standmeet-webhook.",
+    )
+    .map_err(WebhookError::Invalid)?;
     if !url.username().is_empty() || url.password().is_some() {
         return Err(WebhookError::Invalid(
             "Leave the user name and password out of the URL: deliveries are signed instead."
@@ -234,6 +219,26 @@ pub async fn queue_deliveries(
     jobs::insert_many_tx::<DeliverWebhook>(tx, &args).await
 }
 
+/// Queues a new job for one delivery (a test, a redelivery) and points the delivery at
+/// it at once, so its chip says `sending` before the job starts.
+async fn queue_one(
+    tx: &mut PgConnection,
+    delivery_id: i64,
+    options: InsertOptions,
+) -> Result<JobId, WebhookError> {
+    let job_id =
+        jobs::insert_with::<DeliverWebhook>(&mut *tx, &DeliverArgs { delivery_id }, options)
+            .await?;
+    sqlx::query!(
+        "UPDATE webhook_deliveries SET job_id = $2, outcome = NULL WHERE id = $1",
+        delivery_id,
+        job_id.0
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(job_id)
+}
+
 /// A test message queued for an endpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct TestQueued {
@@ -255,21 +260,14 @@ pub async fn send_test(pool: &PgPool, id: i64) -> Result<TestQueued, WebhookErro
     .fetch_optional(&mut *tx)
     .await?
     .ok_or(WebhookError::UnknownEndpoint(id))?;
-    let job_id = jobs::insert_with::<DeliverWebhook>(
-        &mut *tx,
-        &DeliverArgs { delivery_id },
+    let job_id = queue_one(
+        &mut tx,
+        delivery_id,
         InsertOptions {
             max_attempts: Some(1),
             ..Default::default()
         },
     )
-    .await?;
-    sqlx::query!(
-        "UPDATE webhook_deliveries SET job_id = $2 WHERE id = $1",
-        delivery_id,
-        job_id.0
-    )
-    .execute(&mut *tx)
     .await?;
     tx.commit().await?;
     Ok(TestQueued {
@@ -496,16 +494,7 @@ pub async fn redeliver(pool: &PgPool, jobs: &JobClient, id: i64) -> Result<JobId
         )),
         _ => {
             let mut tx = pool.begin().await?;
-            let job_id =
-                jobs::insert_tx::<DeliverWebhook>(&mut tx, &DeliverArgs { delivery_id: id })
-                    .await?;
-            sqlx::query!(
-                "UPDATE webhook_deliveries SET job_id = $2, outcome = NULL WHERE id = $1",
-                id,
-                job_id.0
-            )
-            .execute(&mut *tx)
-            .await?;
+            let job_id = queue_one(&mut tx, id, InsertOptions::default()).await?;
             tx.commit().await?;
             Ok(job_id)
         }

@@ -92,6 +92,16 @@ impl FollowedTests {
     }
 }
 
+/// Tells what an action answered (its message, or what went wrong), then `refetch`es.
+fn tell_then(toasts: Toasts, result: Option<Result<String, ServerFnError>>, refetch: impl Fn()) {
+    match result {
+        Some(Ok(message)) => toasts.success(message),
+        Some(Err(error)) => toasts.error(server_message(&error)),
+        None => return,
+    }
+    refetch();
+}
+
 fn tell_test_outcome(toasts: Toasts, delivery: &DeliveryView) {
     let status = delivery
         .response_status
@@ -122,17 +132,7 @@ pub fn WebhooksPage() -> impl IntoView {
     let followed = FollowedTests::new(toasts, move || overview.refetch());
     let secret = RwSignal::new(None::<(String, String)>);
 
-    let after = move |result: Option<Result<String, ServerFnError>>| match result {
-        Some(Ok(message)) => {
-            toasts.success(message);
-            overview.refetch();
-        }
-        Some(Err(error)) => {
-            toasts.error(server_message(&error));
-            overview.refetch();
-        }
-        None => {}
-    };
+    let after = move |result| tell_then(toasts, result, move || overview.refetch());
     Effect::new(move |_| after(toggle.value().get()));
     Effect::new(move |_| after(remove.value().get()));
     Effect::new(move |_| match create.value().get() {
@@ -339,17 +339,7 @@ pub fn WebhookDetailPage() -> impl IntoView {
     let hydrated = use_hydrated();
     let followed = FollowedTests::new(toasts, move || detail.refetch());
 
-    let after = move |result: Option<Result<String, ServerFnError>>| match result {
-        Some(Ok(message)) => {
-            toasts.info(message);
-            detail.refetch();
-        }
-        Some(Err(error)) => {
-            toasts.error(server_message(&error));
-            detail.refetch();
-        }
-        None => {}
-    };
+    let after = move |result| tell_then(toasts, result, move || detail.refetch());
     Effect::new(move |_| after(redeliver.value().get()));
     Effect::new(move |_| after(toggle.value().get()));
     Effect::new(move |_| {
