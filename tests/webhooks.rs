@@ -609,3 +609,71 @@ async fn the_job_cleaner_deletes_old_events(pool: PgPool) {
     .await;
     assert!(events::get(&pool, recent).await.unwrap().is_some());
 }
+
+/// The database function that records an event queues the deliveries' jobs itself; they
+/// must be exactly the jobs `DeliverWebhook` would queue (kind, queue, attempts,
+/// priority, arguments), one per enabled endpoint that wants the event, and none when
+/// no endpoint does.
+#[sqlx::test]
+async fn the_jobs_an_event_queues_are_deliver_webhook_jobs(pool: PgPool) {
+    use standmeet::domain::webhooks::{DeliverArgs, DeliverWebhook};
+    use standmeet::jobs::JobKind;
+
+    let url = "http://127.0.0.1:9/hook";
+    let every = webhooks::create(&pool, url, &["*".into()], true)
+        .await
+        .unwrap();
+    let created_only = webhooks::create(&pool, url, &["access_request.created".into()], true)
+        .await
+        .unwrap();
+    webhooks::create(&pool, url, &["corpus.entry_updated".into()], true)
+        .await
+        .unwrap();
+    let disabled = webhooks::create(&pool, url, &["*".into()], true)
+        .await
+        .unwrap();
+    webhooks::set_enabled(&pool, disabled.endpoint.id, false)
+        .await
+        .unwrap();
+
+    let event = happen(&pool, &request_created(1)).await;
+    let queued: Vec<(String, String, i16, i16, Value, i64)> = sqlx::query_as(
+        "SELECT j.kind, j.queue, j.max_attempts, j.priority, j.args, d.endpoint_id
+         FROM webhook_deliveries d JOIN jobs j ON j.args = jsonb_build_object('delivery_id', d.id)
+         WHERE d.event_id = $1 ORDER BY d.endpoint_id",
+    )
+    .bind(event)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let endpoints: Vec<i64> = queued.iter().map(|job| job.5).collect();
+    assert_eq!(endpoints, vec![every.endpoint.id, created_only.endpoint.id]);
+    for (kind, queue, max_attempts, priority, args, _) in &queued {
+        assert_eq!(kind, DeliverWebhook::KIND);
+        assert_eq!(queue, DeliverWebhook::QUEUE);
+        assert_eq!(*max_attempts, DeliverWebhook::MAX_ATTEMPTS);
+        assert_eq!(*priority, DeliverWebhook::PRIORITY);
+        serde_json::from_value::<DeliverArgs>(args.clone()).expect("DeliverArgs");
+    }
+    let all_jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(all_jobs, 2, "one job per delivery and no other");
+
+    // An event nobody wants queues nothing.
+    happen(
+        &pool,
+        &NewEvent::access_request(EventType::AccessRequestDenied, 1, "ada@example.com"),
+    )
+    .await;
+    let all_jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        all_jobs,
+        2 + 1,
+        "only the endpoint for every event wants a denial"
+    );
+}

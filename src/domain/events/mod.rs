@@ -20,48 +20,22 @@ pub use types::{EventType, NewEvent};
 
 /// Records `event` in the caller's transaction; answers its id.
 ///
-/// The same statement inserts a webhook delivery for each enabled endpoint that wants
-/// events of this type, and one more statement queues their `webhooks.deliver` jobs
-/// (none when no endpoint wants it), so a commit delivers the event and a rollback
-/// leaves neither event nor delivery. The cost does not grow with the endpoints.
+/// One statement, however many endpoints: the database function `record_event`
+/// (migrations/20261201000003_record_event.sql) inserts the event, a webhook delivery
+/// for each enabled endpoint that wants events of this type, and their
+/// `webhooks.deliver` jobs, so a commit delivers the event and a rollback leaves neither
+/// event nor delivery. A change that already sends a statement of its own can call
+/// `record_event($type, $subject, $data)` inside it instead and save the round trip
+/// (an access request does: `access_requests::submit`).
 pub async fn record(tx: &mut PgConnection, event: &NewEvent) -> Result<i64, sqlx::Error> {
-    let recorded = sqlx::query!(
-        r#"
-        WITH event AS (
-            INSERT INTO events (type, subject_id, data) VALUES ($1, $2, $3)
-            RETURNING id, type
-        ), deliveries AS (
-            INSERT INTO webhook_deliveries (endpoint_id, event_id)
-            SELECT w.id, event.id
-            FROM webhook_endpoints w CROSS JOIN event
-            WHERE w.enabled AND w.event_types && ARRAY[event.type, '*']
-            ORDER BY w.id
-            RETURNING id
-        )
-        SELECT (SELECT id FROM event) AS "id!",
-               ARRAY(SELECT id FROM deliveries ORDER BY id) AS "deliveries!"
-        "#,
+    sqlx::query_scalar!(
+        r#"SELECT record_event($1, $2, $3) AS "id!""#,
         event.event_type.as_str(),
         event.subject_id,
         event.data,
     )
     .fetch_one(&mut *tx)
-    .await?;
-    if !recorded.deliveries.is_empty() {
-        webhooks::queue_deliveries(tx, &recorded.deliveries)
-            .await
-            .map_err(database_error)?;
-    }
-    Ok(recorded.id)
-}
-
-/// The job insert says what failed through `anyhow`; inside a transaction that is the
-/// database (the arguments, two ids, always serialize). Callers handle `sqlx::Error`.
-fn database_error(err: anyhow::Error) -> sqlx::Error {
-    match err.downcast::<sqlx::Error>() {
-        Ok(err) => err,
-        Err(other) => sqlx::Error::Protocol(format!("{other:#}")),
-    }
+    .await
 }
 
 /// The job cleaner's extra chore (see `jobs::EngineConfig::also_clean`): events older

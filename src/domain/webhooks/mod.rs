@@ -1,10 +1,11 @@
 //! Webhooks: the owner's other systems hear about events as signed HTTP requests.
 //!
 //! An endpoint names a URL and the event types it wants (or `*`). When an event is
-//! recorded, [`crate::domain::events::record`] inserts one delivery per matching enabled
-//! endpoint in the same statement as the event, and [`queue_deliveries`] one
-//! `webhooks.deliver` job per delivery ([`deliver`]), all in the event's transaction:
-//! an event that commits is delivered, one that rolls back is not.
+//! recorded ([`crate::domain::events::record`]), the same statement inserts one delivery
+//! per matching enabled endpoint and one `webhooks.deliver` job per delivery
+//! ([`deliver`]), all in the event's transaction: an event that commits is delivered,
+//! one that rolls back is not. The job's kind, queue and attempts are written in that
+//! statement's SQL function as well as on [`DeliverWebhook`]; a test keeps them equal.
 //!
 //! A delivery's chip follows its job (`sending` while queued or running, `delivered`,
 //! `failed` while it waits for another try or after it gave up); the delivery row keeps
@@ -203,20 +204,6 @@ pub async fn delete(pool: &PgPool, id: i64) -> Result<(), WebhookError> {
         return Err(WebhookError::UnknownEndpoint(id));
     }
     Ok(())
-}
-
-/// Queues one `webhooks.deliver` job for each of `deliveries` (rows just inserted in
-/// the caller's transaction), in one statement however many there are. Each job writes
-/// its id into its delivery when it starts.
-pub async fn queue_deliveries(
-    tx: &mut PgConnection,
-    deliveries: &[i64],
-) -> anyhow::Result<Vec<JobId>> {
-    let args: Vec<DeliverArgs> = deliveries
-        .iter()
-        .map(|&delivery_id| DeliverArgs { delivery_id })
-        .collect();
-    jobs::insert_many_tx::<DeliverWebhook>(tx, &args).await
 }
 
 /// Queues a new job for one delivery (a test, a redelivery) and points the delivery at
