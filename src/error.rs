@@ -170,6 +170,15 @@ impl From<WebhookError> for AppError {
     }
 }
 
+impl From<crate::jobs::QueueError> for AppError {
+    fn from(err: crate::jobs::QueueError) -> Self {
+        match err {
+            crate::jobs::QueueError::Unknown { .. } => AppError::NotFound(err.to_string()),
+            crate::jobs::QueueError::Database(err) => AppError::from(err),
+        }
+    }
+}
+
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
         let body = serde_json::json!({ "error": self.public_message() });

@@ -27,7 +27,7 @@
 //! - `jobs`: the durable job queue in PostgreSQL (states, attempts, error history,
 //!   output, backoff, rescue, fenced completion, cleanup) and the process's one LISTEN
 //!   connection. `jobs::JobClient` is the one way in (get, list, retry, cancel, delete,
-//!   wait); its SQL (`store`) is private. Its module documentation says who moves jobs
+//!   wait, and the queues' figures and pauses); its SQL (`store`) is private. Its module documentation says who moves jobs
 //!   between states.
 //! - `db`: the connection pool, migrations, and the private PostgreSQL cluster that
 //!   StandMeet starts itself when `DATABASE_URL` is unset.

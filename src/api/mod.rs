@@ -13,6 +13,7 @@ pub(crate) mod health;
 pub(crate) mod listings;
 #[cfg(feature = "ssr")]
 pub(crate) mod metrics;
+pub(crate) mod queues;
 #[cfg(feature = "ssr")]
 pub(crate) mod replies;
 pub(crate) mod status;

@@ -184,6 +184,9 @@ const SERVER_FNS: &[ServerFn] = &[
     get("webhooks/delivery", &[("id", Arg::Int)]),
     get("webhooks/detail", &[("id", Arg::Int), ("before", Arg::Int)]),
     post("webhooks/redeliver", &[("id", Arg::Int)]),
+    get("queues/list", &[]),
+    post("queues/pause", &[("queue", Arg::Text("chaos"))]),
+    post("queues/resume", &[("queue", Arg::Text("chaos"))]),
 ];
 
 /// One bad request.

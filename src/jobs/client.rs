@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
+use super::queues::{QueueError, QueueSummary};
 use super::store::{
     self, CancelOutcome, DeleteOutcome, JobFilter, JobRow, JobSummary, RetryOutcome,
 };
@@ -91,8 +92,31 @@ impl JobClient {
         self.signals.waiters.wait(&self.pool, ids, limit).await
     }
 
+    /// Every queue (StandMeet's own, and any other with jobs or a pause) with its
+    /// figures, by name.
+    pub async fn queues(&self) -> Result<Vec<QueueSummary>, sqlx::Error> {
+        super::queues::list(&self.pool, &standard_queue_names()).await
+    }
+
+    /// Pauses `queue` in every process until it is resumed; its running jobs finish.
+    pub async fn pause_queue(&self, queue: &str) -> Result<QueueSummary, QueueError> {
+        super::queues::set_paused(&self.pool, &standard_queue_names(), queue, true).await
+    }
+
+    /// Resumes `queue`: the jobs that waited run at once.
+    pub async fn resume_queue(&self, queue: &str) -> Result<QueueSummary, QueueError> {
+        super::queues::set_paused(&self.pool, &standard_queue_names(), queue, false).await
+    }
+
     /// The kinds some StandMeet process that was heard from within `live` can run.
     pub async fn kinds_someone_runs(&self, live: Duration) -> Result<Vec<String>, sqlx::Error> {
         store::worker_known_kinds(&self.pool, live).await
     }
+}
+
+fn standard_queue_names() -> Vec<String> {
+    super::EngineConfig::standard_queues()
+        .into_iter()
+        .map(|queue| queue.name)
+        .collect()
 }

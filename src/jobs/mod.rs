@@ -40,6 +40,7 @@
 //! - [`registry`]: the handlers this process can run, by kind.
 //! - [`executor`]: one attempt: span, timeout, panic capture, cancellation.
 //! - [`producer`]: one per queue: fetches in batches, runs up to N at once.
+//! - [`queues`]: each queue's figures, and the pause every process obeys.
 //! - [`completer`]: writes outcomes, batching them when busy.
 //! - [`maintenance`]: the scheduler, rescuer, cleaner and lease renewal.
 //! - [`listener`]: the one LISTEN connection of the process, and what it wakes.
@@ -59,6 +60,7 @@ mod kind;
 mod listener;
 mod maintenance;
 mod producer;
+mod queues;
 mod registry;
 mod retry;
 mod runtime;
@@ -73,6 +75,7 @@ pub use engine::Engine;
 pub use insert::{InsertOptions, insert, insert_many_tx, insert_tx, insert_with};
 pub use kind::{Completed, JobContext, JobError, JobKind};
 pub use listener::{Signals, StopReason, spawn_listener};
+pub use queues::{QueueError, QueueSummary};
 pub use registry::Registry;
 pub use runtime::JobRuntime;
 pub use store::{

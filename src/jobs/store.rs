@@ -114,7 +114,9 @@ pub async fn job_insert_many(
 
 /// Takes up to `limit` available jobs of `queue` for `worker`, in priority order: one
 /// statement marks them `running`, counts the attempt and starts the lease, and
-/// `SKIP LOCKED` lets other workers take the next ones at the same moment.
+/// `SKIP LOCKED` lets other workers take the next ones at the same moment. A paused
+/// queue (a row in `job_queue_pauses`) gives nothing: the check is one primary-key
+/// lookup, evaluated once per fetch.
 ///
 /// Only jobs of `kinds` (those this process has handlers for) are taken: a job of a kind
 /// it does not know stays `available` for a process that does (during a rolling deploy,
@@ -140,6 +142,7 @@ pub async fn job_fetch_available(
             SELECT id FROM jobs
             WHERE state = 'available' AND queue = $1 AND scheduled_at <= now()
               AND kind = ANY($5)
+              AND NOT EXISTS (SELECT FROM job_queue_pauses p WHERE p.queue = $1)
             ORDER BY priority, scheduled_at, id
             LIMIT $2
             FOR UPDATE SKIP LOCKED
@@ -708,6 +711,68 @@ pub async fn job_count_by_state_and_kind(
         .into_iter()
         .map(|row| (row.state, row.kind, row.count))
         .collect())
+}
+
+/// One (queue, state) pair's figures, for the queues page.
+#[derive(Clone, Debug)]
+pub struct QueueStateCount {
+    pub queue: String,
+    pub state: JobState,
+    pub count: i64,
+    /// Of these, finished (`finalized_at`) in the last five minutes.
+    pub finished_last_5m: i64,
+    /// Seconds since the oldest of these became due (meaningful for `available`).
+    pub oldest_due_age_s: Option<f64>,
+}
+
+/// How many jobs each queue has in each state, how many of them finished in the last
+/// five minutes, and how long the oldest has been due: one pass over the table (the
+/// finished rows are kept only for their retention, a day by default).
+pub async fn queue_state_counts(pool: &PgPool) -> Result<Vec<QueueStateCount>, sqlx::Error> {
+    sqlx::query_as!(
+        QueueStateCount,
+        r#"
+        SELECT queue AS "queue!", state AS "state!: JobState", count(*) AS "count!",
+               count(*) FILTER (WHERE finalized_at > now() - interval '5 minutes')
+                   AS "finished_last_5m!",
+               greatest(extract(epoch FROM now() - min(scheduled_at)), 0)::float8
+                   AS oldest_due_age_s
+        FROM jobs GROUP BY queue, state
+        "#
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// The paused queues, by name.
+pub async fn queue_paused(pool: &PgPool) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar!("SELECT queue FROM job_queue_pauses ORDER BY queue")
+        .fetch_all(pool)
+        .await
+}
+
+/// Pauses `queue` (staying paused when it already was).
+pub async fn queue_pause(pool: &PgPool, queue: &str) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "INSERT INTO job_queue_pauses (queue) VALUES ($1) ON CONFLICT (queue) DO NOTHING",
+        queue
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Resumes `queue`, and in the same transaction wakes its producers in every process
+/// (the insert channel), so that the jobs that waited run at once.
+pub async fn queue_resume(pool: &PgPool, queue: &str) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::query!("DELETE FROM job_queue_pauses WHERE queue = $1", queue)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query!("SELECT pg_notify($1, $2)", super::channels::INSERT, queue)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await
 }
 
 /// A job as a row of the Tasks panel: no arguments or output (they can be large),

@@ -8,8 +8,9 @@ use crate::api::auth::current_admin;
 use crate::ui::components::form::SECONDARY_BUTTON;
 
 /// The admin pages, in the order the navigation shows them.
-pub const ADMIN_PAGES: [(&str, &str); 8] = [
+pub const ADMIN_PAGES: [(&str, &str); 9] = [
     ("/admin/tasks", "Tasks"),
+    ("/admin/queues", "Queues"),
     ("/admin/access-requests", "Access requests"),
     ("/admin/listings", "Listings"),
     ("/admin/corpus", "Corpus"),

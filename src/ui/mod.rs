@@ -25,6 +25,7 @@ use crate::ui::pages::{
     login::LoginPage,
     mail_log::MailLogPage,
     not_found::NotFound,
+    queues::QueuesPage,
     request_access::RequestAccessPage,
     search::SearchPage,
     task_detail::TaskDetailPage,
@@ -73,6 +74,7 @@ pub fn App() -> impl IntoView {
                     // shows the rows without JavaScript and a missing job answers 404.
                     <Route path=path!("/admin/tasks") view=TasksPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/tasks/:id") view=TaskDetailPage ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/queues") view=QueuesPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/access-requests") view=AccessRequestsPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/listings") view=ListingsPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/corpus") view=CorpusPage ssr=SsrMode::Async/>
