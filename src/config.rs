@@ -55,6 +55,9 @@ pub struct Settings {
     pub index_wait: Duration,
     /// `STANDMEET_MAX_WAITERS`: how many callers may wait for jobs at once.
     pub max_waiters: usize,
+    /// `STANDMEET_MAX_LIVE_CLIENTS`: how many live streams (`/api/live`) one process
+    /// serves at once; more get 503 and their pages poll instead.
+    pub max_live_clients: usize,
     /// `STANDMEET_RETRY_BASE_MS`: the unit of the retry backoff (base × attempt⁴).
     pub retry_base: Duration,
     /// `STANDMEET_MAIL_PER_RECIPIENT_PER_HOUR`: mails one address gets at most in an
@@ -216,6 +219,7 @@ impl Settings {
         let fetch_wait = parse_millis(&get, "STANDMEET_FETCH_WAIT_MS", 20_000)?;
         let index_wait = parse_millis(&get, "STANDMEET_INDEX_WAIT_MS", 2_000)?;
         let max_waiters = parse_count(&get, "STANDMEET_MAX_WAITERS", 64, 0..=100_000)?;
+        let max_live_clients = parse_count(&get, "STANDMEET_MAX_LIVE_CLIENTS", 256, 0..=100_000)?;
         let retry_base = parse_millis(&get, "STANDMEET_RETRY_BASE_MS", 1_000)?;
         let mail_per_recipient_per_hour =
             parse_count(&get, "STANDMEET_MAIL_PER_RECIPIENT_PER_HOUR", 5, 1..=10_000)? as u32;
@@ -281,6 +285,7 @@ impl Settings {
             fetch_wait,
             index_wait,
             max_waiters,
+            max_live_clients,
             retry_base,
             mail_per_recipient_per_hour,
             confirm_link_valid,
@@ -517,6 +522,7 @@ mod tests {
         assert_eq!(s.fetch_wait, Duration::from_millis(20_000));
         assert_eq!(s.index_wait, Duration::from_millis(2_000));
         assert_eq!(s.max_waiters, 64);
+        assert_eq!(s.max_live_clients, 256);
         assert_eq!(s.retry_base, Duration::from_millis(1_000));
         assert_eq!(s.login_attempts_per_minute.get(), 10);
         assert_eq!(s.job_lease, Duration::from_secs(30));

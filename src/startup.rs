@@ -60,6 +60,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(crate::api::health::healthz))
         .route("/metrics", get(crate::api::metrics::metrics))
         .route("/api/jobs/status", get(crate::api::tasks::job_status))
+        .route("/api/live", get(crate::api::live::live))
         .route("/login", post(crate::api::auth::sign_in))
         .route("/logout", post(crate::api::auth::sign_out))
         .route("/admin", get(|| async { Redirect::to("/admin/tasks") }))
@@ -179,6 +180,7 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
     )
     .await;
 
+    let live = state.signals.live.clone();
     let app = router(state);
 
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
@@ -192,6 +194,9 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
         async move {
             shutdown_signal().await;
             tracing::info!("stop signal received; finishing in-flight requests");
+            // Live streams never finish on their own: end them, so that the graceful
+            // shutdown does not wait for them (the pages reconnect to another copy).
+            live.close();
             stop.cancel();
         }
     });

@@ -55,7 +55,7 @@ impl AppState {
             .leptos_options;
         leptos_options.site_addr = settings.site_addr;
         let settings = Arc::new(settings);
-        let signals = Signals::new(settings.max_waiters);
+        let signals = Signals::with_live_streams(settings.max_waiters, settings.max_live_clients);
         let mailer = Mailer::from_supplier(&settings.mail)?;
         let registry = crate::domain::job_registry(MailContext {
             mailer: mailer.clone(),

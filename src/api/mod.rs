@@ -12,6 +12,8 @@ pub(crate) mod form_error;
 pub(crate) mod health;
 pub(crate) mod listings;
 #[cfg(feature = "ssr")]
+pub(crate) mod live;
+#[cfg(feature = "ssr")]
 pub(crate) mod metrics;
 pub(crate) mod queues;
 #[cfg(feature = "ssr")]

@@ -159,7 +159,7 @@ pub async fn fetch_job_status(ids: &[i64]) -> Result<Vec<TaskRow>, String> {
 }
 
 #[cfg(feature = "ssr")]
-pub use server::job_status;
+pub use server::{job_status, parse_status_ids};
 
 #[cfg(feature = "ssr")]
 mod server {

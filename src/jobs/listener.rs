@@ -23,6 +23,7 @@ use sqlx::postgres::{PgListener, PgPoolOptions};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::live::LiveJobs;
 use super::store::HeldAttempt;
 use super::waiters::Waiters;
 use super::{JobId, channels};
@@ -93,11 +94,20 @@ pub struct Signals {
     /// Attempts this process has recorded (written by its completer, or completed by
     /// their handler's own transaction).
     recorded: std::sync::atomic::AtomicU64,
+    /// The jobs the browser's live streams follow (`GET /api/live`).
+    pub live: Arc<LiveJobs>,
 }
 
 impl Signals {
-    /// Signals with room for `max_waiters` waits at once.
+    /// Signals with room for `max_waiters` waits at once (and the default number of
+    /// live streams).
     pub fn new(max_waiters: usize) -> Arc<Self> {
+        Self::with_live_streams(max_waiters, DEFAULT_LIVE_STREAMS)
+    }
+
+    /// Signals with room for `max_waiters` waits and `max_live_streams` live streams
+    /// (`STANDMEET_MAX_LIVE_CLIENTS`) at once.
+    pub fn with_live_streams(max_waiters: usize, max_live_streams: usize) -> Arc<Self> {
         Arc::new(Signals {
             queues: Mutex::default(),
             running: Mutex::default(),
@@ -106,6 +116,7 @@ impl Signals {
             waiters: Waiters::new(max_waiters),
             resync_now: Notify::new(),
             recorded: std::sync::atomic::AtomicU64::new(0),
+            live: LiveJobs::new(max_live_streams),
         })
     }
 
@@ -265,6 +276,7 @@ impl Signals {
             channels::FINAL => {
                 if let Ok(id) = payload.parse::<i64>() {
                     self.waiters.job_finished(JobId(id));
+                    self.live.job_finished(JobId(id));
                 }
             }
             _ => {}
@@ -274,8 +286,12 @@ impl Signals {
     fn after_reconnect(&self) {
         self.wake_all_queues();
         self.resync_now.notify_one();
+        self.live.reread_all();
     }
 }
+
+/// Live streams per process when nothing says otherwise (`STANDMEET_MAX_LIVE_CLIENTS`).
+pub const DEFAULT_LIVE_STREAMS: usize = 256;
 
 /// How often the waited-for jobs are re-read even when no reconnect happened.
 const RESYNC_EVERY: Duration = Duration::from_secs(1);
@@ -294,6 +310,11 @@ pub fn spawn_listener(
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     let resync = tokio::spawn(resync_waiters(pool.clone(), signals.clone(), stop.clone()));
+    let live = tokio::spawn(super::live::run(
+        pool.clone(),
+        signals.live.clone(),
+        stop.clone(),
+    ));
     // A pool of one, only for this connection, so it never takes one of the app's.
     let own_pool = PgPoolOptions::new().max_connections(1).connect_lazy_with(
         (*pool.connect_options())
@@ -331,6 +352,7 @@ pub fn spawn_listener(
                         signals.connected.store(false, Ordering::Release);
                         drop(listener);
                         let _ = resync.await;
+                        let _ = live.await;
                         own_pool.close().await;
                         return;
                     }
@@ -359,6 +381,7 @@ pub fn spawn_listener(
         }
         signals.connected.store(false, Ordering::Release);
         let _ = resync.await;
+        let _ = live.await;
         own_pool.close().await;
     })
 }

@@ -44,6 +44,8 @@
 //! - [`completer`]: writes outcomes, batching them when busy.
 //! - [`maintenance`]: the scheduler, rescuer, cleaner and lease renewal.
 //! - [`listener`]: the one LISTEN connection of the process, and what it wakes.
+//! - [`live`]: the live job states that `GET /api/live` streams to the browser, fed by
+//!   the listener and one shared re-read per process.
 //! - [`waiters`]: callers waiting for jobs to finish, up to a limit, then a receipt.
 //! - [`engine`]: puts it together: start, and a graceful stop.
 //! - [`runtime`]: a process's listener and engine, started and stopped in order.
@@ -58,6 +60,7 @@ mod executor;
 mod insert;
 mod kind;
 mod listener;
+pub mod live;
 mod maintenance;
 mod producer;
 mod queues;

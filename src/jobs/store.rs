@@ -713,6 +713,36 @@ pub async fn job_count_by_state_and_kind(
         .collect())
 }
 
+/// The live-stream view of these jobs (those that exist): state, attempt and how many
+/// errors they have.
+pub async fn job_live_states(
+    pool: &PgPool,
+    ids: &[JobId],
+) -> Result<Vec<super::live::LiveJob>, sqlx::Error> {
+    let ids: Vec<i64> = ids.iter().map(|id| id.0).collect();
+    sqlx::query_as!(
+        super::live::LiveJob,
+        r#"
+        SELECT id, state AS "state: JobState", attempt,
+               jsonb_array_length(errors) AS "errors_count!"
+        FROM jobs WHERE id = ANY($1)
+        "#,
+        &ids
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Which of these sessions (tower-sessions ids) still exist and have not expired.
+pub async fn sessions_alive(pool: &PgPool, ids: &[String]) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "SELECT id FROM sessions WHERE id = ANY($1) AND expiry_date > now()",
+        ids
+    )
+    .fetch_all(pool)
+    .await
+}
+
 /// One (queue, state) pair's figures, for the queues page.
 #[derive(Clone, Debug)]
 pub struct QueueStateCount {
