@@ -19,8 +19,8 @@
 //! - [`model`]: the words both sides share, such as `JobId`, `JobState`, `MailState`
 //!   and the corpus write receipt.
 //! - [`api`]: server functions (the browser gets stubs that call them over HTTP), and on
-//!   the server the fixed endpoints such as `/healthz`; `api::FormError` is how forms
-//!   hear what went wrong.
+//!   the server the fixed endpoints such as `/healthz` and the live job stream
+//!   `/api/live`; `api::FormError` is how forms hear what went wrong.
 //!
 //! Server only (`ssr`), from the bottom up:
 //! - `types`: parsed newtypes such as `EmailAddress`: input becomes these at the edge.

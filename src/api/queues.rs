@@ -37,6 +37,7 @@ pub async fn resume_queue(queue: String) -> Result<String, ServerFnError> {
 }
 
 /// A wait as a person reads it: seconds under two minutes, then minutes, hours, days.
+#[cfg(feature = "ssr")]
 pub fn age_in_words(seconds: f64) -> String {
     let seconds = seconds.max(0.0).round() as u64;
     match seconds {
@@ -105,7 +106,7 @@ mod server {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "ssr"))]
 mod tests {
     use super::age_in_words;
 

@@ -113,6 +113,13 @@ pub async fn get_task(id: i64) -> Result<Option<TaskDetail>, ServerFnError> {
     server::detail(id).await
 }
 
+/// The panel rows of these jobs (those that exist, at most 100): what a live page reads
+/// when the stream (`/api/live`) says a job changed.
+#[server(endpoint = "tasks/rows", input = GetUrl)]
+pub async fn task_rows(ids: Vec<i64>) -> Result<Vec<TaskRow>, ServerFnError> {
+    server::rows(ids).await
+}
+
 /// Retry: a retryable, discarded or cancelled job runs again now.
 #[server(endpoint = "tasks/retry")]
 pub async fn retry_task(id: i64) -> Result<TaskActionResult, ServerFnError> {
@@ -410,6 +417,23 @@ mod server {
                 message: format!("There is no job {id} any more."),
             },
         })
+    }
+
+    pub async fn rows(ids: Vec<i64>) -> Result<Vec<TaskRow>, ServerFnError> {
+        require_admin().await?;
+        let state = expect_context::<AppState>();
+        if ids.len() > MAX_STATUS_IDS {
+            return Err(reply(AppError::BadRequest(format!(
+                "At most {MAX_STATUS_IDS} job ids at once; {} were asked for.",
+                ids.len()
+            ))));
+        }
+        let ids: Vec<JobId> = ids.into_iter().map(JobId).collect();
+        let jobs = state.jobs.summaries(&ids).await.map_err(reply)?;
+        let nobody_runs = kinds_nobody_runs(&state, summaries(&jobs))
+            .await
+            .map_err(reply)?;
+        Ok(jobs.into_iter().map(|job| row(job, &nobody_runs)).collect())
     }
 
     #[derive(Debug, Deserialize)]

@@ -1,6 +1,7 @@
 //! Pieces every page uses.
 
 pub mod form;
+pub mod live;
 pub mod params;
 pub mod poll;
 pub mod status_chip;

@@ -3,8 +3,6 @@
 //! then follows the mail job (sending → sent or failed) with one status request for
 //! the whole page, and the request shows `replied` once the mail went out.
 
-use std::time::Duration;
-
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
@@ -16,7 +14,7 @@ use crate::model::JobState;
 use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{PRIMARY_BUTTON, SECONDARY_BUTTON};
-use crate::ui::components::poll::use_polling;
+use crate::ui::components::live::use_live_rows;
 use crate::ui::components::status_chip::{StatusChip, Tone, mail_state_tone};
 use crate::ui::components::toast::use_toasts;
 
@@ -176,55 +174,41 @@ fn RequestRowView(row: RwSignal<AccessRequestView>) -> impl IntoView {
     .into_any()
 }
 
-/// Every second, one status request for the mail jobs still on their way; a completed
-/// approval mail means the request was replied to.
+/// The mail jobs still on their way follow their jobs live (while the stream is not
+/// open, one status request a second); a completed approval mail means the request was
+/// replied to.
 fn follow_mail(rows: RwSignal<Vec<RwSignal<AccessRequestView>>>) {
-    let busy = StoredValue::new(false);
-    use_polling(Duration::from_secs(1), move || {
-        if busy.get_value() {
-            return;
-        }
-        let watched: Vec<i64> = rows.with_untracked(|rows| {
+    let watched = move || {
+        rows.with_untracked(|rows| {
             rows.iter()
                 .map(|row| row.get_untracked())
                 .filter(|row| row.mail_job_state.is_some_and(|state| !state.is_terminal()))
                 .filter_map(|row| row.mail_job_id)
-                .collect()
-        });
-        if watched.is_empty() {
-            return;
-        }
-        busy.set_value(true);
-        leptos::task::spawn_local(async move {
-            #[cfg(feature = "hydrate")]
-            if let Ok(jobs) = crate::api::tasks::fetch_job_status(&watched).await {
-                rows.with_untracked(|rows| {
-                    for row in rows {
-                        let current = row.get_untracked();
-                        let Some(job) = jobs.iter().find(|job| Some(job.id) == current.mail_job_id)
-                        else {
-                            continue;
-                        };
-                        if current.mail_job_state == Some(job.state) {
-                            continue;
-                        }
-                        row.update(|row| {
-                            row.mail_job_state = Some(job.state);
-                            row.mail_state = Some(crate::model::MailState::of_job(job.state));
-                            row.mail_note = job
-                                .last_error
-                                .as_ref()
-                                .map(|error| format!("Last error: {error}"));
-                            if job.state == JobState::Completed && row.status == "approved" {
-                                row.status = "replied".into();
-                            }
-                        });
+                .collect::<Vec<i64>>()
+        })
+    };
+    use_live_rows(watched, move |jobs| {
+        rows.with_untracked(|rows| {
+            for row in rows {
+                let current = row.get_untracked();
+                let Some(job) = jobs.iter().find(|job| Some(job.id) == current.mail_job_id) else {
+                    continue;
+                };
+                if current.mail_job_state == Some(job.state) {
+                    continue;
+                }
+                row.update(|row| {
+                    row.mail_job_state = Some(job.state);
+                    row.mail_state = Some(crate::model::MailState::of_job(job.state));
+                    row.mail_note = job
+                        .last_error
+                        .as_ref()
+                        .map(|error| format!("Last error: {error}"));
+                    if job.state == JobState::Completed && row.status == "approved" {
+                        row.status = "replied".into();
                     }
                 });
             }
-            #[cfg(not(feature = "hydrate"))]
-            let _ = &watched;
-            busy.set_value(false);
         });
     });
 }

@@ -2,8 +2,6 @@
 //! new address confirms), the pending change with its mail chip and Cancel, and the
 //! recovery phrase, sent at once, with what really happened.
 
-use std::time::Duration;
-
 use leptos::prelude::*;
 use leptos_meta::Title;
 
@@ -14,7 +12,7 @@ use crate::api::account::{
 use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON};
-use crate::ui::components::poll::use_polling;
+use crate::ui::components::live::use_live_jobs;
 use crate::ui::components::status_chip::{StatusChip, mail_state_tone};
 use crate::ui::components::toast::use_toasts;
 
@@ -57,17 +55,21 @@ pub fn AccountPage() -> impl IntoView {
         None => {}
     });
 
-    // Follow the pending change's mail while it is on its way.
-    use_polling(Duration::from_secs(1), move || {
-        let waiting = account
-            .get_untracked()
-            .and_then(Result::ok)
-            .and_then(|view| view.pending)
-            .is_some_and(|pending| pending.job_state.is_none_or(|state| !state.is_terminal()));
-        if waiting {
-            account.refetch();
-        }
-    });
+    // Follow the pending change's mail live while it is on its way.
+    use_live_jobs(
+        move || {
+            account
+                .get_untracked()
+                .and_then(Result::ok)
+                .and_then(|view| view.pending)
+                .filter(|pending| pending.job_state.is_none_or(|state| !state.is_terminal()))
+                .and_then(|pending| pending.job_id)
+                .into_iter()
+                .collect()
+        },
+        move |_| account.refetch(),
+        move || account.refetch(),
+    );
 
     view! {
         <Title text="Account"/>

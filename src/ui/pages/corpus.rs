@@ -3,8 +3,6 @@
 //! admin's "grep", a substring search over titles and texts (`?grep=`).
 //! `/admin/corpus/<id>`: one entry, to edit.
 
-use std::time::Duration;
-
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
@@ -16,8 +14,8 @@ use crate::api::corpus::{
 use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON};
+use crate::ui::components::live::use_live_jobs;
 use crate::ui::components::params::use_id_param;
-use crate::ui::components::poll::use_polling;
 use crate::ui::components::status_chip::{StatusChip, Tone};
 use crate::ui::components::toast::{Toasts, use_toasts};
 
@@ -83,15 +81,23 @@ pub fn CorpusPage() -> impl IntoView {
             entries.refetch()
         })
     });
-    use_polling(Duration::from_secs(1), move || {
-        let indexing = entries
-            .get_untracked()
-            .and_then(Result::ok)
-            .is_some_and(|rows| rows.iter().any(|row| row.index_state == "indexing"));
-        if indexing {
-            entries.refetch();
-        }
-    });
+    // Entries being indexed follow their index jobs live.
+    use_live_jobs(
+        move || {
+            entries
+                .get_untracked()
+                .and_then(Result::ok)
+                .map(|rows| {
+                    rows.iter()
+                        .filter(|row| row.index_state == "indexing")
+                        .filter_map(|row| row.index_job_id)
+                        .collect()
+                })
+                .unwrap_or_default()
+        },
+        move |_| entries.refetch(),
+        move || entries.refetch(),
+    );
 
     view! {
         <Title text="Corpus"/>
@@ -226,15 +232,19 @@ pub fn CorpusEntryPage() -> impl IntoView {
             entry.refetch()
         })
     });
-    use_polling(Duration::from_secs(1), move || {
-        if entry
-            .get_untracked()
-            .and_then(Result::ok)
-            .is_some_and(|e| e.index_state == "indexing")
-        {
-            entry.refetch();
-        }
-    });
+    use_live_jobs(
+        move || {
+            entry
+                .get_untracked()
+                .and_then(Result::ok)
+                .filter(|e| e.index_state == "indexing")
+                .and_then(|e| e.index_job_id)
+                .into_iter()
+                .collect()
+        },
+        move |_| entry.refetch(),
+        move || entry.refetch(),
+    );
 
     view! {
         <Title text="Corpus entry"/>

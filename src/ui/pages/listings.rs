@@ -3,8 +3,6 @@
 //! each once however many boards list it, with a "new" badge for what the newest fetch
 //! found first.
 
-use std::time::Duration;
-
 use leptos::prelude::*;
 use leptos_meta::Title;
 
@@ -16,7 +14,7 @@ use crate::model::FetchAnswer;
 use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON};
-use crate::ui::components::poll::use_polling;
+use crate::ui::components::live::use_live_jobs;
 use crate::ui::components::status_chip::{StatusChip, Tone};
 use crate::ui::components::toast::{Toasts, use_toasts};
 
@@ -102,20 +100,24 @@ pub fn ListingsPage() -> impl IntoView {
             overview.refetch();
         }
     });
-    use_polling(Duration::from_secs(1), move || {
-        let busy = fetch.pending().get_untracked()
-            || overview
+    // Sources being fetched follow their fetch jobs live.
+    use_live_jobs(
+        move || {
+            overview
                 .get_untracked()
                 .and_then(Result::ok)
-                .is_some_and(|view| {
+                .map(|view| {
                     view.sources
                         .iter()
-                        .any(|s| matches!(s.fetch_state.as_str(), "fetching" | "retrying"))
-                });
-        if busy {
-            overview.refetch();
-        }
-    });
+                        .filter(|s| matches!(s.fetch_state.as_str(), "fetching" | "retrying"))
+                        .filter_map(|s| s.job_id)
+                        .collect()
+                })
+                .unwrap_or_default()
+        },
+        move |_| overview.refetch(),
+        move || overview.refetch(),
+    );
 
     view! {
         <Title text="Listings"/>

@@ -2,8 +2,6 @@
 //! with its time and error, its timeline, and Retry / Cancel where they apply. While it
 //! is unfinished the page follows it every second.
 
-use std::time::Duration;
-
 use leptos::prelude::*;
 use leptos_meta::Title;
 
@@ -12,8 +10,8 @@ use crate::model::JobState;
 use crate::ui::components::form::SECONDARY_BUTTON;
 use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
+use crate::ui::components::live::use_live_jobs;
 use crate::ui::components::params::use_id_param;
-use crate::ui::components::poll::use_polling;
 use crate::ui::components::status_chip::JobStateChip;
 use crate::ui::components::toast::use_toasts;
 use crate::ui::pages::not_found::NotFound;
@@ -55,16 +53,19 @@ pub fn TaskDetailPage() -> impl IntoView {
         detail.refetch();
     });
 
-    // Follow an unfinished job.
-    use_polling(Duration::from_secs(1), move || {
-        let unfinished = detail
-            .get_untracked()
-            .and_then(|answer| answer.ok().flatten())
-            .is_some_and(|job| !job.row.state.is_terminal());
-        if unfinished {
-            detail.refetch();
-        }
-    });
+    // Follow an unfinished job live (polling while the stream is not open).
+    use_live_jobs(
+        move || {
+            detail
+                .get_untracked()
+                .and_then(|answer| answer.ok().flatten())
+                .filter(|job| !job.row.state.is_terminal())
+                .map(|job| vec![job.row.id])
+                .unwrap_or_default()
+        },
+        move |_| detail.refetch(),
+        move || detail.refetch(),
+    );
 
     let hydrated = use_hydrated();
 

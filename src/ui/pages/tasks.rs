@@ -14,6 +14,7 @@ use crate::api::tasks::{StateCount, TaskPage, TaskQuery, TaskRow, list_tasks};
 use crate::model::JobState;
 use crate::ui::components::form::server_message;
 use crate::ui::components::form::{LABEL, PRIMARY_BUTTON};
+use crate::ui::components::live::use_live_rows;
 use crate::ui::components::poll::use_polling;
 use crate::ui::components::status_chip::JobStateChip;
 
@@ -382,63 +383,55 @@ fn Filters(query: TaskQuery, kinds: Vec<String>, queues: Vec<String>) -> impl In
     }
 }
 
-/// Keeps the rows current while the page is open: every second, ONE status request
-/// for the unfinished rows (none when all are finished); every other second on the
-/// first page, the jobs newer than the newest row, which are put on top.
+/// Keeps the rows current while the page is open: the unfinished rows follow their jobs
+/// live (a changed job's row is read again; while the stream is not open, ONE status
+/// request a second for all of them), and every other second on the first page the
+/// jobs newer than the newest row are put on top.
 fn follow_jobs(
     rows: RwSignal<Vec<RwSignal<TaskRow>>>,
     counts: RwSignal<Vec<StateCount>>,
     query: TaskQuery,
     first_page: bool,
 ) {
-    let busy = StoredValue::new(false);
-    let ticks = StoredValue::new(0u64);
-    use_polling(Duration::from_secs(1), move || {
-        if busy.get_value() {
-            return;
-        }
-        ticks.update_value(|n| *n += 1);
-        let unfinished: Vec<i64> = rows.with_untracked(|rows| {
+    let unfinished = move || {
+        rows.with_untracked(|rows| {
             rows.iter()
                 .map(|row| row.get_untracked())
                 .filter(|row| !row.state.is_terminal())
                 .map(|row| row.id)
-                .collect()
-        });
-        let look_for_new = first_page && ticks.get_value().is_multiple_of(2);
-        if unfinished.is_empty() && !look_for_new {
+                .collect::<Vec<i64>>()
+        })
+    };
+    use_live_rows(unfinished, move |fresh| update_rows(rows, &fresh));
+    if !first_page {
+        return;
+    }
+    let busy = StoredValue::new(false);
+    use_polling(Duration::from_secs(2), move || {
+        if busy.get_value() {
             return;
         }
         busy.set_value(true);
         let query = query.clone();
         leptos::task::spawn_local(async move {
-            if !unfinished.is_empty() {
-                update_rows(rows, &unfinished).await;
-            }
-            if look_for_new {
-                add_new_rows(rows, counts, query).await;
-            }
+            add_new_rows(rows, counts, query).await;
             busy.set_value(false);
         });
     });
 }
 
-async fn update_rows(rows: RwSignal<Vec<RwSignal<TaskRow>>>, ids: &[i64]) {
-    #[cfg(feature = "hydrate")]
-    if let Ok(fresh) = crate::api::tasks::fetch_job_status(ids).await {
-        rows.with_untracked(|rows| {
-            for row in rows {
-                let id = row.get_untracked().id;
-                if let Some(current) = fresh.iter().find(|fresh| fresh.id == id) {
-                    if *current != row.get_untracked() {
-                        row.set(current.clone());
-                    }
-                }
+/// Puts `fresh` rows in place of the ones shown with the same ids.
+fn update_rows(rows: RwSignal<Vec<RwSignal<TaskRow>>>, fresh: &[TaskRow]) {
+    rows.with_untracked(|rows| {
+        for row in rows {
+            let id = row.get_untracked().id;
+            if let Some(current) = fresh.iter().find(|fresh| fresh.id == id)
+                && *current != row.get_untracked()
+            {
+                row.set(current.clone());
             }
-        });
-    }
-    #[cfg(not(feature = "hydrate"))]
-    let _ = (rows, ids);
+        }
+    });
 }
 
 async fn add_new_rows(

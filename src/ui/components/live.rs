@@ -1,0 +1,215 @@
+//! Live chips: a page names the jobs it shows unfinished, and hears when one of them
+//! changes, over one Server-Sent Events stream (`GET /api/live?ids=…`, see
+//! `api::live`). While the stream is not open (it failed, the server refused it with
+//! 503, it is reconnecting) the page polls as it did before, once a second; the stream
+//! is tried again every few seconds. On the server this does nothing (pages are rendered
+//! once there).
+
+use serde::Deserialize;
+
+use crate::api::tasks::TaskRow;
+use crate::model::JobState;
+
+/// A job's state as the stream tells it.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct LiveJobState {
+    pub id: i64,
+    pub state: JobState,
+    pub attempt: i16,
+    pub errors_count: i32,
+}
+
+/// Follows the jobs `watched()` names (read once a second; a new set reopens the
+/// stream): `on_change` gets every state the stream sends, and `poll` runs once a
+/// second while the stream is not open.
+pub fn use_live_jobs(
+    watched: impl Fn() -> Vec<i64> + 'static,
+    on_change: impl Fn(LiveJobState) + 'static,
+    poll: impl Fn() + 'static,
+) {
+    #[cfg(feature = "hydrate")]
+    browser::follow(watched, on_change, poll);
+    #[cfg(not(feature = "hydrate"))]
+    {
+        let _ = (watched, on_change, poll);
+    }
+}
+
+/// [`use_live_jobs`] for pages that show job rows: the rows of the jobs that changed are
+/// read through the `tasks/rows` server function (once per burst of changes), and while
+/// the stream is not open all of `watched()` through the status poll; `apply` gets them.
+pub fn use_live_rows(
+    watched: impl Fn() -> Vec<i64> + Clone + 'static,
+    apply: impl Fn(Vec<TaskRow>) + Clone + 'static,
+) {
+    #[cfg(feature = "hydrate")]
+    {
+        use leptos::prelude::*;
+        let changed = StoredValue::new(Vec::<i64>::new());
+        let busy = StoredValue::new(false);
+        let on_change = {
+            let apply = apply.clone();
+            move |job: LiveJobState| {
+                let first = changed.with_value(Vec::is_empty);
+                changed.update_value(|ids| ids.push(job.id));
+                if !first {
+                    return;
+                }
+                let apply = apply.clone();
+                // Later in this turn: the changes that arrived together go in one read.
+                leptos::task::spawn_local(async move {
+                    let ids = changed.try_update_value(std::mem::take).unwrap_or_default();
+                    if let Ok(rows) = crate::api::tasks::task_rows(ids).await {
+                        apply(rows);
+                    }
+                });
+            }
+        };
+        let poll = {
+            let watched = watched.clone();
+            move || {
+                if busy.get_value() {
+                    return;
+                }
+                let ids = watched();
+                if ids.is_empty() {
+                    return;
+                }
+                busy.set_value(true);
+                let apply = apply.clone();
+                leptos::task::spawn_local(async move {
+                    if let Ok(rows) = crate::api::tasks::fetch_job_status(&ids).await {
+                        apply(rows);
+                    }
+                    busy.set_value(false);
+                });
+            }
+        };
+        use_live_jobs(watched, on_change, poll);
+    }
+    #[cfg(not(feature = "hydrate"))]
+    {
+        let _ = (watched, apply);
+    }
+}
+
+#[cfg(feature = "hydrate")]
+mod browser {
+    use std::rc::Rc;
+    use std::time::Duration;
+
+    use leptos::prelude::*;
+    use wasm_bindgen::JsCast;
+    use wasm_bindgen::closure::Closure;
+    use web_sys::{EventSource, MessageEvent};
+
+    use super::LiveJobState;
+    use crate::ui::components::poll::use_polling;
+
+    /// How many seconds a stream that closed for good waits before it is tried again.
+    const RETRY_AFTER_TICKS: u32 = 5;
+
+    struct Open {
+        ids: Vec<i64>,
+        source: EventSource,
+        // Kept alive as long as the source calls it.
+        _on_job: Closure<dyn FnMut(MessageEvent)>,
+    }
+
+    #[derive(Default)]
+    struct Stream {
+        open: Option<Open>,
+        /// Ticks since the last stream closed for good.
+        closed_for: u32,
+    }
+
+    impl Stream {
+        fn close(&mut self) {
+            if let Some(open) = self.open.take() {
+                open.source.close();
+            }
+        }
+    }
+
+    pub fn follow(
+        watched: impl Fn() -> Vec<i64> + 'static,
+        on_change: impl Fn(LiveJobState) + 'static,
+        poll: impl Fn() + 'static,
+    ) {
+        let on_change: Rc<dyn Fn(LiveJobState)> = Rc::new(on_change);
+        // Local: an EventSource lives in this browser thread only.
+        let stream = StoredValue::new_local(Stream::default());
+        on_cleanup(move || {
+            stream.try_update_value(Stream::close);
+        });
+
+        let tick = move || {
+            let mut ids = watched();
+            ids.sort_unstable();
+            ids.dedup();
+            ids.truncate(100);
+            let should_poll = stream
+                .try_update_value(|stream| {
+                    if ids.is_empty() {
+                        stream.close();
+                        return false;
+                    }
+                    let state = stream
+                        .open
+                        .as_ref()
+                        .map(|open| (open.ids == ids, open.source.ready_state()));
+                    match state {
+                        // Open and following the right jobs: nothing to do.
+                        Some((true, EventSource::OPEN)) => false,
+                        // Reconnecting by itself: poll meanwhile.
+                        Some((true, EventSource::CONNECTING)) => true,
+                        // Closed for good (refused, or gone): poll, and try again now
+                        // and then.
+                        Some((true, _)) => {
+                            stream.closed_for += 1;
+                            if stream.closed_for >= RETRY_AFTER_TICKS {
+                                stream.close();
+                                stream.closed_for = 0;
+                                stream.open = open(&ids, on_change.clone());
+                            }
+                            true
+                        }
+                        // New jobs to follow, or none followed yet: its first states
+                        // are on their way.
+                        _ => {
+                            stream.close();
+                            stream.closed_for = 0;
+                            stream.open = open(&ids, on_change.clone());
+                            stream.open.is_none()
+                        }
+                    }
+                })
+                .unwrap_or(false);
+            if should_poll {
+                poll();
+            }
+        };
+        use_polling(Duration::from_secs(1), tick);
+    }
+
+    fn open(ids: &[i64], on_change: Rc<dyn Fn(LiveJobState)>) -> Option<Open> {
+        let list = ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+        let source = EventSource::new(&format!("/api/live?ids={list}")).ok()?;
+        let on_job = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
+            let Some(data) = event.data().as_string() else {
+                return;
+            };
+            if let Ok(job) = serde_json::from_str::<LiveJobState>(&data) {
+                on_change(job);
+            }
+        });
+        source
+            .add_event_listener_with_callback("job", on_job.as_ref().unchecked_ref())
+            .ok()?;
+        Some(Open {
+            ids: ids.to_vec(),
+            source,
+            _on_job: on_job,
+        })
+    }
+}
