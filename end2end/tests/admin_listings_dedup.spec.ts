@@ -64,5 +64,7 @@ test("sources are checked: a bad URL is refused with a message and nothing is ad
   await listings.source("Globex").getByRole("button", { name: "Enable" }).click();
   await expect(listings.source("Globex")).not.toContainText("disabled");
   await listings.source("Globex").getByRole("button", { name: "Remove Globex" }).click();
+  await expect(page.getByRole("dialog")).toContainText("Remove the source Globex");
+  await page.getByRole("dialog").getByRole("button", { name: "Remove source" }).click();
   await expect(page.getByTestId("source-row")).toHaveCount(0);
 });

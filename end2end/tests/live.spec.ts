@@ -1,7 +1,7 @@
 // Live chips over Server-Sent Events (product.md §10): an access request's mail chip
 // follows its job over /api/live, and the page makes no status poll while the stream is
 // open; when the stream cannot be had, the page falls back to polling and the chip
-// still gets there.
+// still gets there. Also Deny's confirmation on the same page.
 import { expect, test, type Page } from "@playwright/test";
 import { AccessRequestsPage } from "./fixtures/access_pages";
 import { signInAsAdmin } from "./fixtures/admin";
@@ -54,4 +54,22 @@ test("with the stream cut off, the page polls and the chip still turns sent", as
   const seen = watchRequests(page);
   await approveAndWatchTheChip(page, "Otto Offline", "otto.offline@example.com");
   expect(seen.polls.length, "the page fell back to the status poll").toBeGreaterThan(0);
+});
+
+test("Deny asks first: Keep it changes nothing, Deny denies", async ({ page }) => {
+  const email = "dora.deny@example.com";
+  await pendingRequest("Dora Deny", email);
+  await signInAsAdmin(page, "/admin/access-requests");
+  const requests = new AccessRequestsPage(page);
+  const deny = requests.row(email).getByRole("button", { name: "Deny" });
+  await expect(deny).toBeEnabled();
+  await deny.click();
+  const dialog = page.getByRole("dialog");
+  await expect(dialog).toContainText("Deny the request of Dora Deny <dora.deny@example.com>?");
+  await page.keyboard.press("Escape");
+  await expect(dialog).toHaveCount(0);
+  await expect(requests.status(email)).toHaveText("pending");
+  await deny.click();
+  await dialog.getByRole("button", { name: "Deny" }).click();
+  await expect(requests.status(email)).toHaveText("denied");
 });

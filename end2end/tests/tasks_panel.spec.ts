@@ -54,7 +54,20 @@ test("Cancel on a scheduled job shows cancelled", async ({ page }) => {
   const tasks = new TasksPage(page);
   await tasks.gotoJob(id);
   await expect(tasks.jobChip).toHaveText("scheduled");
-  await page.getByRole("button", { name: "Cancel" }).click();
+  // Cancel asks first; "Keep it" changes nothing and gives the focus back.
+  const cancel = page.getByRole("button", { name: "Cancel", exact: true });
+  await cancel.click();
+  const dialog = page.getByRole("dialog");
+  await expect(dialog).toContainText(`Cancel job ${id}?`);
+  await expect(dialog.getByRole("button", { name: "Cancel job" })).toBeFocused();
+  await dialog.getByRole("button", { name: "Keep it" }).click();
+  await expect(dialog).toHaveCount(0);
+  await expect(cancel).toBeFocused();
+  await expect(tasks.jobChip).toHaveText("scheduled");
+  // With the keyboard: Enter on Cancel opens the dialog, Enter confirms.
+  await page.keyboard.press("Enter");
+  await expect(dialog).toBeVisible();
+  await page.keyboard.press("Enter");
   await expect(page.getByRole("status")).toContainText(`Job ${id} cancelled`);
   await expect(tasks.jobChip).toHaveText("cancelled");
   await expect(page.getByRole("button", { name: "Cancel" })).toHaveCount(0);

@@ -132,6 +132,8 @@ test("an endpoint is disabled, enabled and deleted; a bad URL is refused with wo
   await row.getByRole("button", { name: "Enable" }).click();
   await expect(row.getByTestId("webhook-state")).toHaveText("enabled");
   await row.getByRole("button", { name: "Delete" }).click();
+  await expect(page.getByRole("dialog")).toContainText("Delete the endpoint");
+  await page.getByRole("dialog").getByRole("button", { name: "Delete" }).click();
   await expect(row).toHaveCount(0);
   await expect(page.getByRole("status")).toContainText("deleted");
 

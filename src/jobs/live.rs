@@ -22,27 +22,18 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::Serialize;
 use sqlx::PgPool;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, broadcast};
 use tokio_util::sync::CancellationToken;
 
 use super::store;
-use crate::model::{JobId, JobState};
+pub use super::store::LiveJob;
+use crate::model::JobId;
 
 /// How often the followed unfinished jobs are re-read for their non-terminal moves.
 pub const REREAD_EVERY: Duration = Duration::from_millis(500);
 /// How often the followed sessions are checked.
 pub const SESSION_CHECK_EVERY: Duration = Duration::from_secs(5);
-
-/// A job as a live stream tells it: `data: {"id","state","attempt","errors_count"}`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct LiveJob {
-    pub id: i64,
-    pub state: JobState,
-    pub attempt: i16,
-    pub errors_count: i32,
-}
 
 /// A change the hub saw, numbered in the order it saw them.
 #[derive(Clone, Debug)]
@@ -348,6 +339,7 @@ async fn end_ended_sessions(pool: &PgPool, hub: &LiveJobs) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::JobState;
 
     fn job(id: i64, state: JobState) -> LiveJob {
         LiveJob {

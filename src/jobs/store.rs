@@ -713,15 +713,22 @@ pub async fn job_count_by_state_and_kind(
         .collect())
 }
 
+/// A job as a live stream tells it (`jobs::live`): `data: {"id","state","attempt",
+/// "errors_count"}`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct LiveJob {
+    pub id: i64,
+    pub state: JobState,
+    pub attempt: i16,
+    pub errors_count: i32,
+}
+
 /// The live-stream view of these jobs (those that exist): state, attempt and how many
 /// errors they have.
-pub async fn job_live_states(
-    pool: &PgPool,
-    ids: &[JobId],
-) -> Result<Vec<super::live::LiveJob>, sqlx::Error> {
+pub async fn job_live_states(pool: &PgPool, ids: &[JobId]) -> Result<Vec<LiveJob>, sqlx::Error> {
     let ids: Vec<i64> = ids.iter().map(|id| id.0).collect();
     sqlx::query_as!(
-        super::live::LiveJob,
+        LiveJob,
         r#"
         SELECT id, state AS "state: JobState", attempt,
                jsonb_array_length(errors) AS "errors_count!"

@@ -11,6 +11,7 @@ use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
 use leptos_router::components::{Route, Router, Routes};
 use leptos_router::{SsrMode, path};
 
+use crate::ui::components::confirm::{Confirm, ConfirmDialog};
 use crate::ui::components::toast::{ToastRegion, Toasts};
 use crate::ui::layout::Layout;
 use crate::ui::pages::{
@@ -58,6 +59,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 pub fn App() -> impl IntoView {
     provide_meta_context();
     Toasts::provide();
+    Confirm::provide();
 
     view! {
         <Stylesheet id="leptos" href="/pkg/standmeet.css"/>
@@ -93,5 +95,6 @@ pub fn App() -> impl IntoView {
             </Layout>
         </Router>
         <ToastRegion/>
+        <ConfirmDialog/>
     }
 }

@@ -1,5 +1,6 @@
 //! Pieces every page uses.
 
+pub mod confirm;
 pub mod form;
 pub mod live;
 pub mod params;

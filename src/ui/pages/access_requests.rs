@@ -11,6 +11,7 @@ use crate::api::access::{
     AccessRequestView, ApproveAccessRequest, DenyAccessRequest, list_access_requests,
 };
 use crate::model::JobState;
+use crate::ui::components::confirm::use_confirm;
 use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{PRIMARY_BUTTON, SECONDARY_BUTTON};
@@ -102,6 +103,7 @@ fn mail_needs_another_try(row: &AccessRequestView) -> bool {
 
 #[component]
 fn RequestRowView(row: RwSignal<AccessRequestView>) -> impl IntoView {
+    let confirm = use_confirm();
     let toasts = use_toasts();
     let approve = ServerAction::<ApproveAccessRequest>::new();
     let deny = ServerAction::<DenyAccessRequest>::new();
@@ -159,7 +161,14 @@ fn RequestRowView(row: RwSignal<AccessRequestView>) -> impl IntoView {
                 <Show when=move || row.get().status == "pending">
                     <button type="button" class=PRIMARY_BUTTON disabled=busy on:click=move |_| { approve.dispatch(ApproveAccessRequest { id }); }>"Approve"</button>
                     " "
-                    <button type="button" class=SECONDARY_BUTTON disabled=busy on:click=move |_| { deny.dispatch(DenyAccessRequest { id }); }>"Deny"</button>
+                    <button type="button" class=SECONDARY_BUTTON disabled=busy on:click=move |_| {
+                        let who = row.with_untracked(|row| format!("{} <{}>", row.name, row.email));
+                        confirm.ask(
+                            format!("Deny the request of {who}? They get no access code; the request stays on the list as denied."),
+                            "Deny",
+                            move || { deny.dispatch(DenyAccessRequest { id }); },
+                        );
+                    }>"Deny"</button>
                 </Show>
                 // Approved, but its mail job ended without sending (or is gone): the
                 // admin can queue the mail again rather than leave the visitor waiting.

@@ -11,6 +11,7 @@ use crate::api::listings::{
     SetSourceEnabled, SourceView, listings_overview,
 };
 use crate::model::FetchAnswer;
+use crate::ui::components::confirm::use_confirm;
 use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON};
@@ -202,6 +203,7 @@ fn SourceRow(
     remove: ServerAction<RemoveListingSource>,
     hydrated: RwSignal<bool>,
 ) -> impl IntoView {
+    let confirm = use_confirm();
     let id = source.id;
     let enabled = source.enabled;
     let name = source.name.clone();
@@ -230,7 +232,16 @@ fn SourceRow(
             </button>
             <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get()
                     aria-label=format!("Remove {name}")
-                    on:click=move |_| { remove.dispatch(RemoveListingSource { id }); }>
+                    on:click={
+                        let name = name.clone();
+                        move |_| {
+                            confirm.ask(
+                                format!("Remove the source {name}, with its listings and fetch history?"),
+                                "Remove source",
+                                move || { remove.dispatch(RemoveListingSource { id }); },
+                            );
+                        }
+                    }>
                 "Remove"
             </button>
         </li>

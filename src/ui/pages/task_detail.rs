@@ -7,6 +7,7 @@ use leptos_meta::Title;
 
 use crate::api::tasks::{CancelTask, RetryTask, TaskActionResult, TaskDetail, get_task};
 use crate::model::JobState;
+use crate::ui::components::confirm::use_confirm;
 use crate::ui::components::form::SECONDARY_BUTTON;
 use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
@@ -94,6 +95,7 @@ fn JobView(
     cancel: ServerAction<CancelTask>,
     hydrated: RwSignal<bool>,
 ) -> impl IntoView {
+    let confirm = use_confirm();
     let id = job.row.id;
     let state = job.row.state;
     let can_retry = matches!(
@@ -135,7 +137,13 @@ fn JobView(
                         type="button"
                         class=SECONDARY_BUTTON
                         disabled=busy
-                        on:click=move |_| { cancel.dispatch(CancelTask { id }); }
+                        on:click=move |_| {
+                            confirm.ask(
+                                format!("Cancel job {id}? If it is running, its attempt is stopped; it will not run again unless you retry it."),
+                                "Cancel job",
+                                move || { cancel.dispatch(CancelTask { id }); },
+                            );
+                        }
                     >
                         "Cancel"
                     </button>

@@ -16,6 +16,7 @@ use crate::api::webhooks::{
     SetWebhookEnabled, TestSent, WebhookView, WebhooksView, webhook_delivery, webhook_detail,
     webhooks_overview,
 };
+use crate::ui::components::confirm::use_confirm;
 use crate::ui::components::form::{
     INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON, server_message, use_hydrated,
 };
@@ -212,6 +213,7 @@ fn WebhookRow(
     test: ServerAction<SendWebhookTest>,
     hydrated: RwSignal<bool>,
 ) -> impl IntoView {
+    let confirm = use_confirm();
     let id = webhook.id;
     let enabled = webhook.enabled;
     let url = webhook.url.clone();
@@ -235,7 +237,16 @@ fn WebhookRow(
             </button>
             <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get()
                     aria-label=format!("Delete {url}")
-                    on:click=move |_| { remove.dispatch(DeleteWebhook { id }); }>
+                    on:click={
+                        let url = url.clone();
+                        move |_| {
+                            confirm.ask(
+                                format!("Delete the endpoint {url}, with its deliveries? It gets no more events."),
+                                "Delete",
+                                move || { remove.dispatch(DeleteWebhook { id }); },
+                            );
+                        }
+                    }>
                 "Delete"
             </button>
         </li>
