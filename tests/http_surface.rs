@@ -85,17 +85,30 @@ async fn the_home_page_is_rendered_on_the_server_with_the_shell(pool: PgPool) {
         html.contains("/pkg/standmeet.css"),
         "the stylesheet is linked"
     );
-    for href in [
-        "/admin/tasks",
-        "/admin/access-requests",
-        "/admin/listings",
-        "/admin/corpus",
-        "/admin/mail",
-        "/admin/account",
-    ] {
+    for (href, _) in standmeet::ui::layout::VISITOR_PAGES {
         assert!(
             html.contains(&format!(r#"href="{href}""#)),
-            "nav link {href}"
+            "visitor nav link {href}"
+        );
+    }
+    // Admin links are for a signed-in admin only.
+    for (href, _) in standmeet::ui::layout::ADMIN_PAGES {
+        assert!(
+            !html.contains(&format!(r#"href="{href}""#)),
+            "no admin link {href} for a visitor"
+        );
+    }
+}
+
+#[sqlx::test]
+async fn a_signed_in_admin_sees_the_admin_links_everywhere(pool: PgPool) {
+    let app = common::app(pool.clone());
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let home = common::get_with_cookie(&app, "/", &cookie).await;
+    for (href, _) in standmeet::ui::layout::ADMIN_PAGES {
+        assert!(
+            home.body.contains(&format!(r#"href="{href}""#)),
+            "admin nav link {href}"
         );
     }
 }

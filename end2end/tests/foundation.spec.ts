@@ -2,22 +2,19 @@ import { expect, test } from "@playwright/test";
 import { signInAsAdmin } from "./fixtures/admin";
 import { HomePage } from "./fixtures/home_page";
 
-test("the home page is rendered on the server, with the shell and the admin navigation", async ({ request }) => {
+test("the home page is rendered on the server, with the shell and the visitor navigation", async ({ request }) => {
   // A plain HTTP GET runs no JavaScript: whatever is here came from the server.
   const response = await request.get("/");
   expect(response.status()).toBe(200);
   const html = await response.text();
   expect(html).toMatch(/<h1[^>]*>The owner(&#x27;|')s front desk<\/h1>/);
   expect(html).toContain(">StandMeet<");
-  for (const href of [
-    "/admin/tasks",
-    "/admin/access-requests",
-    "/admin/listings",
-    "/admin/corpus",
-    "/admin/mail",
-    "/admin/account",
-  ]) {
+  for (const href of ["/search", "/request-access", "/access"]) {
     expect(html).toContain(`href="${href}"`);
+  }
+  // Admin links are for a signed-in admin only.
+  for (const href of ["/admin/tasks", "/admin/access-requests", "/admin/mail", "/admin/account"]) {
+    expect(html).not.toContain(`href="${href}"`);
   }
   expect(html).toContain('role="status"');
   // The hydration script and the stylesheet are referenced.

@@ -84,6 +84,22 @@ pub async fn promote_corpus_entry(id: i64) -> Result<WriteReceipt, ServerFnError
     server::promote(id).await
 }
 
+/// An entry as a visitor reads it (`/entries/<id>`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublicEntryView {
+    pub id: i64,
+    pub title: String,
+    pub body: String,
+    pub restricted: bool,
+}
+
+/// Entry `id` for a visitor, under search's rules (promoted; restricted only after
+/// `/access`); `None` when there is no such entry for them.
+#[server(endpoint = "entry", input = GetUrl)]
+pub async fn public_entry(id: i64) -> Result<Option<PublicEntryView>, ServerFnError> {
+    server::public_entry(id).await
+}
+
 /// A visitor's search: promoted entries, restricted ones only after `/access`.
 #[server(endpoint = "search", input = GetUrl)]
 pub async fn search_corpus(q: String) -> Result<SearchAnswer, FormError> {
@@ -227,6 +243,20 @@ mod server {
                 })
                 .collect(),
         }
+    }
+
+    pub async fn public_entry(id: i64) -> Result<Option<PublicEntryView>, ServerFnError> {
+        let state = expect_context::<AppState>();
+        let restricted = access_granted().await;
+        let entry = corpus::published_entry(&state.pool, id, restricted)
+            .await
+            .map_err(reply)?;
+        Ok(entry.map(|entry| PublicEntryView {
+            id: entry.id,
+            title: entry.title,
+            body: entry.body,
+            restricted: entry.visibility == corpus::Visibility::Restricted,
+        }))
     }
 
     pub async fn search(q: String) -> Result<SearchAnswer, FormError> {

@@ -28,6 +28,7 @@ pub const PUBLIC_SERVER_FUNCTIONS: &[&str] = &[
     "/api/redeem_access",
     "/api/confirm_email",
     "/api/search",
+    "/api/entry",
 ];
 
 /// The session key that holds the signed-in admin's id.

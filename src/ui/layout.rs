@@ -20,8 +20,19 @@ pub const ADMIN_PAGES: [(&str, &str); 9] = [
     ("/admin/account", "Account"),
 ];
 
+/// The visitor's pages, in the order the navigation shows them (to everyone).
+pub const VISITOR_PAGES: [(&str, &str); 3] = [
+    ("/search", "Search"),
+    ("/request-access", "Request access"),
+    ("/access", "Enter a code"),
+];
+
+const NAV_LINK: &str = "rounded-md px-3 py-1.5 text-slate-600 hover:bg-slate-100 hover:text-slate-900 focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600 aria-[current=page]:bg-slate-900 aria-[current=page]:text-white";
+
 #[component]
 pub fn Layout(children: Children) -> impl IntoView {
+    let admin = Resource::new(|| (), |_| current_admin());
+    let signed_in = move || matches!(admin.get(), Some(Ok(Some(_))));
     view! {
         <header class="border-b border-slate-200 bg-white">
             <div class="mx-auto flex max-w-6xl flex-wrap items-center gap-x-8 gap-y-2 px-6 py-4">
@@ -29,25 +40,30 @@ pub fn Layout(children: Children) -> impl IntoView {
                     <span aria-hidden="true" class="inline-block h-2.5 w-2.5 rounded-full bg-teal-600"></span>
                     "StandMeet"
                 </a>
-                <nav aria-label="Admin" class="flex flex-1 flex-wrap gap-1 text-sm">
-                    {ADMIN_PAGES
-                        .into_iter()
-                        .map(|(href, label)| {
-                            // rel="external": a full page load, so the server's admin
-                            // guard sees every visit to an admin page.
-                            view! {
-                                <A
-                                    href=href
-                                    attr:rel="external"
-                                    attr:class="rounded-md px-3 py-1.5 text-slate-600 hover:bg-slate-100 hover:text-slate-900 aria-[current=page]:bg-slate-900 aria-[current=page]:text-white"
-                                >
-                                    {label}
-                                </A>
-                            }
-                        })
-                        .collect_view()}
-                </nav>
-                <SignedIn/>
+                <div class="flex flex-1 flex-col gap-1">
+                    <nav aria-label="Visitor" class="flex flex-wrap gap-1 text-sm">
+                        {VISITOR_PAGES
+                            .into_iter()
+                            .map(|(href, label)| view! { <A href=href attr:class=NAV_LINK>{label}</A> })
+                            .collect_view()}
+                    </nav>
+                    // Admin links for a signed-in admin only.
+                    <Transition fallback=|| ()>
+                        <Show when=signed_in>
+                            <nav aria-label="Admin" class="flex flex-wrap gap-1 text-sm">
+                                {ADMIN_PAGES
+                                    .into_iter()
+                                    .map(|(href, label)| {
+                                        // rel="external": a full page load, so the server's
+                                        // admin guard sees every visit to an admin page.
+                                        view! { <A href=href attr:rel="external" attr:class=NAV_LINK>{label}</A> }
+                                    })
+                                    .collect_view()}
+                            </nav>
+                        </Show>
+                    </Transition>
+                </div>
+                <SignedIn admin=admin/>
             </div>
         </header>
         <main class="mx-auto max-w-6xl px-6 py-10">{children()}</main>
@@ -56,8 +72,7 @@ pub fn Layout(children: Children) -> impl IntoView {
 
 /// Who is signed in, with "Sign out"; or a "Sign in" link.
 #[component]
-fn SignedIn() -> impl IntoView {
-    let admin = Resource::new(|| (), |_| current_admin());
+fn SignedIn(admin: Resource<Result<Option<String>, ServerFnError>>) -> impl IntoView {
     view! {
         <div class="flex items-center gap-3 text-sm" data-testid="signed-in">
             <Transition fallback=|| ()>

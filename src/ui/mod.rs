@@ -20,6 +20,7 @@ use crate::ui::pages::{
     account::AccountPage,
     confirm_email::ConfirmEmailPage,
     corpus::{CorpusEntryPage, CorpusPage},
+    entry::EntryPage,
     events::EventsPage,
     home::HomePage,
     listings::ListingsPage,
@@ -91,6 +92,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/access") view=AccessPage/>
                     <Route path=path!("/account/confirm-email") view=ConfirmEmailPage ssr=SsrMode::Async/>
                     <Route path=path!("/search") view=SearchPage ssr=SsrMode::Async/>
+                    <Route path=path!("/entries/:id") view=EntryPage ssr=SsrMode::Async/>
                 </Routes>
             </Layout>
         </Router>

@@ -24,7 +24,9 @@ pub use entries::{
     receipt, update,
 };
 pub use index::{IndexArgs, IndexEntry, IndexInput, IndexOutput, reindex_lagging, write_index};
-pub use search::{Hit, MAX_HITS, MAX_QUERY_CHARS, MAX_RANKED, search};
+pub use search::{
+    Hit, MAX_HITS, MAX_QUERY_CHARS, MAX_RANKED, PublishedEntry, published_entry, search,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
 #[sqlx(type_name = "corpus_visibility", rename_all = "lowercase")]

@@ -130,3 +130,37 @@ fn cjk_query(bigrams: &[String]) -> Option<String> {
             .join(" & ")
     })
 }
+
+/// An entry as a visitor reads it at `/entries/<id>`: its promoted, indexed version.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublishedEntry {
+    pub id: i64,
+    pub title: String,
+    pub body: String,
+    pub visibility: Visibility,
+}
+
+/// Entry `id` as search shows it, under the same rules: promoted, and restricted only
+/// when `restricted_allowed` (as the entry is now, and as it was indexed). `None` when
+/// the visitor may not see it, or it does not exist: a visitor cannot tell the two apart.
+pub async fn published_entry(
+    pool: &PgPool,
+    id: i64,
+    restricted_allowed: bool,
+) -> Result<Option<PublishedEntry>, sqlx::Error> {
+    sqlx::query_as!(
+        PublishedEntry,
+        r#"
+        SELECT i.entry_id AS id, i.title, i.body, e.visibility AS "visibility: Visibility"
+        FROM corpus_index i
+        JOIN corpus_entries e ON e.id = i.entry_id
+        WHERE i.entry_id = $1
+          AND i.status = 'promoted' AND e.status = 'promoted'
+          AND ((i.visibility = 'public' AND e.visibility = 'public') OR $2)
+        "#,
+        id,
+        restricted_allowed,
+    )
+    .fetch_optional(pool)
+    .await
+}

@@ -5,6 +5,7 @@ pub(crate) mod access_requests;
 pub(crate) mod account;
 pub(crate) mod confirm_email;
 pub(crate) mod corpus;
+pub(crate) mod entry;
 pub(crate) mod events;
 pub(crate) mod home;
 pub(crate) mod listings;

@@ -78,7 +78,7 @@ fn Results(answer: SearchAnswer) -> impl IntoView {
             {hits.into_iter().map(|hit| view! {
                 <li data-testid="search-result" data-entry-id=hit.id.to_string() class="rounded-xl border border-slate-200 bg-white px-5 py-4">
                     <h2 class="font-semibold">
-                        {hit.title}
+                        <a href=format!("/entries/{}", hit.id) data-testid="search-result-link" class="text-teal-800 hover:underline">{hit.title}</a>
                         {hit.restricted.then(|| view! { <span class="ml-2 rounded bg-amber-100 px-1.5 py-0.5 text-xs font-medium text-amber-900">"restricted"</span> })}
                     </h2>
                     <p data-testid="search-snippet" class="mt-1 text-sm text-slate-700">
