@@ -312,3 +312,198 @@ async fn retry_and_cancel_need_an_admin(pool: PgPool) {
         .unwrap();
     assert_eq!(state, "scheduled", "nothing changed");
 }
+
+/// Posts a bulk action with `ids` as the Tasks panel's browser does.
+async fn post_bulk(app: &axum::Router, cookie: &str, action: &str, ids: &[i64]) -> common::Reply {
+    let body: Vec<String> = ids
+        .iter()
+        .enumerate()
+        .map(|(n, id)| format!("ids%5B{n}%5D={id}"))
+        .collect();
+    common::send(
+        app,
+        Request::post(format!("/api/tasks/{action}"))
+            .header("cookie", cookie)
+            .header("sec-fetch-site", "same-origin")
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("accept", "application/json")
+            .body(Body::from(body.join("&")))
+            .unwrap(),
+    )
+    .await
+}
+
+async fn states(pool: &PgPool, ids: &[i64]) -> Vec<String> {
+    sqlx::query_scalar("SELECT state::text FROM jobs WHERE id = ANY($1) ORDER BY id")
+        .bind(ids)
+        .fetch_all(pool)
+        .await
+        .unwrap()
+}
+
+#[sqlx::test]
+async fn bulk_actions_change_what_they_apply_to_in_one_go_and_say_why_not_the_rest(pool: PgPool) {
+    let app = common::app(pool.clone());
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let mut discarded = Vec::new();
+    for _ in 0..3 {
+        let id = completed_job(&pool).await;
+        sqlx::query("UPDATE jobs SET state = 'discarded' WHERE id = $1")
+            .bind(id.0)
+            .execute(&pool)
+            .await
+            .unwrap();
+        discarded.push(id.0);
+    }
+    let done = completed_job(&pool).await.0;
+
+    // Retry: the three discarded ones; the completed one stays, with the reason.
+    let mut selected = discarded.clone();
+    selected.push(done);
+    let retried = post_bulk(&app, &cookie, "retry_selected", &selected).await;
+    assert_eq!(retried.status, StatusCode::OK, "{}", retried.body);
+    assert_eq!(
+        retried.json()["message"],
+        format!("3 jobs retried; 1 could not be: job {done} is completed.")
+    );
+    assert_eq!(states(&pool, &discarded).await, ["available"; 3]);
+
+    // Cancel: the three (now available) ones at once.
+    let cancelled = post_bulk(&app, &cookie, "cancel_selected", &discarded).await;
+    assert_eq!(cancelled.json()["message"], "3 jobs cancelled.");
+    assert_eq!(states(&pool, &discarded).await, ["cancelled"; 3]);
+
+    // Delete: finished jobs only; a waiting one and a missing one are named.
+    let waiting = scheduled_job(&pool).await.0;
+    let mut selected = discarded.clone();
+    selected.extend([waiting, 999_999]);
+    let deleted = post_bulk(&app, &cookie, "delete_selected", &selected).await;
+    assert_eq!(
+        deleted.json()["message"],
+        format!("3 jobs deleted; 2 could not be: job {waiting} is scheduled, job 999999 is gone.")
+    );
+    assert!(states(&pool, &discarded).await.is_empty());
+    assert_eq!(states(&pool, &[waiting]).await, ["scheduled"]);
+
+    // Nothing selected, or too much: 400 with words; without a session: 401.
+    let none = post_bulk(&app, &cookie, "retry_selected", &[]).await;
+    assert_eq!(none.status, StatusCode::BAD_REQUEST, "{}", none.body);
+    let many: Vec<i64> = (1..=101).collect();
+    let too_many = post_bulk(&app, &cookie, "delete_selected", &many).await;
+    assert_eq!(too_many.status, StatusCode::BAD_REQUEST);
+    assert!(
+        too_many.body.contains("At most 100 jobs at once"),
+        "{}",
+        too_many.body
+    );
+    let anonymous =
+        common::post_form(&app, "/api/tasks/delete_selected", &[("ids[0]", "1")], None).await;
+    assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED);
+}
+
+#[sqlx::test]
+async fn the_chart_reads_only_the_last_hour_even_with_a_million_jobs_kept(pool: PgPool) {
+    // A million finished jobs over the last two days (a day is the default retention of
+    // completed jobs; two is generous): about 21,000 of them in the last hour.
+    sqlx::query(
+        r#"
+        INSERT INTO jobs (kind, state, attempt, created_at, scheduled_at, finalized_at)
+        SELECT 'system.noop',
+               (ARRAY['completed', 'completed', 'completed', 'discarded', 'cancelled'])[1 + g % 5]::job_state,
+               1, at, at, at
+        FROM generate_series(1, 1000000) AS g,
+             LATERAL (SELECT now() - make_interval(secs => g * 0.1728)) AS t(at)
+        "#,
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    // As autovacuum would have, long before the table grew this big.
+    sqlx::query("VACUUM ANALYZE jobs")
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    let sql = standmeet::jobs::testing::FINISHED_PER_MINUTE_SQL;
+    let plan: serde_json::Value = sqlx::query_scalar(&format!("EXPLAIN (FORMAT JSON) {sql}"))
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let plan = plan.to_string();
+    assert!(plan.contains("jobs_finalized_at_idx"), "{plan}");
+    assert!(
+        !plan.contains("Seq Scan"),
+        "no scan of the whole table: {plan}"
+    );
+    let analyzed: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN (ANALYZE, BUFFERS) {sql}"))
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    println!("{}", analyzed.join("\n"));
+
+    // What the chart shows is what finished in its hour.
+    let in_the_hour: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM jobs WHERE finalized_at >= date_trunc('minute', now()) - interval '59 minutes'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!((20_000..22_000).contains(&in_the_hour), "{in_the_hour}");
+    let app = common::app(pool.clone());
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let page = common::get_with_cookie(&app, "/admin/tasks", &cookie).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains(r#"data-testid="throughput-chart""#));
+    assert_eq!(
+        page.body
+            .matches(r#"data-testid="throughput-minute""#)
+            .count(),
+        60
+    );
+    let shown: i64 = page
+        .body
+        .split(r#"data-total=""#)
+        .skip(1)
+        .map(|rest| rest[..rest.find('"').unwrap()].parse::<i64>().unwrap())
+        .sum();
+    // A job may finish between the count and the page; none does here.
+    assert_eq!(shown, in_the_hour);
+}
+
+#[sqlx::test]
+async fn the_panel_finds_a_job_by_id_or_by_what_its_arguments_contain(pool: PgPool) {
+    let seven = insert::<Noop>(&pool, &json!({"request_id": 7, "note": "a"}))
+        .await
+        .unwrap();
+    let eight = insert::<Noop>(&pool, &json!({"request_id": 8}))
+        .await
+        .unwrap();
+    let app = common::app(pool.clone());
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let rows_of = |body: &str| -> Vec<String> {
+        body.split(r#"data-testid="task-row" data-job-id=""#)
+            .skip(1)
+            .map(|rest| rest[..rest.find('"').unwrap()].to_string())
+            .collect()
+    };
+
+    let by_args =
+        common::get_with_cookie(&app, "/admin/tasks?q=%7B%22request_id%22%3A+7%7D", &cookie).await;
+    assert_eq!(by_args.status, StatusCode::OK);
+    assert_eq!(rows_of(&by_args.body), [seven.0.to_string()]);
+
+    let by_id =
+        common::get_with_cookie(&app, &format!("/admin/tasks?q={}", eight.0), &cookie).await;
+    assert_eq!(rows_of(&by_id.body), [eight.0.to_string()]);
+
+    for bad in ["%5B1%2C2%5D", "%7Bnot+json", "hello"] {
+        let refused =
+            common::get_with_cookie(&app, &format!("/admin/tasks?q={bad}"), &cookie).await;
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{bad}");
+        assert!(
+            refused.body.contains("Search by a job id (42)"),
+            "{bad}: {}",
+            refused.body
+        );
+    }
+}

@@ -36,6 +36,48 @@ pub struct TaskRow {
     /// has a handler for its kind (it waits for one that does).
     #[serde(default)]
     pub note: Option<String>,
+    /// When it was created, and when it finished or runs next, as the panel shows them
+    /// ("3 s ago" in a `<time>`).
+    #[serde(default)]
+    pub created_at: Moment,
+    #[serde(default)]
+    pub finished_or_next_at: Option<Moment>,
+}
+
+/// A moment as a `<time>` shows it: relative words, the exact time as its title, and
+/// the machine-readable `datetime`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Moment {
+    /// "3 s ago", "in 2 min".
+    pub relative: String,
+    /// "2026-11-29 14:03:12 UTC".
+    pub exact: String,
+    /// RFC 3339.
+    pub iso: String,
+}
+
+#[cfg(feature = "ssr")]
+impl Moment {
+    pub fn of(at: time::OffsetDateTime, now: time::OffsetDateTime) -> Moment {
+        let seconds = (now - at).whole_seconds();
+        let words = |s: i64| match s {
+            0..120 => format!("{s} s"),
+            120..7_200 => format!("{} min", s / 60),
+            7_200..172_800 => format!("{} h", s / 3_600),
+            _ => format!("{} days", s / 86_400),
+        };
+        Moment {
+            relative: if seconds >= 0 {
+                format!("{} ago", words(seconds))
+            } else {
+                format!("in {}", words(-seconds))
+            },
+            exact: crate::api::when(at),
+            iso: at
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_default(),
+        }
+    }
 }
 
 #[cfg(feature = "ssr")]
@@ -49,6 +91,9 @@ pub struct TaskQuery {
     pub state: Option<String>,
     pub kind: Option<String>,
     pub queue: Option<String>,
+    /// A job id, or a JSON object the jobs' arguments contain.
+    #[serde(default)]
+    pub q: Option<String>,
     pub before: Option<i64>,
     pub after: Option<i64>,
 }
@@ -61,9 +106,28 @@ pub struct StateCount {
     pub more: bool,
 }
 
+/// One minute of the chart: jobs finished in it, by outcome.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FinishedMinute {
+    /// "14:03" (UTC).
+    pub label: String,
+    pub completed: i64,
+    pub discarded: i64,
+    pub cancelled: i64,
+}
+
+impl FinishedMinute {
+    pub fn total(&self) -> i64 {
+        self.completed + self.discarded + self.cancelled
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskPage {
     pub rows: Vec<TaskRow>,
+    /// The last hour, a minute each, oldest first (60 of them).
+    #[serde(default)]
+    pub throughput: Vec<FinishedMinute>,
     pub counts: Vec<StateCount>,
     /// The `before` of the next (older) page, when there is one.
     pub older: Option<i64>,
@@ -111,6 +175,24 @@ pub async fn list_tasks(query: TaskQuery) -> Result<TaskPage, ServerFnError> {
 #[server(endpoint = "tasks/detail", input = GetUrl)]
 pub async fn get_task(id: i64) -> Result<Option<TaskDetail>, ServerFnError> {
     server::detail(id).await
+}
+
+/// "Retry selected": every selected job a retry applies to, in one transaction.
+#[server(endpoint = "tasks/retry_selected")]
+pub async fn retry_selected(ids: Vec<i64>) -> Result<TaskActionResult, ServerFnError> {
+    server::bulk(ids, server::Bulk::Retry).await
+}
+
+/// "Cancel selected": every selected unfinished job, in one transaction.
+#[server(endpoint = "tasks/cancel_selected")]
+pub async fn cancel_selected(ids: Vec<i64>) -> Result<TaskActionResult, ServerFnError> {
+    server::bulk(ids, server::Bulk::Cancel).await
+}
+
+/// "Delete selected": every selected finished job, in one transaction.
+#[server(endpoint = "tasks/delete_selected")]
+pub async fn delete_selected(ids: Vec<i64>) -> Result<TaskActionResult, ServerFnError> {
+    server::bulk(ids, server::Bulk::Delete).await
 }
 
 /// The panel rows of these jobs (those that exist, at most 100): what a live page reads
@@ -190,8 +272,16 @@ mod server {
     fn row(job: JobSummary, nobody_runs: &HashSet<String>) -> TaskRow {
         let note = (!job.state.is_terminal() && nobody_runs.contains(&job.kind))
             .then(|| NO_HANDLER_NOTE.to_string());
+        let now = time::OffsetDateTime::now_utc();
+        let finished_or_next_at = match job.finalized_at {
+            Some(at) => Some(Moment::of(at, now)),
+            None if job.state != JobState::Running => Some(Moment::of(job.scheduled_at, now)),
+            None => None,
+        };
         TaskRow {
             note,
+            created_at: Moment::of(job.created_at, now),
+            finished_or_next_at,
             id: job.id.0,
             kind: job.kind,
             queue: job.queue,
@@ -261,6 +351,8 @@ mod server {
             queue: name_filter(query.queue),
             before: query.before.map(JobId),
             after: query.after.map(JobId),
+            ..search_filter(query.q.as_deref())
+                .map_err(|message| reply(AppError::BadRequest(message)))?
         };
         let mut jobs = state
             .jobs
@@ -295,8 +387,10 @@ mod server {
         let nobody_runs = kinds_nobody_runs(&state, summaries(&jobs))
             .await
             .map_err(reply)?;
+        let finished = state.jobs.finished_per_minute().await.map_err(reply)?;
         Ok(TaskPage {
             rows: jobs.into_iter().map(|job| row(job, &nobody_runs)).collect(),
+            throughput: last_hour(time::OffsetDateTime::now_utc(), &finished),
             counts,
             older,
             kinds,
@@ -417,6 +511,144 @@ mod server {
                 message: format!("There is no job {id} any more."),
             },
         })
+    }
+
+    /// The search box: a job id, or a JSON object the arguments contain; empty is none.
+    pub fn search_filter(q: Option<&str>) -> Result<JobFilter, String> {
+        const HOW: &str = "Search by a job id (42) or by a JSON object its arguments contain, such as {\"request_id\": 7}.";
+        let Some(q) = q.map(str::trim).filter(|q| !q.is_empty()) else {
+            return Ok(JobFilter::default());
+        };
+        if let Ok(id) = q.trim_start_matches('#').parse::<i64>() {
+            return Ok(JobFilter {
+                id: Some(JobId(id)),
+                ..Default::default()
+            });
+        }
+        match serde_json::from_str::<serde_json::Value>(q) {
+            Ok(args) if args.is_object() => Ok(JobFilter {
+                args: Some(args),
+                ..Default::default()
+            }),
+            Ok(_) => Err(format!("{q:?} is not a JSON object. {HOW}")),
+            Err(err) if q.starts_with('{') => {
+                Err(format!("{q:?} is not valid JSON ({err}). {HOW}"))
+            }
+            Err(_) => Err(HOW.to_string()),
+        }
+    }
+
+    /// A bulk action of the panel.
+    #[derive(Clone, Copy, Debug)]
+    pub enum Bulk {
+        Retry,
+        Cancel,
+        Delete,
+    }
+
+    impl Bulk {
+        fn done(self) -> &'static str {
+            match self {
+                Bulk::Retry => "retried",
+                Bulk::Cancel => "cancelled",
+                Bulk::Delete => "deleted",
+            }
+        }
+    }
+
+    pub async fn bulk(ids: Vec<i64>, action: Bulk) -> Result<TaskActionResult, ServerFnError> {
+        let admin = require_admin().await?;
+        let state = expect_context::<AppState>();
+        let mut ids: Vec<JobId> = ids.into_iter().map(JobId).collect();
+        ids.sort_unstable_by_key(|id| id.0);
+        ids.dedup();
+        if ids.is_empty() {
+            return Err(reply(AppError::BadRequest("Select the jobs first.".into())));
+        }
+        if ids.len() > MAX_STATUS_IDS {
+            return Err(reply(AppError::BadRequest(format!(
+                "At most {MAX_STATUS_IDS} jobs at once; {} were selected.",
+                ids.len()
+            ))));
+        }
+        let outcome = match action {
+            Bulk::Retry => state.jobs.retry_many(&ids).await,
+            Bulk::Cancel => state.jobs.cancel_many(&ids).await,
+            Bulk::Delete => state.jobs.delete_many(&ids).await,
+        }
+        .map_err(reply)?;
+        tracing::info!(
+            ?action,
+            changed = outcome.changed.len(),
+            unchanged = outcome.unchanged.len(),
+            admin.id = admin.id,
+            "a bulk action on jobs"
+        );
+        Ok(bulk_message(action, &outcome))
+    }
+
+    /// "3 jobs retried." or "1 job retried; 2 could not be: job 5 is running, job 9 is
+    /// gone."
+    /// The 60 minutes up to `now`'s, oldest first, with what finished in each.
+    pub fn last_hour(
+        now: time::OffsetDateTime,
+        finished: &[crate::jobs::FinishedInMinute],
+    ) -> Vec<FinishedMinute> {
+        let this_minute = now.unix_timestamp().div_euclid(60);
+        (0..60)
+            .rev()
+            .map(|ago| {
+                let minute = this_minute - ago;
+                let at = time::OffsetDateTime::from_unix_timestamp(minute * 60)
+                    .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+                let mut bar = FinishedMinute {
+                    label: format!("{:02}:{:02}", at.hour(), at.minute()),
+                    ..Default::default()
+                };
+                for row in finished
+                    .iter()
+                    .filter(|row| row.minute.unix_timestamp().div_euclid(60) == minute)
+                {
+                    match row.state {
+                        JobState::Completed => bar.completed += row.finished,
+                        JobState::Discarded => bar.discarded += row.finished,
+                        JobState::Cancelled => bar.cancelled += row.finished,
+                        _ => {}
+                    }
+                }
+                bar
+            })
+            .collect()
+    }
+
+    pub fn bulk_message(action: Bulk, outcome: &crate::jobs::BulkOutcome) -> TaskActionResult {
+        let count = outcome.changed.len();
+        let mut message = format!(
+            "{count} job{} {}",
+            if count == 1 { "" } else { "s" },
+            action.done()
+        );
+        if outcome.unchanged.is_empty() {
+            message.push('.');
+        } else {
+            let why: Vec<String> = outcome
+                .unchanged
+                .iter()
+                .map(|(id, job_state)| match job_state {
+                    Some(job_state) => format!("job {} is {}", id.0, job_state.as_str()),
+                    None => format!("job {} is gone", id.0),
+                })
+                .collect();
+            message.push_str(&format!(
+                "; {} could not be: {}.",
+                outcome.unchanged.len(),
+                why.join(", ")
+            ));
+        }
+        TaskActionResult {
+            done: count > 0,
+            message,
+        }
     }
 
     pub async fn rows(ids: Vec<i64>) -> Result<Vec<TaskRow>, ServerFnError> {

@@ -153,6 +153,7 @@ const SERVER_FNS: &[ServerFn] = &[
             ("query[state]", Arg::Text("completed")),
             ("query[kind]", Arg::Text("system.noop")),
             ("query[queue]", Arg::Text("default")),
+            ("query[q]", Arg::Text("{\"n\": 1}")),
             ("query[before]", Arg::Int),
             ("query[after]", Arg::Int),
         ],
@@ -160,6 +161,20 @@ const SERVER_FNS: &[ServerFn] = &[
     get("tasks/detail", &[("id", Arg::Int)]),
     post("tasks/retry", &[("id", Arg::Int)]),
     post("tasks/cancel", &[("id", Arg::Int)]),
+    post(
+        "tasks/retry_selected",
+        &[("ids[0]", Arg::Int), ("ids[1]", Arg::Int)],
+    ),
+    post(
+        "tasks/cancel_selected",
+        &[("ids[0]", Arg::Int), ("ids[1]", Arg::Int)],
+    ),
+    post(
+        "tasks/delete_selected",
+        &[("ids[0]", Arg::Int), ("ids[1]", Arg::Int)],
+    ),
+    get("tasks/rows", &[("ids[0]", Arg::Int)]),
+    get("entry", &[("id", Arg::Int)]),
     get(
         "events/page",
         &[

@@ -12,7 +12,8 @@ use sqlx::PgPool;
 
 use super::queues::{QueueError, QueueSummary};
 use super::store::{
-    self, CancelOutcome, DeleteOutcome, JobFilter, JobRow, JobSummary, RetryOutcome,
+    self, BulkOutcome, CancelOutcome, DeleteOutcome, FinishedInMinute, JobFilter, JobRow,
+    JobSummary, RetryOutcome,
 };
 use super::{JobId, JobKind, JobState, Signals, WaitError, WaitOutcome};
 
@@ -84,6 +85,28 @@ impl JobClient {
     /// Deletes a finished job (completed, discarded or cancelled); others stay.
     pub async fn delete(&self, id: JobId) -> Result<DeleteOutcome, sqlx::Error> {
         store::job_delete(&self.pool, id).await
+    }
+
+    /// Jobs finished per minute by outcome over the last hour (minutes with none are
+    /// left out).
+    pub async fn finished_per_minute(&self) -> Result<Vec<FinishedInMinute>, sqlx::Error> {
+        store::job_finished_per_minute(&self.pool).await
+    }
+
+    /// Retries every job of `ids` a retry applies to, in one transaction.
+    pub async fn retry_many(&self, ids: &[JobId]) -> Result<BulkOutcome, sqlx::Error> {
+        store::job_retry_many(&self.pool, ids).await
+    }
+
+    /// Cancels every unfinished job of `ids` (asking the holders of running ones), in
+    /// one transaction.
+    pub async fn cancel_many(&self, ids: &[JobId]) -> Result<BulkOutcome, sqlx::Error> {
+        store::job_cancel_many(&self.pool, ids).await
+    }
+
+    /// Deletes every finished job of `ids`, in one transaction.
+    pub async fn delete_many(&self, ids: &[JobId]) -> Result<BulkOutcome, sqlx::Error> {
+        store::job_delete_many(&self.pool, ids).await
     }
 
     /// Waits until every job in `ids` is finished, or `limit` passes: the finished rows,

@@ -82,7 +82,8 @@ pub use queues::{QueueError, QueueSummary};
 pub use registry::Registry;
 pub use runtime::JobRuntime;
 pub use store::{
-    AttemptError, CancelOutcome, DeleteOutcome, JobFilter, JobRow, JobSummary, RetryOutcome,
+    AttemptError, BulkOutcome, CancelOutcome, DeleteOutcome, FinishedInMinute, JobFilter, JobRow,
+    JobSummary, RetryOutcome,
 };
 pub use waiters::{WaitError, WaitOutcome, Waiters};
 

@@ -658,6 +658,131 @@ pub async fn job_delete(pool: &PgPool, id: JobId) -> Result<DeleteOutcome, sqlx:
     })
 }
 
+/// What a bulk action did: the jobs it changed, and the others with the state that kept
+/// them as they were (`None`: no such job).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BulkOutcome {
+    pub changed: Vec<JobId>,
+    pub unchanged: Vec<(JobId, Option<JobState>)>,
+}
+
+/// The states of `ids` other than `changed`, read in the bulk action's transaction.
+async fn unchanged_among(
+    tx: &mut PgConnection,
+    ids: &[i64],
+    changed: &[i64],
+) -> Result<Vec<(JobId, Option<JobState>)>, sqlx::Error> {
+    let others: Vec<i64> = ids
+        .iter()
+        .copied()
+        .filter(|id| !changed.contains(id))
+        .collect();
+    let found = sqlx::query!(
+        r#"SELECT id, state AS "state: JobState" FROM jobs WHERE id = ANY($1)"#,
+        &others
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    Ok(others
+        .into_iter()
+        .map(|id| {
+            let state = found.iter().find(|row| row.id == id).map(|row| row.state);
+            (JobId(id), state)
+        })
+        .collect())
+}
+
+/// [`job_retry`] for many jobs, in one transaction.
+pub async fn job_retry_many(pool: &PgPool, ids: &[JobId]) -> Result<BulkOutcome, sqlx::Error> {
+    let ids: Vec<i64> = ids.iter().map(|id| id.0).collect();
+    let mut tx = pool.begin().await?;
+    let changed = sqlx::query_scalar!(
+        r#"
+        UPDATE jobs
+        SET state = 'available', scheduled_at = now(), finalized_at = NULL,
+            max_attempts = greatest(max_attempts, attempt + 1),
+            cancel_requested_at = NULL
+        WHERE id = ANY($1) AND state IN ('retryable', 'discarded', 'cancelled')
+        RETURNING id
+        "#,
+        &ids
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let unchanged = unchanged_among(&mut tx, &ids, &changed).await?;
+    tx.commit().await?;
+    Ok(BulkOutcome {
+        changed: changed.into_iter().map(JobId).collect(),
+        unchanged,
+    })
+}
+
+/// [`job_cancel`] for many jobs, in one transaction: those that have not started are
+/// `cancelled` at once, the running ones' holders are asked to stop them.
+pub async fn job_cancel_many(pool: &PgPool, ids: &[JobId]) -> Result<BulkOutcome, sqlx::Error> {
+    let ids: Vec<i64> = ids.iter().map(|id| id.0).collect();
+    let mut tx = pool.begin().await?;
+    let mut changed = sqlx::query_scalar!(
+        r#"
+        UPDATE jobs
+        SET state = 'cancelled', finalized_at = now(),
+            errors = errors || jsonb_build_array(jsonb_build_object(
+                'attempt', attempt, 'at', now(), 'error', 'cancelled by an admin before it ran'))
+        WHERE id = ANY($1) AND state IN ('available', 'scheduled', 'retryable')
+        RETURNING id
+        "#,
+        &ids
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let asked = sqlx::query_scalar!(
+        r#"
+        UPDATE jobs SET cancel_requested_at = now()
+        WHERE id = ANY($1) AND state = 'running'
+        RETURNING id
+        "#,
+        &ids
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "SELECT pg_notify($1, id::text) FROM unnest($2::bigint[]) AS asked(id)",
+        super::channels::CANCEL,
+        &asked
+    )
+    .execute(&mut *tx)
+    .await?;
+    changed.extend(asked);
+    let unchanged = unchanged_among(&mut tx, &ids, &changed).await?;
+    tx.commit().await?;
+    Ok(BulkOutcome {
+        changed: changed.into_iter().map(JobId).collect(),
+        unchanged,
+    })
+}
+
+/// [`job_delete`] for many jobs, in one transaction: the finished ones go.
+pub async fn job_delete_many(pool: &PgPool, ids: &[JobId]) -> Result<BulkOutcome, sqlx::Error> {
+    let ids: Vec<i64> = ids.iter().map(|id| id.0).collect();
+    let mut tx = pool.begin().await?;
+    let changed = sqlx::query_scalar!(
+        r#"
+        DELETE FROM jobs
+        WHERE id = ANY($1) AND state IN ('completed', 'discarded', 'cancelled')
+        RETURNING id
+        "#,
+        &ids
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let unchanged = unchanged_among(&mut tx, &ids, &changed).await?;
+    tx.commit().await?;
+    Ok(BulkOutcome {
+        changed: changed.into_iter().map(JobId).collect(),
+        unchanged,
+    })
+}
+
 /// These jobs, whole (the ones that exist), in no particular order.
 pub async fn job_get_many(
     executor: impl PgExecutor<'_>,
@@ -750,6 +875,33 @@ pub async fn sessions_alive(pool: &PgPool, ids: &[String]) -> Result<Vec<String>
     .await
 }
 
+/// How many jobs finished in one minute with one outcome.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct FinishedInMinute {
+    pub minute: OffsetDateTime,
+    pub state: JobState,
+    pub finished: i64,
+}
+
+/// The chart's query: jobs finished per minute by outcome, this minute and the 59 before
+/// it. An index-only scan of `jobs_finalized_at_idx` over the last hour's entries, so
+/// the rows kept from before cost nothing (`tests/tasks.rs` checks the plan with a
+/// million rows).
+pub const FINISHED_PER_MINUTE_SQL: &str = r#"
+    SELECT date_trunc('minute', finalized_at) AS minute, state, count(*) AS finished
+    FROM jobs
+    WHERE finalized_at IS NOT NULL
+      AND finalized_at >= date_trunc('minute', now()) - interval '59 minutes'
+    GROUP BY 1, 2
+"#;
+
+/// See [`FINISHED_PER_MINUTE_SQL`].
+pub async fn job_finished_per_minute(pool: &PgPool) -> Result<Vec<FinishedInMinute>, sqlx::Error> {
+    sqlx::query_as::<_, FinishedInMinute>(FINISHED_PER_MINUTE_SQL)
+        .fetch_all(pool)
+        .await
+}
+
 /// One (queue, state) pair's figures, for the queues page.
 #[derive(Clone, Debug)]
 pub struct QueueStateCount {
@@ -837,6 +989,10 @@ pub struct JobFilter {
     pub queue: Option<String>,
     pub before: Option<JobId>,
     pub after: Option<JobId>,
+    /// One job by id.
+    pub id: Option<JobId>,
+    /// Jobs whose arguments contain this JSON object (`args @> …`).
+    pub args: Option<serde_json::Value>,
 }
 
 const SUMMARY_COLUMNS: &str = "id, kind, queue, state, attempt, max_attempts, created_at, scheduled_at, \
@@ -867,6 +1023,12 @@ pub async fn job_list_page(
         }
         if let Some(after) = filter.after {
             query.push(" AND id > ").push_bind(after.0);
+        }
+        if let Some(id) = filter.id {
+            query.push(" AND id = ").push_bind(id.0);
+        }
+        if let Some(args) = &filter.args {
+            query.push(" AND args @> ").push_bind(args);
         }
     }
 

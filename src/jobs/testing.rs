@@ -5,6 +5,6 @@
 
 #[doc(hidden)]
 pub use super::store::{
-    MAX_DELAY, MAX_ERROR_CHARS, Outcome, job_delete_finished, job_fetch_available,
-    job_record_outcomes, job_rescue_expired,
+    FINISHED_PER_MINUTE_SQL, MAX_DELAY, MAX_ERROR_CHARS, Outcome, job_delete_finished,
+    job_fetch_available, job_record_outcomes, job_rescue_expired,
 };

@@ -10,13 +10,18 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
-use crate::api::tasks::{StateCount, TaskPage, TaskQuery, TaskRow, list_tasks};
+use crate::api::tasks::{
+    CancelSelected, DeleteSelected, FinishedMinute, Moment, RetrySelected, StateCount, TaskPage,
+    TaskQuery, TaskRow, list_tasks,
+};
 use crate::model::JobState;
+use crate::ui::components::confirm::use_confirm;
 use crate::ui::components::form::server_message;
-use crate::ui::components::form::{LABEL, PRIMARY_BUTTON};
+use crate::ui::components::form::{LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON};
 use crate::ui::components::live::use_live_rows;
 use crate::ui::components::poll::use_polling;
 use crate::ui::components::status_chip::JobStateChip;
+use crate::ui::components::toast::use_toasts;
 
 /// The query of this page as it is in the URL.
 fn current_query(query: &leptos_router::params::ParamsMap) -> TaskQuery {
@@ -25,6 +30,7 @@ fn current_query(query: &leptos_router::params::ParamsMap) -> TaskQuery {
         state: text("state"),
         kind: text("kind"),
         queue: text("queue"),
+        q: text("q"),
         before: query.get("before").and_then(|value| value.parse().ok()),
         after: None,
     }
@@ -37,6 +43,7 @@ fn link(query: &TaskQuery) -> String {
         ("state", query.state.clone()),
         ("kind", query.kind.clone()),
         ("queue", query.queue.clone()),
+        ("q", query.q.clone()),
         ("before", query.before.map(|id| id.to_string())),
     ] {
         if let Some(value) = value {
@@ -103,10 +110,10 @@ pub fn TasksPage() -> impl IntoView {
             <h1 class="text-2xl font-semibold tracking-tight">"Tasks"</h1>
             <p class="text-sm text-slate-500">"Every job StandMeet runs: mail, fetching, indexing."</p>
         </div>
-        <Suspense fallback=|| view! { <p class="mt-6 text-sm text-slate-500">"Loading jobs…"</p> }>
+        <Transition fallback=|| view! { <p class="mt-6 text-sm text-slate-500">"Loading jobs…"</p> }>
             {move || Suspend::new(async move {
                 match page.await {
-                    Ok(page) => view! { <TaskList page=page query=query.get_untracked()/> }.into_any(),
+                    Ok(listed) => view! { <TaskList page=listed query=query.get_untracked() refresh=Callback::new(move |()| page.refetch())/> }.into_any(),
                     Err(error) => {
                         answer_bad_request();
                         view! {
@@ -118,7 +125,7 @@ pub fn TasksPage() -> impl IntoView {
                     }
                 }
             })}
-        </Suspense>
+        </Transition>
     }
 }
 
@@ -131,9 +138,10 @@ fn answer_bad_request() {
 }
 
 #[component]
-fn TaskList(page: TaskPage, query: TaskQuery) -> impl IntoView {
+fn TaskList(page: TaskPage, query: TaskQuery, refresh: Callback<()>) -> impl IntoView {
     let TaskPage {
         rows,
+        throughput,
         counts,
         older,
         kinds,
@@ -157,10 +165,13 @@ fn TaskList(page: TaskPage, query: TaskQuery) -> impl IntoView {
         })
     });
 
+    let selected = RwSignal::new(Vec::<i64>::new());
     view! {
+        <ThroughputChart minutes=throughput/>
         <StateCounts counts=counts query=query.clone()/>
         <Filters query=filters kinds=kinds queues=queues/>
-        <TaskTable rows=rows/>
+        <BulkActions selected=selected refresh=refresh/>
+        <TaskTable rows=rows selected=selected/>
         <nav aria-label="Pages" class="mt-4 flex justify-between text-sm">
             {(!first_page).then(|| view! {
                 <a class="text-teal-700 hover:underline" href=link(&newest)>"← Newest"</a>
@@ -177,13 +188,170 @@ fn TaskList(page: TaskPage, query: TaskQuery) -> impl IntoView {
     .into_any()
 }
 
+/// Jobs finished per minute over the last hour, by outcome: stacked bars, drawn on the
+/// server as SVG (no script needed), each with its figures as a tooltip.
 #[component]
-fn TaskTable(rows: RwSignal<Vec<RwSignal<TaskRow>>>) -> impl IntoView {
+fn ThroughputChart(minutes: Vec<FinishedMinute>) -> impl IntoView {
+    const WIDTH: f64 = 600.0;
+    const HEIGHT: f64 = 80.0;
+    let most = minutes
+        .iter()
+        .map(FinishedMinute::total)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let sum = |pick: fn(&FinishedMinute) -> i64| minutes.iter().map(pick).sum::<i64>();
+    let (completed, discarded, cancelled) = (
+        sum(|m| m.completed),
+        sum(|m| m.discarded),
+        sum(|m| m.cancelled),
+    );
+    let summary = format!(
+        "Jobs finished in the last hour: {completed} completed, {discarded} discarded, {cancelled} cancelled; at most {most} in a minute."
+    );
+    let label = summary.clone();
+    let slot = WIDTH / minutes.len().max(1) as f64;
+    let bars = minutes
+        .iter()
+        .enumerate()
+        .map(|(n, minute)| {
+            let x = n as f64 * slot;
+            let mut top = HEIGHT;
+            let mut segment = |count: i64, class: &'static str| {
+                let height = HEIGHT * count as f64 / most as f64;
+                top -= height;
+                (count > 0).then(|| {
+                    view! { <rect x=format!("{:.1}", x + 1.0) y=format!("{top:.1}") width=format!("{:.1}", slot - 2.0) height=format!("{height:.1}") class=class/> }
+                })
+            };
+            let parts = (
+                segment(minute.completed, "fill-emerald-500"),
+                segment(minute.discarded, "fill-rose-500"),
+                segment(minute.cancelled, "fill-slate-400"),
+            );
+            let tip = format!(
+                "{}: {} completed, {} discarded, {} cancelled",
+                minute.label, minute.completed, minute.discarded, minute.cancelled
+            );
+            view! {
+                <g data-testid="throughput-minute" data-total=minute.total().to_string()>
+                    <title>{tip}</title>
+                    <rect x=format!("{x:.1}") y="0" width=format!("{slot:.1}") height=format!("{HEIGHT}") class="fill-transparent"/>
+                    {parts.0}{parts.1}{parts.2}
+                </g>
+            }
+        })
+        .collect_view();
+    view! {
+        <figure class="mt-6 rounded-xl border border-slate-200 bg-white px-4 py-3">
+            <figcaption class="flex flex-wrap items-baseline justify-between gap-2 text-xs text-slate-500">
+                <span class="font-medium text-slate-700">"Finished per minute, last hour"</span>
+                <span>
+                    <span class="text-emerald-700">{format!("{completed} completed")}</span>" · "
+                    <span class="text-rose-700">{format!("{discarded} discarded")}</span>" · "
+                    <span>{format!("{cancelled} cancelled")}</span>
+                </span>
+            </figcaption>
+            <svg data-testid="throughput-chart" role="img" aria-label=label
+                 viewBox=format!("0 0 {WIDTH} {HEIGHT}") preserveAspectRatio="none" class="mt-2 h-20 w-full">
+                <title>{summary}</title>
+                {bars}
+            </svg>
+            <div class="flex justify-between text-[10px] text-slate-400"><span>"an hour ago"</span><span>"now"</span></div>
+        </figure>
+    }
+    .into_any()
+}
+
+/// "Retry selected", "Cancel selected", "Delete selected": each asks first, runs in one
+/// transaction, and says in a toast how many jobs changed and why the others did not.
+#[component]
+fn BulkActions(selected: RwSignal<Vec<i64>>, refresh: Callback<()>) -> impl IntoView {
+    let toasts = use_toasts();
+    let confirm = use_confirm();
+    let retry = ServerAction::<RetrySelected>::new();
+    let cancel = ServerAction::<CancelSelected>::new();
+    let delete = ServerAction::<DeleteSelected>::new();
+    for value in [retry.value(), cancel.value(), delete.value()] {
+        Effect::new(move |_| match value.get() {
+            Some(Ok(result)) => {
+                if result.done {
+                    toasts.success(result.message);
+                } else {
+                    toasts.error(result.message);
+                }
+                selected.set(Vec::new());
+                refresh.run(());
+            }
+            Some(Err(error)) => toasts.error(server_message(&error)),
+            None => {}
+        });
+    }
+    let none = move || selected.with(Vec::is_empty);
+    let count_words = move || {
+        let n = selected.with(Vec::len);
+        format!("{n} selected job{}", if n == 1 { "" } else { "s" })
+    };
+    view! {
+        <div class="mt-4 flex flex-wrap items-center gap-2 text-sm" data-testid="bulk-actions">
+            <span class="text-slate-500" data-testid="selected-count">{move || if none() { "Select jobs to act on several at once.".to_string() } else { format!("{}:", count_words()) }}</span>
+            <button type="button" class=SECONDARY_BUTTON disabled=none
+                    on:click=move |_| confirm.ask(
+                        format!("Retry {}? Those that a retry applies to (retryable, discarded, cancelled) run again now.", count_words()),
+                        "Retry selected",
+                        move || { retry.dispatch(RetrySelected { ids: selected.get_untracked() }); },
+                    )>
+                "Retry selected"
+            </button>
+            <button type="button" class=SECONDARY_BUTTON disabled=none
+                    on:click=move |_| confirm.ask(
+                        format!("Cancel {}? Those not started are cancelled at once; running ones are asked to stop.", count_words()),
+                        "Cancel selected",
+                        move || { cancel.dispatch(CancelSelected { ids: selected.get_untracked() }); },
+                    )>
+                "Cancel selected"
+            </button>
+            <button type="button" class=SECONDARY_BUTTON disabled=none
+                    on:click=move |_| confirm.ask(
+                        format!("Delete {}? Only finished jobs are deleted; their history goes with them.", count_words()),
+                        "Delete selected",
+                        move || { delete.dispatch(DeleteSelected { ids: selected.get_untracked() }); },
+                    )>
+                "Delete selected"
+            </button>
+        </div>
+    }
+}
+
+#[component]
+fn TaskTable(
+    rows: RwSignal<Vec<RwSignal<TaskRow>>>,
+    selected: RwSignal<Vec<i64>>,
+) -> impl IntoView {
+    let all_ids = move || {
+        rows.with(|rows| {
+            rows.iter()
+                .map(|row| row.get_untracked().id)
+                .collect::<Vec<_>>()
+        })
+    };
+    let all_selected = move || {
+        let ids = all_ids();
+        !ids.is_empty() && selected.with(|chosen| ids.iter().all(|id| chosen.contains(id)))
+    };
     view! {
         <div class="mt-4 overflow-x-auto rounded-xl border border-slate-200 bg-white">
             <table class="min-w-full divide-y divide-slate-200 text-sm">
                 <thead class="bg-slate-50 text-left text-xs font-medium uppercase tracking-wide text-slate-500">
                     <tr>
+                        <th class="px-4 py-2">
+                            <input type="checkbox" aria-label="Select all" data-testid="task-select-all"
+                                   class="h-4 w-4 rounded border-slate-300 focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600"
+                                   prop:checked=all_selected
+                                   on:change=move |_| {
+                                       if all_selected() { selected.set(Vec::new()) } else { selected.set(all_ids()) }
+                                   }/>
+                        </th>
                         <th class="px-4 py-2">"ID"</th>
                         <th class="px-4 py-2">"Kind"</th>
                         <th class="px-4 py-2">"Queue"</th>
@@ -196,7 +364,7 @@ fn TaskTable(rows: RwSignal<Vec<RwSignal<TaskRow>>>) -> impl IntoView {
                 </thead>
                 <tbody class="divide-y divide-slate-100">
                     <For each=move || rows.get() key=|row| row.get_untracked().id let:row>
-                        <TaskRowView row=row/>
+                        <TaskRowView row=row selected=selected/>
                     </For>
                 </tbody>
             </table>
@@ -211,10 +379,23 @@ fn TaskTable(rows: RwSignal<Vec<RwSignal<TaskRow>>>) -> impl IntoView {
 }
 
 #[component]
-fn TaskRowView(row: RwSignal<TaskRow>) -> impl IntoView {
+fn TaskRowView(row: RwSignal<TaskRow>, selected: RwSignal<Vec<i64>>) -> impl IntoView {
     let id = row.get_untracked().id;
+    let is_selected = move || selected.with(|chosen| chosen.contains(&id));
     view! {
         <tr data-testid="task-row" data-job-id=id.to_string() class="hover:bg-slate-50">
+            <td class="px-4 py-2">
+                <input type="checkbox" aria-label=format!("Select job {id}") data-testid="task-select"
+                       class="h-4 w-4 rounded border-slate-300 focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600"
+                       prop:checked=is_selected
+                       on:change=move |_| selected.update(|chosen| {
+                           if let Some(at) = chosen.iter().position(|chosen| *chosen == id) {
+                               chosen.remove(at);
+                           } else {
+                               chosen.push(id);
+                           }
+                       })/>
+            </td>
             <td class="px-4 py-2 font-mono">
                 <a class="text-teal-700 hover:underline" href=format!("/admin/tasks/{id}")>{id}</a>
             </td>
@@ -227,14 +408,14 @@ fn TaskRowView(row: RwSignal<TaskRow>) -> impl IntoView {
                 }}
             </td>
             <td class="px-4 py-2 tabular-nums">{move || { let r = row.get(); format!("{} / {}", r.attempt, r.max_attempts) }}</td>
-            <td class="px-4 py-2 whitespace-nowrap text-slate-600">{move || row.get().created}</td>
+            <td class="px-4 py-2 whitespace-nowrap text-slate-600">{move || view! { <When moment=row.get().created_at/> }}</td>
             <td class="px-4 py-2 whitespace-nowrap text-slate-600">
                 {move || {
                     let r = row.get();
-                    match (r.finalized, r.next_run) {
-                        (Some(at), _) => at,
-                        (None, Some(at)) => format!("next: {at}"),
-                        (None, None) => "running now".to_string(),
+                    match (r.finalized.is_some(), r.finished_or_next_at) {
+                        (true, Some(at)) => view! { <When moment=at/> }.into_any(),
+                        (false, Some(at)) => view! { "next: " <When moment=at/> }.into_any(),
+                        (_, None) => "running now".into_any(),
                     }
                 }}
             </td>
@@ -253,6 +434,12 @@ fn TaskRowView(row: RwSignal<TaskRow>) -> impl IntoView {
     // Erased: a row of eight live cells is a deep type, and inside the table's `For`
     // it overflows rustc's query depth in release builds (see `TaskList`).
     .into_any()
+}
+
+/// A moment as relative words in a `<time>`, with the exact time as its title.
+#[component]
+fn When(moment: Moment) -> impl IntoView {
+    view! { <time datetime=moment.iso title=moment.exact>{moment.relative}</time> }
 }
 
 /// At most `max` characters, with an ellipsis when cut.
@@ -356,6 +543,13 @@ fn Filters(query: TaskQuery, kinds: Vec<String>, queues: Vec<String>) -> impl In
     let select_class = "mt-1 block rounded-md border border-slate-300 bg-white px-3 py-1.5 text-sm";
     view! {
         <form method="get" action="/admin/tasks" class="mt-4 flex flex-wrap items-end gap-4" aria-label="Filters">
+            <div class="min-w-56 flex-1">
+                <label for="filter-q" class=LABEL>"Search"</label>
+                <input id="filter-q" name="q" type="search" data-testid="task-search"
+                       placeholder="a job id, or {\"request_id\": 7}"
+                       class="mt-1 block w-full rounded-md border border-slate-300 bg-white px-3 py-1.5 font-mono text-sm"
+                       value=query.q.clone().unwrap_or_default()/>
+            </div>
             <div>
                 <label for="filter-state" class=LABEL>"State"</label>
                 <select id="filter-state" name="state" class=select_class>
