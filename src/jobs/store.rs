@@ -600,36 +600,12 @@ pub enum RetryOutcome {
 /// Makes a `retryable`, `discarded` or `cancelled` job `available` now, with room for
 /// at least one more attempt.
 pub async fn job_retry(pool: &PgPool, id: JobId) -> Result<RetryOutcome, sqlx::Error> {
-    let retried = sqlx::query!(
-        r#"
-        UPDATE jobs
-        SET state = 'available', scheduled_at = now(), finalized_at = NULL,
-            max_attempts = greatest(max_attempts, attempt + 1),
-            cancel_requested_at = NULL
-        WHERE id = $1 AND state IN ('retryable', 'discarded', 'cancelled')
-        "#,
-        id.0
-    )
-    .execute(pool)
-    .await?;
-    if retried.rows_affected() == 1 {
-        return Ok(RetryOutcome::Retried);
-    }
-    Ok(match job_state(pool, id).await? {
-        Some(state) => RetryOutcome::NotRetryable(state),
-        None => RetryOutcome::NotFound,
+    let outcome = job_retry_many(pool, &[id]).await?;
+    Ok(match outcome.unchanged.first() {
+        None => RetryOutcome::Retried,
+        Some((_, Some(state))) => RetryOutcome::NotRetryable(*state),
+        Some((_, None)) => RetryOutcome::NotFound,
     })
-}
-
-/// The state of job `id`, if it exists: why a change that asked for other states did
-/// not happen.
-async fn job_state(pool: &PgPool, id: JobId) -> Result<Option<JobState>, sqlx::Error> {
-    sqlx::query_scalar!(
-        r#"SELECT state AS "state: JobState" FROM jobs WHERE id = $1"#,
-        id.0
-    )
-    .fetch_optional(pool)
-    .await
 }
 
 /// What deleting a job did.
@@ -643,18 +619,11 @@ pub enum DeleteOutcome {
 
 /// Deletes job `id` if it is finished (completed, discarded, cancelled).
 pub async fn job_delete(pool: &PgPool, id: JobId) -> Result<DeleteOutcome, sqlx::Error> {
-    let deleted = sqlx::query!(
-        "DELETE FROM jobs WHERE id = $1 AND state IN ('completed', 'discarded', 'cancelled')",
-        id.0
-    )
-    .execute(pool)
-    .await?;
-    if deleted.rows_affected() == 1 {
-        return Ok(DeleteOutcome::Deleted);
-    }
-    Ok(match job_state(pool, id).await? {
-        Some(state) => DeleteOutcome::NotFinished(state),
-        None => DeleteOutcome::NotFound,
+    let outcome = job_delete_many(pool, &[id]).await?;
+    Ok(match outcome.unchanged.first() {
+        None => DeleteOutcome::Deleted,
+        Some((_, Some(state))) => DeleteOutcome::NotFinished(*state),
+        Some((_, None)) => DeleteOutcome::NotFound,
     })
 }
 
