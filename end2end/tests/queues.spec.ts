@@ -47,8 +47,12 @@ test("pause a queue: a job inserted by SQL stays available; resume: it completes
   ).not.toHaveAttribute("data-count", "0");
   await expect(row.getByTestId("queue-oldest-available")).not.toHaveText("—");
 
-  await row.getByRole("button", { name: "Resume queue default" }).click();
+  // With the keyboard: Enter on Resume; the focus stays on the row's button (now Pause)
+  // across the re-render and the refreshes that follow.
+  await row.getByRole("button", { name: "Resume queue default" }).focus();
+  await page.keyboard.press("Enter");
   await expect(page.getByRole("status")).toContainText("Queue default resumed");
+  await expect(row.getByRole("button", { name: "Pause queue default" })).toBeFocused();
   await expect.poll(() => stateOf(waiting)).toBe("completed");
   await expect(row).toHaveAttribute("data-paused", "false");
   await expect(row.getByTestId("queue-state")).toHaveText("running");

@@ -1,6 +1,7 @@
 //! Pieces every page uses.
 
 pub mod confirm;
+pub mod focus;
 pub mod form;
 pub mod live;
 pub mod params;

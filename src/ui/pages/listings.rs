@@ -12,6 +12,7 @@ use crate::api::listings::{
 };
 use crate::model::FetchAnswer;
 use crate::ui::components::confirm::use_confirm;
+use crate::ui::components::focus;
 use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON};
@@ -86,6 +87,10 @@ pub fn ListingsPage() -> impl IntoView {
         after(result);
     });
     Effect::new(move |_| after(toggle.value().get()));
+    Effect::new(move |_| {
+        overview.with(|_| ());
+        focus::restore_after_render();
+    });
     Effect::new(move |_| after(remove.value().get()));
     Effect::new(move |_| match fetch.value().get() {
         Some(Ok(answer)) => {
@@ -227,7 +232,8 @@ fn SourceRow(
             <span class="text-xs text-slate-500">{format!("{} listings", source.listings)}</span>
             <StatusChip label=source.fetch_state.clone() tone=fetch_tone(&source.fetch_state) test_id="source-fetch-state" title=title.unwrap_or_default()/>
             <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get()
-                    on:click=move |_| { toggle.dispatch(SetSourceEnabled { id, enabled: !enabled }); }>
+                    data-focus-key=format!("source-{id}-toggle")
+                    on:click=move |_| { focus::remember(); toggle.dispatch(SetSourceEnabled { id, enabled: !enabled }); }>
                 {if enabled { "Disable" } else { "Enable" }}
             </button>
             <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get()

@@ -8,6 +8,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 
 use crate::api::queues::{PauseQueue, QueueView, ResumeQueue, queues_overview};
+use crate::ui::components::focus;
 use crate::ui::components::form::{SECONDARY_BUTTON, server_message, use_hydrated};
 use crate::ui::components::poll::use_polling;
 use crate::ui::components::status_chip::{StatusChip, Tone};
@@ -20,7 +21,15 @@ pub fn QueuesPage() -> impl IntoView {
     let pause = ServerAction::<PauseQueue>::new();
     let resume = ServerAction::<ResumeQueue>::new();
     let hydrated = use_hydrated();
-    use_polling(Duration::from_secs(2), move || overview.refetch());
+    // Fresh figures every two seconds; the keyboard keeps its place across them.
+    use_polling(Duration::from_secs(2), move || {
+        focus::remember();
+        overview.refetch();
+    });
+    Effect::new(move |_| {
+        overview.with(|_| ());
+        focus::restore_after_render();
+    });
 
     for action_value in [pause.value(), resume.value()] {
         Effect::new(move |_| match action_value.get() {
@@ -94,7 +103,9 @@ fn QueueRow(
             </dl>
             <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get()
                     aria-label=format!("{label} queue {name}")
+                    data-focus-key=format!("queue-{name}")
                     on:click=move |_| {
+                        focus::remember();
                         let queue = button_name.clone();
                         if paused {
                             resume.dispatch(ResumeQueue { queue });

@@ -17,6 +17,7 @@ use crate::api::webhooks::{
     webhooks_overview,
 };
 use crate::ui::components::confirm::use_confirm;
+use crate::ui::components::focus;
 use crate::ui::components::form::{
     INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON, server_message, use_hydrated,
 };
@@ -135,6 +136,10 @@ pub fn WebhooksPage() -> impl IntoView {
 
     let after = move |result| tell_then(toasts, result, move || overview.refetch());
     Effect::new(move |_| after(toggle.value().get()));
+    Effect::new(move |_| {
+        overview.with(|_| ());
+        focus::restore_after_render();
+    });
     Effect::new(move |_| after(remove.value().get()));
     Effect::new(move |_| match create.value().get() {
         Some(Ok(created)) => {
@@ -232,7 +237,8 @@ fn WebhookRow(
                 "Send test"
             </button>
             <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get()
-                    on:click=move |_| { toggle.dispatch(SetWebhookEnabled { id, enabled: !enabled }); }>
+                    data-focus-key=format!("webhook-{id}-toggle")
+                    on:click=move |_| { focus::remember(); toggle.dispatch(SetWebhookEnabled { id, enabled: !enabled }); }>
                 {if enabled { "Disable" } else { "Enable" }}
             </button>
             <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get()
@@ -354,6 +360,10 @@ pub fn WebhookDetailPage() -> impl IntoView {
     Effect::new(move |_| after(redeliver.value().get()));
     Effect::new(move |_| after(toggle.value().get()));
     Effect::new(move |_| {
+        detail.with(|_| ());
+        focus::restore_after_render();
+    });
+    Effect::new(move |_| {
         if followed.take(test.value().get()) {
             detail.refetch();
         }
@@ -412,7 +422,8 @@ fn WebhookDetailView(
                     "Send test"
                 </button>
                 <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get()
-                        on:click=move |_| { toggle.dispatch(SetWebhookEnabled { id, enabled: !enabled }); }>
+                        data-focus-key=format!("webhook-{id}-toggle")
+                    on:click=move |_| { focus::remember(); toggle.dispatch(SetWebhookEnabled { id, enabled: !enabled }); }>
                     {if enabled { "Disable" } else { "Enable" }}
                 </button>
             </div>
