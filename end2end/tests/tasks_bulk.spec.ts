@@ -38,6 +38,8 @@ test("bulk retry of three discarded jobs: asked first, one transaction, a toast 
   await expect(dialog).toContainText("Retry 3 selected jobs?");
   await dialog.getByRole("button", { name: "Retry selected" }).click();
   await expect(page.getByRole("status")).toContainText("3 jobs retried.");
+  // The list was read again and nothing is selected: the keyboard is on "Select all".
+  await expect(page.getByRole("checkbox", { name: "Select all" })).toBeFocused();
   for (const id of ids) {
     await expect(tasks.chip(id)).toHaveText("completed");
   }

@@ -11,6 +11,15 @@ pub fn remember() {
     browser::remember();
 }
 
+/// Notes `key` as the control to focus after the next render (the one that had the
+/// focus will be gone or disabled: after a bulk action, nothing is selected).
+pub fn remember_key(key: &str) {
+    #[cfg(feature = "hydrate")]
+    browser::remember_key(key);
+    #[cfg(not(feature = "hydrate"))]
+    let _ = key;
+}
+
 /// Focuses, after the next paint, the control with the remembered key (once).
 pub fn restore_after_render() {
     #[cfg(feature = "hydrate")]
@@ -34,6 +43,10 @@ mod browser {
             .and_then(|document| document.active_element())
             .and_then(|element| element.get_attribute("data-focus-key"));
         KEY.with(|remembered| *remembered.borrow_mut() = key);
+    }
+
+    pub fn remember_key(key: &str) {
+        KEY.with(|remembered| *remembered.borrow_mut() = Some(key.to_string()));
     }
 
     pub fn restore_after_render() {

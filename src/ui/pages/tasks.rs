@@ -16,6 +16,7 @@ use crate::api::tasks::{
 };
 use crate::model::JobState;
 use crate::ui::components::confirm::use_confirm;
+use crate::ui::components::focus;
 use crate::ui::components::form::server_message;
 use crate::ui::components::form::{LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON};
 use crate::ui::components::live::use_live_rows;
@@ -103,6 +104,11 @@ pub fn TasksPage() -> impl IntoView {
     let params = use_query_map();
     let query = Memo::new(move |_| current_query(&params.read()));
     let page = Resource::new(move || query.get(), list_tasks);
+    // After a bulk action the list is read again; the keyboard keeps its place.
+    Effect::new(move |_| {
+        page.with(|_| ());
+        focus::restore_after_render();
+    });
 
     view! {
         <Title text="Tasks"/>
@@ -299,7 +305,10 @@ fn BulkActions(selected: RwSignal<Vec<i64>>, refresh: Callback<()>) -> impl Into
                     on:click=move |_| confirm.ask(
                         format!("Retry {}? Those that a retry applies to (retryable, discarded, cancelled) run again now.", count_words()),
                         "Retry selected",
-                        move || { retry.dispatch(RetrySelected { ids: selected.get_untracked() }); },
+                        move || {
+                            focus::remember_key("task-select-all");
+                            retry.dispatch(RetrySelected { ids: selected.get_untracked() });
+                        },
                     )>
                 "Retry selected"
             </button>
@@ -307,7 +316,10 @@ fn BulkActions(selected: RwSignal<Vec<i64>>, refresh: Callback<()>) -> impl Into
                     on:click=move |_| confirm.ask(
                         format!("Cancel {}? Those not started are cancelled at once; running ones are asked to stop.", count_words()),
                         "Cancel selected",
-                        move || { cancel.dispatch(CancelSelected { ids: selected.get_untracked() }); },
+                        move || {
+                            focus::remember_key("task-select-all");
+                            cancel.dispatch(CancelSelected { ids: selected.get_untracked() });
+                        },
                     )>
                 "Cancel selected"
             </button>
@@ -315,7 +327,10 @@ fn BulkActions(selected: RwSignal<Vec<i64>>, refresh: Callback<()>) -> impl Into
                     on:click=move |_| confirm.ask(
                         format!("Delete {}? Only finished jobs are deleted; their history goes with them.", count_words()),
                         "Delete selected",
-                        move || { delete.dispatch(DeleteSelected { ids: selected.get_untracked() }); },
+                        move || {
+                            focus::remember_key("task-select-all");
+                            delete.dispatch(DeleteSelected { ids: selected.get_untracked() });
+                        },
                     )>
                 "Delete selected"
             </button>
@@ -345,7 +360,7 @@ fn TaskTable(
                 <thead class="bg-slate-50 text-left text-xs font-medium uppercase tracking-wide text-slate-500">
                     <tr>
                         <th class="px-4 py-2">
-                            <input type="checkbox" aria-label="Select all" data-testid="task-select-all"
+                            <input type="checkbox" aria-label="Select all" data-testid="task-select-all" data-focus-key="task-select-all"
                                    class="h-4 w-4 rounded border-slate-300 focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600"
                                    prop:checked=all_selected
                                    on:change=move |_| {
