@@ -69,7 +69,11 @@ test("Deny asks first: Keep it changes nothing, Deny denies", async ({ page }) =
   await page.keyboard.press("Escape");
   await expect(dialog).toHaveCount(0);
   await expect(requests.status(email)).toHaveText("pending");
-  await deny.click();
-  await dialog.getByRole("button", { name: "Deny" }).click();
+  await deny.focus();
+  await page.keyboard.press("Enter");
+  await expect(dialog.getByRole("button", { name: "Deny" })).toBeFocused();
+  await page.keyboard.press("Enter");
   await expect(requests.status(email)).toHaveText("denied");
+  // The row has no buttons left: the keyboard lands on the row itself.
+  await expect(requests.row(email).locator('[data-focus-key^="request-"]')).toBeFocused();
 });

@@ -69,6 +69,8 @@ test("Cancel on a scheduled job shows cancelled", async ({ page }) => {
   await expect(dialog).toBeVisible();
   await page.keyboard.press("Enter");
   await expect(page.getByRole("status")).toContainText(`Job ${id} cancelled`);
+  // Cancelled, the job offers Retry where Cancel was: the keyboard is there.
+  await expect(page.getByRole("button", { name: "Retry" })).toBeFocused();
   await expect(tasks.jobChip).toHaveText("cancelled");
   await expect(page.getByRole("button", { name: "Cancel" })).toHaveCount(0);
   await expect(page.getByRole("button", { name: "Retry" })).toBeVisible();

@@ -66,7 +66,9 @@ pub fn Layout(children: Children) -> impl IntoView {
                 <SignedIn admin=admin/>
             </div>
         </header>
-        <main class="mx-auto max-w-6xl px-6 py-10">{children()}</main>
+        // Focusable from script only: where the keyboard lands when an action removed
+        // the control it was on (see `components::focus`).
+        <main tabindex="-1" class="mx-auto max-w-6xl px-6 py-10 focus:outline-none">{children()}</main>
     }
 }
 

@@ -61,6 +61,8 @@ pub fn App() -> impl IntoView {
     provide_meta_context();
     Toasts::provide();
     Confirm::provide();
+    // In the browser, once hydrated: note which keyed control has the focus.
+    Effect::new(|_| crate::ui::components::focus::install());
 
     view! {
         <Stylesheet id="leptos" href="/pkg/standmeet.css"/>

@@ -1,17 +1,23 @@
-//! Keeping the keyboard's place when an action re-renders the list that holds the
-//! control it was done with (Pause → Resume, Disable → Enable): the control carries a
-//! `data-focus-key` that stays the same across renders; [`remember`] notes the focused
-//! control's key before the action, and [`restore_after_render`] (called when the list
-//! was read again) focuses the control with that key once the new rows are on screen.
-//! On the server both do nothing.
+//! Keeping the keyboard's place when an action re-renders the part of the page that held
+//! the focused control (Pause → Resume, Retry on a job's page, a list read again).
+//!
+//! Controls that an action may re-render carry a `data-focus-key` that stays the same
+//! across renders. A listener installed once ([`install`]) notes the key of each control
+//! that takes the focus (and forgets it when the pointer goes elsewhere: a mouse user
+//! chooses for themselves). When a page has read its data again it calls
+//! [`restore_after_render`]: if the focus was lost with the old nodes (it is on
+//! `<body>`), the control with the same key gets it back after the next paint, or, when
+//! that control is gone (Approve leaves no button behind), the page's `<main>`. An
+//! action may also name where the focus should land ([`remember_key`]).
+//! On the server all of this does nothing.
 
-/// Notes the `data-focus-key` of the control that has the focus now.
-pub fn remember() {
+/// Starts noting which keyed control has the focus (once, when the app hydrates).
+pub fn install() {
     #[cfg(feature = "hydrate")]
-    browser::remember();
+    browser::install();
 }
 
-/// Notes `key` as the control to focus after the next render (the one that had the
+/// Notes `key` as the control to focus after the next render (the one that has the
 /// focus will be gone or disabled: after a bulk action, nothing is selected).
 pub fn remember_key(key: &str) {
     #[cfg(feature = "hydrate")]
@@ -20,7 +26,8 @@ pub fn remember_key(key: &str) {
     let _ = key;
 }
 
-/// Focuses, after the next paint, the control with the remembered key (once).
+/// After the next paint, gives the focus back if a re-render took it away (see the
+/// module documentation).
 pub fn restore_after_render() {
     #[cfg(feature = "hydrate")]
     browser::restore_after_render();
@@ -31,18 +38,41 @@ mod browser {
     use std::cell::RefCell;
 
     use wasm_bindgen::JsCast;
-    use web_sys::HtmlElement;
+    use wasm_bindgen::closure::Closure;
+    use web_sys::{Document, Event, HtmlElement};
 
     thread_local! {
+        /// The key of the keyed control that last took the focus.
         static KEY: RefCell<Option<String>> = const { RefCell::new(None) };
     }
 
-    pub fn remember() {
-        let key = web_sys::window()
-            .and_then(|window| window.document())
-            .and_then(|document| document.active_element())
-            .and_then(|element| element.get_attribute("data-focus-key"));
-        KEY.with(|remembered| *remembered.borrow_mut() = key);
+    fn document() -> Option<Document> {
+        web_sys::window().and_then(|window| window.document())
+    }
+
+    pub fn install() {
+        let Some(document) = document() else {
+            return;
+        };
+        let on_focus = Closure::<dyn FnMut(Event)>::new(|event: Event| {
+            let key = event
+                .target()
+                .and_then(|target| target.dyn_into::<web_sys::Element>().ok())
+                .and_then(|element| element.get_attribute("data-focus-key"));
+            if key.is_some() {
+                KEY.with(|remembered| *remembered.borrow_mut() = key);
+            }
+        });
+        let on_pointer = Closure::<dyn FnMut(Event)>::new(|_: Event| {
+            KEY.with(|remembered| *remembered.borrow_mut() = None);
+        });
+        let _ =
+            document.add_event_listener_with_callback("focusin", on_focus.as_ref().unchecked_ref());
+        let _ = document
+            .add_event_listener_with_callback("pointerdown", on_pointer.as_ref().unchecked_ref());
+        // For the page's lifetime.
+        on_focus.forget();
+        on_pointer.forget();
     }
 
     pub fn remember_key(key: &str) {
@@ -54,19 +84,25 @@ mod browser {
             return;
         }
         leptos::prelude::request_animation_frame(|| {
-            let Some(key) = KEY.with(|remembered| remembered.borrow_mut().take()) else {
+            let Some(document) = document() else {
                 return;
             };
-            let element = web_sys::window()
-                .and_then(|window| window.document())
-                .and_then(|document| {
-                    document
-                        .query_selector(&format!("[data-focus-key=\"{key}\"]"))
-                        .ok()
-                        .flatten()
-                })
+            let lost = document
+                .active_element()
+                .is_none_or(|element| element.tag_name().eq_ignore_ascii_case("body"));
+            if !lost {
+                return;
+            }
+            let Some(key) = KEY.with(|remembered| remembered.borrow().clone()) else {
+                return;
+            };
+            let target = document
+                .query_selector(&format!("[data-focus-key=\"{key}\"]:not([disabled])"))
+                .ok()
+                .flatten()
+                .or_else(|| document.query_selector("main").ok().flatten())
                 .and_then(|element| element.dyn_into::<HtmlElement>().ok());
-            if let Some(element) = element {
+            if let Some(element) = target {
                 let _ = element.focus();
             }
         });

@@ -12,6 +12,7 @@ use crate::api::access::{
 };
 use crate::model::JobState;
 use crate::ui::components::confirm::use_confirm;
+use crate::ui::components::focus;
 use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{PRIMARY_BUTTON, SECONDARY_BUTTON};
@@ -121,6 +122,7 @@ fn RequestRowView(row: RwSignal<AccessRequestView>) -> impl IntoView {
                 row.mail_job_state = Some(JobState::Available);
                 row.mail_note = None;
             });
+            focus::restore_after_render();
         }
         Some(Err(error)) => toasts.error(server_message(&error)),
         None => {}
@@ -129,6 +131,7 @@ fn RequestRowView(row: RwSignal<AccessRequestView>) -> impl IntoView {
         Some(Ok(message)) => {
             toasts.info(message);
             row.update(|row| row.status = "denied".into());
+            focus::restore_after_render();
         }
         Some(Err(error)) => toasts.error(server_message(&error)),
         None => {}
@@ -137,7 +140,8 @@ fn RequestRowView(row: RwSignal<AccessRequestView>) -> impl IntoView {
     let busy = move || !hydrated.get() || approve.pending().get() || deny.pending().get();
     view! {
         <tr data-testid="access-request-row" data-request-id=id.to_string() class="align-top">
-            <td class="px-4 py-3">
+            // Where the keyboard lands when Approve or Deny leaves the row without buttons.
+            <td class="px-4 py-3 focus:outline-none focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600" tabindex="-1" data-focus-key=format!("request-{id}")>
                 <div class="font-medium">{move || row.get().name}</div>
                 <div class="text-slate-500">{move || row.get().email}</div>
             </td>
@@ -159,14 +163,20 @@ fn RequestRowView(row: RwSignal<AccessRequestView>) -> impl IntoView {
             </td>
             <td class="px-4 py-3 whitespace-nowrap text-right">
                 <Show when=move || row.get().status == "pending">
-                    <button type="button" class=PRIMARY_BUTTON disabled=busy on:click=move |_| { approve.dispatch(ApproveAccessRequest { id }); }>"Approve"</button>
+                    <button type="button" class=PRIMARY_BUTTON disabled=busy on:click=move |_| {
+                        focus::remember_key(&format!("request-{id}"));
+                        approve.dispatch(ApproveAccessRequest { id });
+                    }>"Approve"</button>
                     " "
                     <button type="button" class=SECONDARY_BUTTON disabled=busy on:click=move |_| {
                         let who = row.with_untracked(|row| format!("{} <{}>", row.name, row.email));
                         confirm.ask(
                             format!("Deny the request of {who}? They get no access code; the request stays on the list as denied."),
                             "Deny",
-                            move || { deny.dispatch(DenyAccessRequest { id }); },
+                            move || {
+                                focus::remember_key(&format!("request-{id}"));
+                                deny.dispatch(DenyAccessRequest { id });
+                            },
                         );
                     }>"Deny"</button>
                 </Show>

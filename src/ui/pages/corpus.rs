@@ -11,6 +11,7 @@ use crate::api::corpus::{
     CreateCorpusEntry, EntryView, PromoteCorpusEntry, UpdateCorpusEntry, WriteReceipt,
     corpus_entries, corpus_entry,
 };
+use crate::ui::components::focus;
 use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON};
@@ -80,6 +81,10 @@ pub fn CorpusPage() -> impl IntoView {
         after_write(toasts, promote.value().get(), "promoted", move || {
             entries.refetch()
         })
+    });
+    Effect::new(move |_| {
+        entries.with(|_| ());
+        focus::restore_after_render();
     });
     // Entries being indexed follow their index jobs live.
     use_live_jobs(
@@ -199,6 +204,7 @@ fn EntryTable(
                                 <a href=format!("/admin/corpus/{id}") rel="external" class=format!("mr-2 inline-block {SECONDARY_BUTTON}")>"Edit"</a>
                                 {draft.then(|| view! {
                                     <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get() || promote.pending().get()
+                                            data-focus-key=format!("entry-{id}-promote")
                                             on:click=move |_| { promote.dispatch(PromoteCorpusEntry { id }); }>"Promote"</button>
                                 })}
                             </td>
@@ -232,6 +238,10 @@ pub fn CorpusEntryPage() -> impl IntoView {
             entry.refetch()
         })
     });
+    Effect::new(move |_| {
+        entry.with(|_| ());
+        focus::restore_after_render();
+    });
     use_live_jobs(
         move || {
             entry
@@ -263,13 +273,14 @@ pub fn CorpusEntryPage() -> impl IntoView {
                                 <span class="text-sm text-slate-500">{format!("version {}, changed {}", entry.version, entry.updated)}</span>
                                 {draft.then(|| view! {
                                     <button type="button" class=format!("ml-auto {SECONDARY_BUTTON}") disabled=move || !hydrated.get() || promote.pending().get()
+                                            data-focus-key=format!("entry-{id}-promote")
                                             on:click=move |_| { promote.dispatch(PromoteCorpusEntry { id }); }>"Promote"</button>
                                 })}
                             </div>
                             <ActionForm action=save attr:novalidate=true attr:class="mt-6 space-y-3 rounded-xl border border-slate-200 bg-white p-6">
                                 <input type="hidden" name="id" value=id.to_string()/>
                                 <EntryFields entry=Some(entry)/>
-                                <button type="submit" class=PRIMARY_BUTTON disabled=move || !hydrated.get() || save.pending().get()>"Save"</button>
+                                <button type="submit" class=PRIMARY_BUTTON data-focus-key="entry-save" disabled=move || !hydrated.get() || save.pending().get()>"Save"</button>
                             </ActionForm>
                         }.into_any()
                     }

@@ -233,7 +233,7 @@ fn SourceRow(
             <StatusChip label=source.fetch_state.clone() tone=fetch_tone(&source.fetch_state) test_id="source-fetch-state" title=title.unwrap_or_default()/>
             <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get()
                     data-focus-key=format!("source-{id}-toggle")
-                    on:click=move |_| { focus::remember(); toggle.dispatch(SetSourceEnabled { id, enabled: !enabled }); }>
+                    on:click=move |_| { toggle.dispatch(SetSourceEnabled { id, enabled: !enabled }); }>
                 {if enabled { "Disable" } else { "Enable" }}
             </button>
             <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get()

@@ -22,10 +22,7 @@ pub fn QueuesPage() -> impl IntoView {
     let resume = ServerAction::<ResumeQueue>::new();
     let hydrated = use_hydrated();
     // Fresh figures every two seconds; the keyboard keeps its place across them.
-    use_polling(Duration::from_secs(2), move || {
-        focus::remember();
-        overview.refetch();
-    });
+    use_polling(Duration::from_secs(2), move || overview.refetch());
     Effect::new(move |_| {
         overview.with(|_| ());
         focus::restore_after_render();
@@ -105,7 +102,6 @@ fn QueueRow(
                     aria-label=format!("{label} queue {name}")
                     data-focus-key=format!("queue-{name}")
                     on:click=move |_| {
-                        focus::remember();
                         let queue = button_name.clone();
                         if paused {
                             resume.dispatch(ResumeQueue { queue });

@@ -8,6 +8,7 @@ use leptos_meta::Title;
 use crate::api::tasks::{CancelTask, RetryTask, TaskActionResult, TaskDetail, get_task};
 use crate::model::JobState;
 use crate::ui::components::confirm::use_confirm;
+use crate::ui::components::focus;
 use crate::ui::components::form::SECONDARY_BUTTON;
 use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
@@ -52,6 +53,12 @@ pub fn TaskDetailPage() -> impl IntoView {
     Effect::new(move |_| {
         report(cancel.value().get());
         detail.refetch();
+    });
+
+    // After Retry or Cancel (and each live change) the job is read again.
+    Effect::new(move |_| {
+        detail.with(|_| ());
+        focus::restore_after_render();
     });
 
     // Follow an unfinished job live (polling while the stream is not open).
@@ -127,7 +134,12 @@ fn JobView(
                         type="button"
                         class=SECONDARY_BUTTON
                         disabled=busy
-                        on:click=move |_| { retry.dispatch(RetryTask { id }); }
+                        data-focus-key="job-retry"
+                        // Retried, the job offers Cancel in Retry's place.
+                        on:click=move |_| {
+                            focus::remember_key("job-cancel");
+                            retry.dispatch(RetryTask { id });
+                        }
                     >
                         "Retry"
                     </button>
@@ -137,11 +149,16 @@ fn JobView(
                         type="button"
                         class=SECONDARY_BUTTON
                         disabled=busy
+                        data-focus-key="job-cancel"
                         on:click=move |_| {
                             confirm.ask(
                                 format!("Cancel job {id}? If it is running, its attempt is stopped; it will not run again unless you retry it."),
                                 "Cancel job",
-                                move || { cancel.dispatch(CancelTask { id }); },
+                                // Cancelled, the job offers Retry in Cancel's place.
+                                move || {
+                                    focus::remember_key("job-retry");
+                                    cancel.dispatch(CancelTask { id });
+                                },
                             );
                         }
                     >

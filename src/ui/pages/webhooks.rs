@@ -233,12 +233,13 @@ fn WebhookRow(
             </div>
             <StatusChip label=if enabled { "enabled" } else { "disabled" } tone=if enabled { Tone::Success } else { Tone::Muted } test_id="webhook-state"/>
             <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get()
+                    data-focus-key=format!("webhook-{id}-test")
                     on:click=move |_| { test.dispatch(SendWebhookTest { id }); }>
                 "Send test"
             </button>
             <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get()
                     data-focus-key=format!("webhook-{id}-toggle")
-                    on:click=move |_| { focus::remember(); toggle.dispatch(SetWebhookEnabled { id, enabled: !enabled }); }>
+                    on:click=move |_| { toggle.dispatch(SetWebhookEnabled { id, enabled: !enabled }); }>
                 {if enabled { "Disable" } else { "Enable" }}
             </button>
             <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get()
@@ -418,12 +419,13 @@ fn WebhookDetailView(
             <StatusChip label=if enabled { "enabled" } else { "disabled" } tone=if enabled { Tone::Success } else { Tone::Muted } test_id="webhook-state"/>
             <div class="ml-auto flex gap-2">
                 <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get()
-                        on:click=move |_| { test.dispatch(SendWebhookTest { id }); }>
+                        data-focus-key=format!("webhook-{id}-test")
+                    on:click=move |_| { test.dispatch(SendWebhookTest { id }); }>
                     "Send test"
                 </button>
                 <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get()
                         data-focus-key=format!("webhook-{id}-toggle")
-                    on:click=move |_| { focus::remember(); toggle.dispatch(SetWebhookEnabled { id, enabled: !enabled }); }>
+                    on:click=move |_| { toggle.dispatch(SetWebhookEnabled { id, enabled: !enabled }); }>
                     {if enabled { "Disable" } else { "Enable" }}
                 </button>
             </div>
@@ -491,6 +493,7 @@ fn DeliveryRow(
             <td class="px-3 py-2 whitespace-nowrap text-slate-600">{delivery.created_at.clone()}</td>
             <td class="px-3 py-2 text-right">
                 <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get() || sending
+                        data-focus-key=format!("delivery-{id}-redeliver")
                         on:click=move |_| { redeliver.dispatch(RedeliverWebhook { id }); }>
                     "Redeliver"
                 </button>
