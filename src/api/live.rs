@@ -40,13 +40,7 @@ pub async fn live(
 ) -> Response {
     let ids = match parse_status_ids(query.ids.as_deref()) {
         Ok(ids) => ids,
-        Err(message) => {
-            return (
-                StatusCode::BAD_REQUEST,
-                Json(serde_json::json!({ "error": message })),
-            )
-                .into_response();
-        }
+        Err(message) => return AppError::BadRequest(message).into_response(),
     };
     // The admin guard let this request in, so it has a session.
     let Some(session_id) = session.id().map(|id| id.to_string()) else {

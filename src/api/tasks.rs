@@ -254,7 +254,6 @@ pub use server::{job_status, parse_status_ids};
 mod server {
     use axum::Json;
     use axum::extract::{Query, State};
-    use axum::http::StatusCode;
     use axum::response::{IntoResponse, Response};
     use leptos::prelude::*;
     use serde::Deserialize;
@@ -682,13 +681,7 @@ mod server {
     ) -> Response {
         let ids = match parse_status_ids(query.ids.as_deref()) {
             Ok(ids) => ids,
-            Err(message) => {
-                return (
-                    StatusCode::BAD_REQUEST,
-                    Json(serde_json::json!({ "error": message })),
-                )
-                    .into_response();
-            }
+            Err(message) => return AppError::BadRequest(message).into_response(),
         };
         let read = async {
             let jobs = state.jobs.summaries(&ids).await?;

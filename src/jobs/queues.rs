@@ -66,11 +66,13 @@ pub(crate) async fn set_paused(
     } else {
         store::queue_resume(pool, queue).await?;
     }
-    let after = list(pool, configured).await?;
-    Ok(after
+    // A pause moves no job: the figures just read stand, with the new flag.
+    let mut summary = before
         .into_iter()
         .find(|summary| summary.name == queue)
-        .expect("a queue that was listed is still listed after a pause or resume"))
+        .expect("checked above");
+    summary.paused = paused;
+    Ok(summary)
 }
 
 fn summarize(

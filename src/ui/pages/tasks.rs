@@ -274,7 +274,6 @@ fn ThroughputChart(minutes: Vec<FinishedMinute>) -> impl IntoView {
 #[component]
 fn BulkActions(selected: RwSignal<Vec<i64>>, refresh: Callback<()>) -> impl IntoView {
     let toasts = use_toasts();
-    let confirm = use_confirm();
     let retry = ServerAction::<RetrySelected>::new();
     let cancel = ServerAction::<CancelSelected>::new();
     let delete = ServerAction::<DeleteSelected>::new();
@@ -301,40 +300,45 @@ fn BulkActions(selected: RwSignal<Vec<i64>>, refresh: Callback<()>) -> impl Into
     view! {
         <div class="mt-4 flex flex-wrap items-center gap-2 text-sm" data-testid="bulk-actions">
             <span class="text-slate-500" data-testid="selected-count">{move || if none() { "Select jobs to act on several at once.".to_string() } else { format!("{}:", count_words()) }}</span>
-            <button type="button" class=SECONDARY_BUTTON disabled=none
-                    on:click=move |_| confirm.ask(
-                        format!("Retry {}? Those that a retry applies to (retryable, discarded, cancelled) run again now.", count_words()),
-                        "Retry selected",
-                        move || {
-                            focus::remember_key("task-select-all");
-                            retry.dispatch(RetrySelected { ids: selected.get_untracked() });
-                        },
-                    )>
-                "Retry selected"
-            </button>
-            <button type="button" class=SECONDARY_BUTTON disabled=none
-                    on:click=move |_| confirm.ask(
-                        format!("Cancel {}? Those not started are cancelled at once; running ones are asked to stop.", count_words()),
-                        "Cancel selected",
-                        move || {
-                            focus::remember_key("task-select-all");
-                            cancel.dispatch(CancelSelected { ids: selected.get_untracked() });
-                        },
-                    )>
-                "Cancel selected"
-            </button>
-            <button type="button" class=SECONDARY_BUTTON disabled=none
-                    on:click=move |_| confirm.ask(
-                        format!("Delete {}? Only finished jobs are deleted; their history goes with them.", count_words()),
-                        "Delete selected",
-                        move || {
-                            focus::remember_key("task-select-all");
-                            delete.dispatch(DeleteSelected { ids: selected.get_untracked() });
-                        },
-                    )>
-                "Delete selected"
-            </button>
+            <BulkButton label="Retry selected" selected=selected
+                        what="Those that a retry applies to (retryable, discarded, cancelled) run again now."
+                        run=Callback::new(move |ids| { retry.dispatch(RetrySelected { ids }); })/>
+            <BulkButton label="Cancel selected" selected=selected
+                        what="Those not started are cancelled at once; running ones are asked to stop."
+                        run=Callback::new(move |ids| { cancel.dispatch(CancelSelected { ids }); })/>
+            <BulkButton label="Delete selected" selected=selected
+                        what="Only finished jobs are deleted; their history goes with them."
+                        run=Callback::new(move |ids| { delete.dispatch(DeleteSelected { ids }); })/>
         </div>
+    }
+}
+
+/// One bulk action's button: asks "<Verb> 3 selected jobs? <what>", then `run`s with the
+/// selected ids; the keyboard then lands on "Select all" (nothing is selected any more).
+#[component]
+fn BulkButton(
+    label: &'static str,
+    what: &'static str,
+    selected: RwSignal<Vec<i64>>,
+    run: Callback<Vec<i64>>,
+) -> impl IntoView {
+    let confirm = use_confirm();
+    let verb = label.trim_end_matches(" selected");
+    view! {
+        <button type="button" class=SECONDARY_BUTTON disabled=move || selected.with(Vec::is_empty)
+                on:click=move |_| {
+                    let n = selected.with(Vec::len);
+                    confirm.ask(
+                        format!("{verb} {n} selected job{}? {what}", if n == 1 { "" } else { "s" }),
+                        label,
+                        move || {
+                            focus::remember_key("task-select-all");
+                            run.run(selected.get_untracked());
+                        },
+                    );
+                }>
+            {label}
+        </button>
     }
 }
 
