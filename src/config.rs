@@ -25,6 +25,28 @@ pub enum MailSupplier {
     Smtp(Url),
 }
 
+/// Who may book a meeting (`STANDMEET_BOOKING`, product.md section 11).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BookingMode {
+    /// The default: a visitor whose session redeemed an access code (and the owner's
+    /// agent over MCP).
+    Access,
+    /// Any visitor.
+    Open,
+    /// Nobody: `/book` says bookings are closed, the booking tools refuse.
+    Off,
+}
+
+impl BookingMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BookingMode::Access => "access",
+            BookingMode::Open => "open",
+            BookingMode::Off => "off",
+        }
+    }
+}
+
 /// The parsed settings of one StandMeet process.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -80,6 +102,11 @@ pub struct Settings {
     pub fetch_allow_private: bool,
     /// `STANDMEET_WEBHOOK_TIMEOUT_MS`: how long one webhook delivery attempt may take.
     pub webhook_timeout: Duration,
+    /// `STANDMEET_TIMEZONE`: the owner's IANA time zone, in which the weekly booking
+    /// windows are read (`UTC`).
+    pub timezone: jiff::tz::TimeZone,
+    /// `STANDMEET_BOOKING`: who may book a meeting.
+    pub booking: BookingMode,
     /// `STANDMEET_KEEP_EVENTS_DAYS`: how long events (and their deliveries) are kept.
     pub keep_events: Duration,
     /// `RUST_LOG`: the tracing filter (already checked to parse).
@@ -257,6 +284,30 @@ impl Settings {
         let keep_events = parse_count(&get, "STANDMEET_KEEP_EVENTS_DAYS", 30, 1..=3650)
             .map(|days| Duration::from_secs(days as u64 * 24 * 3600))?;
 
+        let timezone = match get("STANDMEET_TIMEZONE") {
+            Some(raw) => jiff::tz::TimeZone::get(raw.trim()).map_err(|_| ConfigError {
+                setting: "STANDMEET_TIMEZONE",
+                value: Some(raw.clone()),
+                problem: "not a time zone name; use an IANA name such as Europe/Berlin, America/New_York or UTC".into(),
+            })?,
+            None => jiff::tz::TimeZone::UTC,
+        };
+        let booking = match get("STANDMEET_BOOKING").map(|raw| raw.trim().to_ascii_lowercase()) {
+            None => BookingMode::Access,
+            Some(word) => match word.as_str() {
+                "access" => BookingMode::Access,
+                "open" => BookingMode::Open,
+                "off" => BookingMode::Off,
+                _ => {
+                    return Err(ConfigError {
+                        setting: "STANDMEET_BOOKING",
+                        value: get("STANDMEET_BOOKING"),
+                        problem: "it must be access (visitors with an access code), open (anyone) or off".into(),
+                    });
+                }
+            },
+        };
+
         let log_filter = match get("RUST_LOG") {
             Some(raw) => {
                 tracing_subscriber::EnvFilter::builder()
@@ -296,6 +347,8 @@ impl Settings {
             fetch_allow_private,
             webhook_timeout,
             keep_events,
+            timezone,
+            booking,
             log_filter,
         })
     }
@@ -531,6 +584,23 @@ mod tests {
         assert_eq!(s.keep_discarded, Duration::from_secs(7 * 24 * 3600));
         assert!(s.admin.is_none());
         assert!(s.mcp_token.is_none());
+        assert_eq!(s.timezone, jiff::tz::TimeZone::UTC);
+        assert_eq!(s.booking, BookingMode::Access);
+    }
+
+    #[test]
+    fn booking_settings_parse_and_bad_ones_are_named() {
+        let s = settings(&[
+            ("STANDMEET_TIMEZONE", "Europe/Berlin"),
+            ("STANDMEET_BOOKING", "open"),
+        ])
+        .unwrap();
+        assert_eq!(s.timezone.iana_name(), Some("Europe/Berlin"));
+        assert_eq!(s.booking, BookingMode::Open);
+        let err = settings(&[("STANDMEET_TIMEZONE", "Mars/Olympus")]).unwrap_err();
+        assert_eq!(err.setting, "STANDMEET_TIMEZONE");
+        let err = settings(&[("STANDMEET_BOOKING", "maybe")]).unwrap_err();
+        assert_eq!(err.setting, "STANDMEET_BOOKING");
     }
 
     #[test]

@@ -11,6 +11,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use crate::domain::access_requests::DecisionError;
+use crate::domain::bookings::BookingError;
 use crate::domain::corpus::CorpusError;
 use crate::domain::listings::ListingsError;
 use crate::domain::owner::{ChangeError, ConfirmError};
@@ -26,6 +27,10 @@ pub enum AppError {
     /// 401: the caller did not prove who they are (a code that does not match).
     #[error("{0}")]
     Unauthorized(String),
+    /// 403: the caller is known (or need not be) but may not do this here (bookings
+    /// closed, or open only to visitors with an access code).
+    #[error("{0}")]
+    Forbidden(String),
     /// 404: no such thing.
     #[error("{0}")]
     NotFound(String),
@@ -52,6 +57,7 @@ impl AppError {
         match self {
             AppError::BadRequest(_) => StatusCode::BAD_REQUEST,
             AppError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            AppError::Forbidden(_) => StatusCode::FORBIDDEN,
             AppError::NotFound(_) => StatusCode::NOT_FOUND,
             AppError::Conflict(_) => StatusCode::CONFLICT,
             AppError::Gone(_) => StatusCode::GONE,
@@ -166,6 +172,23 @@ impl From<WebhookError> for AppError {
             }
             WebhookError::Conflict(_) => AppError::Conflict(err.to_string()),
             WebhookError::Internal(err) => AppError::Internal(err),
+        }
+    }
+}
+
+impl From<BookingError> for AppError {
+    fn from(err: BookingError) -> Self {
+        match err {
+            BookingError::Closed | BookingError::NeedsAccess => AppError::Forbidden(err.to_string()),
+            BookingError::Invalid(_) => AppError::BadRequest(err.to_string()),
+            BookingError::Taken | BookingError::AlreadyCancelled(_) => {
+                AppError::Conflict(err.to_string())
+            }
+            BookingError::NotFound(_) | BookingError::UnknownLink => {
+                AppError::NotFound(err.to_string())
+            }
+            BookingError::LinkUsed | BookingError::Started => AppError::Gone(err.to_string()),
+            BookingError::Internal(err) => AppError::Internal(err),
         }
     }
 }

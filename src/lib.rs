@@ -34,7 +34,8 @@
 //! - `config`: every setting, its default, and validation that names a bad one.
 //! - `telemetry`: the tracing subscriber and the span of each request.
 //! - `domain`: what StandMeet does, in its own words and errors: access requests, the
-//!   owner's address, listings, the corpus (entries, search, index), admins; `mail`
+//!   owner's address, listings, the corpus (entries, search, index), bookings (weekly
+//!   availability in the owner's time zone, free slots, invitations as `.ics`), admins; `mail`
 //!   (supplier, throttle, mail log, "deliver or snooze" for every mail job) and
 //!   `secrets` (access codes, link tokens, webhook signing secrets) serve them all;
 //!   `events` is the outbox each change writes what happened to, in its own

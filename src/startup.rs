@@ -253,6 +253,7 @@ async fn housekeeping(state: AppState, stop: CancellationToken) {
         state.sign_in_limiter.forget_idle();
         state.access_code_limiter.forget_idle();
         state.access_request_limiter.forget_idle();
+        state.booking_limiter.forget_idle();
     }
 }
 

@@ -17,6 +17,9 @@ use crate::security::rate_limit::AttemptLimiter;
 /// Access requests one client address (or one email) may send an hour.
 const ACCESS_REQUESTS_PER_HOUR: u32 = 5;
 
+/// Bookings one client address (or one email) may make an hour: each one mails.
+const BOOKINGS_PER_HOUR: u32 = 10;
+
 /// What every handler and server function can reach. Cheap to clone: every field is
 /// a handle.
 #[derive(Clone)]
@@ -30,6 +33,8 @@ pub struct AppState {
     pub access_code_limiter: Arc<AttemptLimiter>,
     /// Access requests per client address (and per email), an hour.
     pub access_request_limiter: Arc<AttemptLimiter>,
+    /// Bookings per client address (and per email), an hour.
+    pub booking_limiter: Arc<AttemptLimiter>,
     /// What the job listener wakes in this process.
     pub signals: Arc<Signals>,
     /// The queue: look jobs up, list, retry, cancel, delete, wait for them.
@@ -73,6 +78,9 @@ impl AppState {
             )),
             access_request_limiter: Arc::new(AttemptLimiter::per_hour(
                 std::num::NonZeroU32::new(ACCESS_REQUESTS_PER_HOUR).expect("not zero"),
+            )),
+            booking_limiter: Arc::new(AttemptLimiter::per_hour(
+                std::num::NonZeroU32::new(BOOKINGS_PER_HOUR).expect("not zero"),
             )),
             signals,
             mailer,

@@ -3,6 +3,43 @@
 
 use std::fmt;
 
+/// What is wrong with a person's name as typed (after trimming), in words for them;
+/// `None` when it will do. Names are one line of at most 200 characters.
+pub fn name_problem(name: &str) -> Option<String> {
+    if name.is_empty() {
+        Some("Please give your name.".into())
+    } else if name.chars().count() > 200 {
+        Some("A name can be at most 200 characters long.".into())
+    } else if name.chars().any(char::is_control) {
+        Some("A name cannot contain control characters such as tabs or NUL.".into())
+    } else {
+        None
+    }
+}
+
+/// What is wrong with a free text such as a message (after trimming): at most `max`
+/// characters, line breaks and tabs allowed but no other control character. `what`
+/// names it as a sentence begins ("A message").
+pub fn free_text_problem(text: &str, max: usize, what: &str) -> Option<String> {
+    if text.chars().count() > max {
+        let max = if max >= 1000 {
+            format!("{},{:03}", max / 1000, max % 1000)
+        } else {
+            max.to_string()
+        };
+        Some(format!("{what} can be at most {max} characters long."))
+    } else if text
+        .chars()
+        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
+    {
+        Some(format!(
+            "{what} cannot contain control characters such as NUL (line breaks are fine)."
+        ))
+    } else {
+        None
+    }
+}
+
 /// An email address that has the shape of one: a local part, one `@`, a domain.
 ///
 /// The domain is kept in lower case (domains are case-insensitive); the local part is

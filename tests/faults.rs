@@ -481,6 +481,7 @@ async fn the_log_supplier_keeps_mail_bodies_out_of_the_process_log() {
         to: standmeet::types::EmailAddress::parse("visitor@example.com").unwrap(),
         subject: "Your access to StandMeet".into(),
         body: "Your access code: K7QF-2MZP-9HXA".into(),
+        calendar: None,
     };
     standmeet::domain::mail::Mailer::Log
         .send(&from, &mail)

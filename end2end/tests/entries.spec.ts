@@ -2,8 +2,8 @@
 // `/entries/<id>` under the same rules as the search (a restricted entry is "Page not
 // found" until the visitor redeems an access code).
 import { expect, test } from "@playwright/test";
-import { visitorContext } from "./fixtures/access_pages";
-import { SearchPage, promotedEntry, repliedRequest, resetCorpus } from "./fixtures/corpus_page";
+import { redeemCode, visitorContext } from "./fixtures/access_pages";
+import { SearchPage, promotedEntry, resetCorpus } from "./fixtures/corpus_page";
 
 test.beforeEach(async () => {
   await resetCorpus();
@@ -39,13 +39,7 @@ test("a visitor finds an entry and opens it; a restricted one is not found until
 
   const email = "entries.visitor@example.com";
   const code = "Q4RT-8WXN-2LPA";
-  await repliedRequest(email, code);
-  await page.goto("/access");
-  await page.getByLabel("Email").fill(email);
-  await page.getByLabel("Access code").fill(code);
-  await expect(page.getByRole("button", { name: "Enter" })).toBeEnabled();
-  await page.getByRole("button", { name: "Enter" }).click();
-  await expect(page.getByTestId("access-granted")).toContainText("Access granted");
+  await redeemCode(page, email, code);
   const shown = await page.goto(`/entries/${closed}`);
   expect(shown?.status()).toBe(200);
   await expect(page.getByTestId("entry-title")).toContainText("Lighthouse (restricted)");

@@ -41,6 +41,8 @@ pub struct MailLogView {
     pub recipient: String,
     pub subject: String,
     pub body: Option<String>,
+    /// The calendar invitation or cancellation (`invite.ics`) that went with it.
+    pub attachment: Option<String>,
     pub supplier: String,
     pub sent: String,
 }
@@ -260,6 +262,7 @@ pub(crate) mod server {
                 recipient: mail.recipient,
                 subject: mail.subject,
                 body: mail.body,
+                attachment: mail.attachment,
                 supplier: mail.supplier,
                 sent: crate::api::when(mail.sent_at),
             })

@@ -5,6 +5,7 @@
 pub(crate) mod access;
 pub(crate) mod account;
 pub(crate) mod auth;
+pub(crate) mod bookings;
 pub(crate) mod corpus;
 pub(crate) mod events;
 pub(crate) mod form_error;

@@ -18,7 +18,7 @@ use crate::domain::mail::{Mail, MailContext, MailOutput, Mailer};
 use crate::domain::secrets::{code_hash, new_code};
 use crate::jobs::{self, JobContext, JobError, JobId, JobKind, JobState};
 use crate::model::MailState;
-use crate::types::EmailAddress;
+use crate::types::{EmailAddress, free_text_problem, name_problem};
 
 /// The `access_request_status` enum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
@@ -82,14 +82,7 @@ impl NewRequest {
     pub fn parse(name: &str, email: &str, message: &str) -> Result<NewRequest, FormProblems> {
         let mut problems = FormProblems::default();
         let name = name.trim();
-        if name.is_empty() {
-            problems.name = Some("Please give your name.".into());
-        } else if name.chars().count() > 200 {
-            problems.name = Some("A name can be at most 200 characters long.".into());
-        } else if name.chars().any(char::is_control) {
-            problems.name =
-                Some("A name cannot contain control characters such as tabs or NUL.".into());
-        }
+        problems.name = name_problem(name);
         let email = match EmailAddress::parse(email) {
             Ok(email) => Some(email),
             Err(err) => {
@@ -98,17 +91,7 @@ impl NewRequest {
             }
         };
         let message = message.trim();
-        if message.chars().count() > 5000 {
-            problems.message = Some("A message can be at most 5,000 characters long.".into());
-        } else if message
-            .chars()
-            .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
-        {
-            problems.message = Some(
-                "A message cannot contain control characters such as NUL (line breaks are fine)."
-                    .into(),
-            );
-        }
+        problems.message = free_text_problem(message, 5000, "A message");
         match email {
             Some(email) if problems.is_empty() => Ok(NewRequest {
                 name: name.to_string(),
@@ -438,6 +421,7 @@ impl JobKind for NotifyOwner {
             to: owner.clone(),
             subject: format!("Access request from {}", request.name),
             body,
+            calendar: None,
         };
         self.0.deliver(&job, &mail).await?;
         Ok(MailOutput::sent(&owner))
@@ -483,6 +467,7 @@ impl JobKind for ApprovalMail {
                  Enter it with this email address at {redeem}\n",
                 request.name
             ),
+            calendar: None,
         };
         self.0.deliver(&job, &mail).await?;
         // Sent: record it, and the job's completion, together.

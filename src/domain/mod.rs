@@ -4,6 +4,7 @@
 
 pub mod access_requests;
 pub mod admins;
+pub mod bookings;
 pub mod corpus;
 pub mod events;
 pub mod listings;
@@ -18,6 +19,7 @@ use anyhow::Context;
 /// Every job kind this StandMeet runs.
 pub fn job_registry(mail: mail::MailContext) -> anyhow::Result<crate::jobs::Registry> {
     use crate::domain::access_requests::{ApprovalMail, NotifyOwner};
+    use crate::domain::bookings;
     use crate::domain::corpus::IndexEntry;
     use crate::domain::listings::FetchSource;
     use crate::domain::owner::EmailConfirmation;
@@ -29,6 +31,9 @@ pub fn job_registry(mail: mail::MailContext) -> anyhow::Result<crate::jobs::Regi
     Ok(crate::jobs::builtin::registry()
         .register(NotifyOwner(mail.clone()))
         .register(ApprovalMail(mail.clone()))
+        .register(bookings::NotifyOwner(mail.clone()))
+        .register(bookings::Confirmation(mail.clone()))
+        .register(bookings::Cancellation(mail.clone()))
         .register(EmailConfirmation(mail))
         .register(fetch)
         .register(deliver)

@@ -316,6 +316,7 @@ impl JobKind for EmailConfirmation {
                  Confirm it by opening this link within {hours} hours:\n\n    {link}\n\n\
                  If you did not ask for this, ignore this mail; nothing changes.\n"
             ),
+            calendar: None,
         };
         self.0.deliver(&job, &mail).await?;
         // Sent: only now does the token exist, and only while the change still waits.
@@ -378,6 +379,7 @@ pub async fn send_recovery_phrase(
         body: format!(
             "Your recovery phrase:\n\n    {phrase}\n\nKeep it somewhere safe. It replaces any phrase sent before.\n"
         ),
+        calendar: None,
     };
     let result = mailer.send(&settings.mail_from, &mail).await;
     let (sent, error, hash) = match &result {

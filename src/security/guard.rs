@@ -29,6 +29,10 @@ pub const PUBLIC_SERVER_FUNCTIONS: &[&str] = &[
     "/api/confirm_email",
     "/api/search",
     "/api/entry",
+    "/api/book/page",
+    "/api/book",
+    "/api/book/cancel_view",
+    "/api/book/cancel",
 ];
 
 /// The session key that holds the signed-in admin's id.

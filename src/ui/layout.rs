@@ -8,10 +8,11 @@ use crate::api::auth::current_admin;
 use crate::ui::components::form::SECONDARY_BUTTON;
 
 /// The admin pages, in the order the navigation shows them.
-pub const ADMIN_PAGES: [(&str, &str); 9] = [
+pub const ADMIN_PAGES: [(&str, &str); 10] = [
     ("/admin/tasks", "Tasks"),
     ("/admin/queues", "Queues"),
     ("/admin/access-requests", "Access requests"),
+    ("/admin/bookings", "Bookings"),
     ("/admin/listings", "Listings"),
     ("/admin/corpus", "Corpus"),
     ("/admin/events", "Events"),
@@ -21,10 +22,11 @@ pub const ADMIN_PAGES: [(&str, &str); 9] = [
 ];
 
 /// The visitor's pages, in the order the navigation shows them (to everyone).
-pub const VISITOR_PAGES: [(&str, &str); 3] = [
+pub const VISITOR_PAGES: [(&str, &str); 4] = [
     ("/search", "Search"),
     ("/request-access", "Request access"),
     ("/access", "Enter a code"),
+    ("/book", "Book a meeting"),
 ];
 
 const NAV_LINK: &str = "rounded-md px-3 py-1.5 text-slate-600 hover:bg-slate-100 hover:text-slate-900 focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600 aria-[current=page]:bg-slate-900 aria-[current=page]:text-white";

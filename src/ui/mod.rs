@@ -18,6 +18,8 @@ use crate::ui::pages::{
     access::AccessPage,
     access_requests::AccessRequestsPage,
     account::AccountPage,
+    book::{BookPage, CancelBookingPage},
+    bookings::BookingsPage,
     confirm_email::ConfirmEmailPage,
     corpus::{CorpusEntryPage, CorpusPage},
     entry::EntryPage,
@@ -88,12 +90,15 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/admin/events") view=EventsPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/webhooks") view=WebhooksPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/webhooks/:id") view=WebhookDetailPage ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/bookings") view=BookingsPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/account") view=AccountPage ssr=SsrMode::Async/>
                     // Visitor pages.
                     <Route path=path!("/request-access") view=RequestAccessPage/>
                     <Route path=path!("/access") view=AccessPage/>
                     <Route path=path!("/account/confirm-email") view=ConfirmEmailPage ssr=SsrMode::Async/>
                     <Route path=path!("/search") view=SearchPage ssr=SsrMode::Async/>
+                    <Route path=path!("/book") view=BookPage ssr=SsrMode::Async/>
+                    <Route path=path!("/book/cancel") view=CancelBookingPage ssr=SsrMode::Async/>
                     <Route path=path!("/entries/:id") view=EntryPage ssr=SsrMode::Async/>
                 </Routes>
             </Layout>

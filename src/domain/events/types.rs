@@ -14,10 +14,12 @@ pub enum EventType {
     ListingsFetched,
     CorpusEntryPromoted,
     CorpusEntryUpdated,
+    BookingCreated,
+    BookingCancelled,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 8] = [
+    pub const ALL: [EventType; 10] = [
         EventType::AccessRequestCreated,
         EventType::AccessRequestApproved,
         EventType::AccessRequestReplied,
@@ -26,6 +28,8 @@ impl EventType {
         EventType::ListingsFetched,
         EventType::CorpusEntryPromoted,
         EventType::CorpusEntryUpdated,
+        EventType::BookingCreated,
+        EventType::BookingCancelled,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -38,6 +42,8 @@ impl EventType {
             EventType::ListingsFetched => "listings.fetched",
             EventType::CorpusEntryPromoted => "corpus.entry_promoted",
             EventType::CorpusEntryUpdated => "corpus.entry_updated",
+            EventType::BookingCreated => "booking.created",
+            EventType::BookingCancelled => "booking.cancelled",
         }
     }
 

@@ -104,15 +104,20 @@ async fn reserve(
             until: oldest + Duration::from_secs(3600),
         });
     }
-    let body = matches!(mailer, Mailer::Log).then_some(mail.body.as_str());
+    let kept = matches!(mailer, Mailer::Log);
+    let body = kept.then_some(mail.body.as_str());
+    // Kept whatever the supplier: a calendar object carries no secret (a booking's
+    // cancel link is in the body), and the admin can see what the visitor got.
+    let attachment = mail.calendar.as_ref().map(|calendar| calendar.ics.as_str());
     let id = sqlx::query_scalar!(
         r#"
-        INSERT INTO mail_log (recipient, subject, body, supplier, job_id, state)
-        VALUES ($1, $2, $3, $4, $5, 'sending') RETURNING id
+        INSERT INTO mail_log (recipient, subject, body, attachment, supplier, job_id, state)
+        VALUES ($1, $2, $3, $4, $5, $6, 'sending') RETURNING id
         "#,
         mail.to.as_str(),
         mail.subject,
         body,
+        attachment,
         mailer.supplier(),
         job.map(|id| id.0),
     )
@@ -139,6 +144,8 @@ pub struct LoggedMail {
     pub recipient: String,
     pub subject: String,
     pub body: Option<String>,
+    /// The calendar object that went with it (`invite.ics`), kept like the body.
+    pub attachment: Option<String>,
     pub supplier: String,
     pub sent_at: OffsetDateTime,
 }
@@ -167,7 +174,7 @@ pub async fn mail_log_newest(pool: &PgPool, limit: i64) -> Result<Vec<LoggedMail
     sqlx::query_as!(
         LoggedMail,
         r#"
-        SELECT id, recipient, subject, body, supplier, sent_at FROM mail_log
+        SELECT id, recipient, subject, body, attachment, supplier, sent_at FROM mail_log
         WHERE state = 'sent' ORDER BY id DESC LIMIT $1
         "#,
         limit

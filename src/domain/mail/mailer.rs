@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lettre::message::Mailbox;
+use lettre::message::header::{ContentDisposition, ContentType};
+use lettre::message::{Mailbox, MultiPart, SinglePart};
 use lettre::transport::smtp::AsyncSmtpTransport;
 use lettre::transport::smtp::authentication::Credentials;
 use lettre::transport::smtp::client::{Tls, TlsParameters};
@@ -147,12 +148,41 @@ fn build_message(from: &EmailAddress, mail: &Mail) -> Result<Message, String> {
         .as_str()
         .parse()
         .map_err(|err| format!("bad recipient: {err}"))?;
-    Message::builder()
-        .from(from)
-        .to(to)
-        .subject(&mail.subject)
-        .body(mail.body.clone())
-        .map_err(|err| format!("cannot build the mail: {err}"))
+    let builder = Message::builder().from(from).to(to).subject(&mail.subject);
+    let built = match &mail.calendar {
+        None => builder.body(mail.body.clone()),
+        // iMIP (RFC 6047), as calendar programs look for it: the text and, as its
+        // alternative, the calendar object with its method (shown as an invitation or a
+        // cancellation to accept); the same object again as an attachment, invite.ics.
+        Some(calendar) => {
+            let inline = ContentType::parse(&format!(
+                "text/calendar; method={}; charset=utf-8",
+                calendar.method
+            ))
+            .map_err(|err| format!("bad calendar content type: {err}"))?;
+            let file = ContentType::parse("application/ics; name=\"invite.ics\"")
+                .map_err(|err| format!("bad calendar content type: {err}"))?;
+            builder.multipart(
+                MultiPart::mixed()
+                    .multipart(
+                        MultiPart::alternative()
+                            .singlepart(SinglePart::plain(mail.body.clone()))
+                            .singlepart(
+                                SinglePart::builder()
+                                    .header(inline)
+                                    .body(calendar.ics.clone()),
+                            ),
+                    )
+                    .singlepart(
+                        SinglePart::builder()
+                            .header(file)
+                            .header(ContentDisposition::attachment("invite.ics"))
+                            .body(calendar.ics.clone()),
+                    ),
+            )
+        }
+    };
+    built.map_err(|err| format!("cannot build the mail: {err}"))
 }
 
 /// The server's reply (code and words) when there is one, else what went wrong.

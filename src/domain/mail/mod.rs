@@ -22,6 +22,17 @@ pub struct Mail {
     pub to: EmailAddress,
     pub subject: String,
     pub body: String,
+    /// A calendar invitation or cancellation that goes with it (bookings).
+    pub calendar: Option<CalendarPart>,
+}
+
+/// An iCalendar object (RFC 5545) sent beside a mail's text, as calendar programs
+/// expect it (iMIP, RFC 6047): `text/calendar; method=…`, also offered as `invite.ics`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CalendarPart {
+    /// `REQUEST`, `CANCEL` or `PUBLISH`: the same as the object's own `METHOD`.
+    pub method: &'static str,
+    pub ics: String,
 }
 
 /// What a mail job did: its output, the same shape for every mail job.

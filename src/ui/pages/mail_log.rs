@@ -29,6 +29,12 @@ pub fn MailLogPage() -> impl IntoView {
                                     </div>
                                     <div data-testid="mail-subject" class="mt-1 font-semibold">{mail.subject}</div>
                                     {mail.body.map(|body| view! { <pre data-testid="mail-body" class="mt-2 whitespace-pre-wrap font-mono text-xs text-slate-700">{body}</pre> })}
+                                    {mail.attachment.map(|ics| view! {
+                                        <details open class="mt-2 text-sm">
+                                            <summary class="cursor-pointer text-slate-600">"Calendar attachment: invite.ics"</summary>
+                                            <pre data-testid="mail-attachment" class="mt-2 whitespace-pre-wrap rounded-md bg-slate-50 p-2 font-mono text-xs text-slate-700">{ics}</pre>
+                                        </details>
+                                    })}
                                 </li>
                             }).collect_view()}
                         </ol>

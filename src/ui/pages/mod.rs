@@ -3,6 +3,8 @@
 pub(crate) mod access;
 pub(crate) mod access_requests;
 pub(crate) mod account;
+pub(crate) mod book;
+pub(crate) mod bookings;
 pub(crate) mod confirm_email;
 pub(crate) mod corpus;
 pub(crate) mod entry;

@@ -1,0 +1,231 @@
+//! `/admin/bookings`: when the owner is free (weekly windows in the owner's time zone,
+//! the slot length, the buffer between meetings, how many days ahead), and the bookings
+//! with the owner's notification chip (sending → sent or failed, live) and "Cancel".
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+
+use crate::api::bookings::{
+    AvailabilityForm, BookingView, CancelBooking, SaveAvailability, bookings_admin,
+};
+use crate::model::{JobState, MailState};
+use crate::ui::components::confirm::use_confirm;
+use crate::ui::components::focus;
+use crate::ui::components::form::{
+    INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON, server_message, use_hydrated,
+};
+use crate::ui::components::live::use_live_rows;
+use crate::ui::components::status_chip::{StatusChip, Tone, mail_state_tone};
+use crate::ui::components::toast::use_toasts;
+
+#[component]
+pub fn BookingsPage() -> impl IntoView {
+    let page = Resource::new(|| (), |_| bookings_admin());
+    view! {
+        <Title text="Bookings"/>
+        <h1 class="text-2xl font-semibold tracking-tight">"Bookings"</h1>
+        <Suspense fallback=|| view! { <p class="mt-6 text-sm text-slate-500">"Loading bookings…"</p> }>
+            {move || Suspend::new(async move {
+                match page.await {
+                    Ok(data) => view! {
+                        <p class="mt-2 text-sm text-slate-600">
+                            {format!("Times are in the owner's time zone, {} (STANDMEET_TIMEZONE). Who may book: {} (STANDMEET_BOOKING).", data.owner_timezone, data.mode)}
+                        </p>
+                        <AvailabilityEditor form=data.availability/>
+                        <h2 class="mt-10 text-lg font-semibold">"Meetings"</h2>
+                        <BookingTable rows=data.bookings/>
+                    }.into_any(),
+                    Err(error) => view! {
+                        <p role="alert" class="mt-6 rounded-md border border-rose-200 bg-rose-50 px-4 py-3 text-sm text-rose-900">{server_message(&error)}</p>
+                    }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn AvailabilityEditor(form: AvailabilityForm) -> impl IntoView {
+    let save = ServerAction::<SaveAvailability>::new();
+    let toasts = use_toasts();
+    let hydrated = use_hydrated();
+    Effect::new(move |_| {
+        if let Some(Ok(_)) = save.value().get() {
+            toasts.success("Availability saved.");
+        }
+    });
+    let problem = move || match save.value().get() {
+        Some(Err(error)) => Some(server_message(&error)),
+        _ => None,
+    };
+    view! {
+        <ActionForm action=save attr:novalidate=true attr:class="mt-6 rounded-xl border border-slate-200 bg-white p-6 shadow-sm" attr:aria-label="Availability">
+            <h2 class="text-lg font-semibold">"Availability"</h2>
+            <p class="mt-1 text-sm text-slate-600">"Windows per weekday, such as 09:00–12:00, 13:00–17:00; leave a day empty when you are not free."</p>
+            <div class="mt-4 grid gap-3 sm:grid-cols-2">
+                {form.days.into_iter().map(|(day, line)| {
+                    let id = format!("availability-{}", day.to_lowercase());
+                    view! {
+                        <div>
+                            <label for=id.clone() class=LABEL>{day.clone()}</label>
+                            <input id=id name=day.to_lowercase() type="text" value=line class=INPUT placeholder="09:00–17:00"/>
+                        </div>
+                    }
+                }).collect_view()}
+            </div>
+            <div class="mt-4 grid gap-3 sm:grid-cols-3">
+                <div>
+                    <label for="availability-slot" class=LABEL>"Slot length (minutes)"</label>
+                    <input id="availability-slot" name="slot_minutes" type="number" min="5" max="480" value=form.slot_minutes.to_string() class=INPUT/>
+                </div>
+                <div>
+                    <label for="availability-buffer" class=LABEL>"Buffer between meetings (minutes)"</label>
+                    <input id="availability-buffer" name="buffer_minutes" type="number" min="0" max="240" value=form.buffer_minutes.to_string() class=INPUT/>
+                </div>
+                <div>
+                    <label for="availability-days" class=LABEL>"Days ahead"</label>
+                    <input id="availability-days" name="days_ahead" type="number" min="1" max="365" value=form.days_ahead.to_string() class=INPUT/>
+                </div>
+            </div>
+            {move || problem().map(|text| view! {
+                <p role="alert" class="mt-4 rounded-md border border-rose-200 bg-rose-50 px-3 py-2 text-sm text-rose-900">{text}</p>
+            })}
+            <button type="submit" class=format!("mt-4 {PRIMARY_BUTTON}") disabled=move || !hydrated.get() || save.pending().get()>
+                "Save availability"
+            </button>
+        </ActionForm>
+    }
+}
+
+fn state_tone(state: &str) -> Tone {
+    if state == "confirmed" { Tone::Success } else { Tone::Muted }
+}
+
+#[component]
+fn BookingTable(rows: Vec<BookingView>) -> impl IntoView {
+    let rows: RwSignal<Vec<RwSignal<BookingView>>> =
+        RwSignal::new(rows.into_iter().map(RwSignal::new).collect());
+    follow_notifications(rows);
+    view! {
+        <div class="mt-4 overflow-x-auto rounded-xl border border-slate-200 bg-white">
+            <table class="min-w-full divide-y divide-slate-200 text-sm">
+                <thead class="bg-slate-50 text-left text-xs font-medium uppercase tracking-wide text-slate-500">
+                    <tr>
+                        <th class="px-4 py-2">"When"</th>
+                        <th class="px-4 py-2">"Who"</th>
+                        <th class="px-4 py-2">"Topic"</th>
+                        <th class="px-4 py-2">"State"</th>
+                        <th class="px-4 py-2">"Owner told"</th>
+                        <th class="px-4 py-2"></th>
+                    </tr>
+                </thead>
+                <tbody class="divide-y divide-slate-100">
+                    <For each=move || rows.get() key=|row| row.get_untracked().id let:row>
+                        <BookingRow row=row/>
+                    </For>
+                </tbody>
+            </table>
+            <Show when=move || rows.with(Vec::is_empty)>
+                <p class="px-4 py-8 text-center text-sm text-slate-500">"No meetings booked."</p>
+            </Show>
+        </div>
+    }
+}
+
+#[component]
+fn BookingRow(row: RwSignal<BookingView>) -> impl IntoView {
+    let confirm = use_confirm();
+    let toasts = use_toasts();
+    let cancel = ServerAction::<CancelBooking>::new();
+    let hydrated = use_hydrated();
+    Effect::new(move |_| match cancel.value().get() {
+        Some(Ok(updated)) => {
+            toasts.success("Booking cancelled. The cancellation mails are queued.");
+            row.set(updated);
+            focus::restore_after_render();
+        }
+        Some(Err(error)) => toasts.error(server_message(&error)),
+        None => {}
+    });
+    let id = row.get_untracked().id;
+    view! {
+        <tr data-testid="booking-row" data-booking-id=id.to_string() class="align-top">
+            <td class="px-4 py-3 whitespace-nowrap focus:outline-none focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600" tabindex="-1" data-focus-key=format!("booking-{id}")>
+                <span data-testid="booking-when">{move || row.get().owner_when}</span>
+            </td>
+            <td class="px-4 py-3">
+                <div class="font-medium">{move || row.get().name}</div>
+                <div class="text-slate-500">{move || row.get().email}</div>
+            </td>
+            <td class="max-w-sm px-4 py-3 whitespace-pre-wrap text-slate-700">{move || row.get().topic}</td>
+            <td class="px-4 py-3">
+                {move || { let state = row.get().state; view! { <StatusChip label=state.clone() tone=state_tone(&state) test_id="booking-state"/> } }}
+            </td>
+            <td class="px-4 py-3">
+                {move || {
+                    let current = row.get();
+                    match current.mail_state {
+                        Some(state) => view! {
+                            <StatusChip label=state.as_str() tone=mail_state_tone(state) test_id="booking-mail-state" title=current.mail_note.unwrap_or_default()/>
+                        }.into_any(),
+                        None => view! { <span data-testid="booking-mail-state" data-state="none" class="text-slate-400">"—"</span> }.into_any(),
+                    }
+                }}
+            </td>
+            <td class="px-4 py-3 whitespace-nowrap text-right">
+                <Show when=move || row.get().state == "confirmed">
+                    <button type="button" class=SECONDARY_BUTTON data-focus-key=format!("booking-cancel-{id}")
+                        disabled=move || !hydrated.get() || cancel.pending().get()
+                        on:click=move |_| {
+                            let what = row.with_untracked(|row| format!("the meeting with {} <{}> on {}", row.name, row.email, row.owner_when));
+                            confirm.ask(
+                                format!("Cancel {what}? Both of you get a cancellation by mail, and the time becomes free again."),
+                                "Cancel booking",
+                                move || {
+                                    focus::remember_key(&format!("booking-{id}"));
+                                    cancel.dispatch(CancelBooking { id });
+                                },
+                            );
+                        }
+                    >"Cancel"</button>
+                </Show>
+            </td>
+        </tr>
+    }
+    .into_any()
+}
+
+/// The owner's notifications still on their way follow their jobs live.
+fn follow_notifications(rows: RwSignal<Vec<RwSignal<BookingView>>>) {
+    let watched = move || {
+        rows.with_untracked(|rows| {
+            rows.iter()
+                .map(|row| row.get_untracked())
+                .filter(|row| row.notify_job_state.is_some_and(|state| !state.is_terminal()))
+                .filter_map(|row| row.notify_job_id)
+                .collect::<Vec<i64>>()
+        })
+    };
+    use_live_rows(watched, move |jobs| {
+        rows.with_untracked(|rows| {
+            for row in rows {
+                let current = row.get_untracked();
+                let Some(job) = jobs.iter().find(|job| Some(job.id) == current.notify_job_id) else {
+                    continue;
+                };
+                if current.notify_job_state == Some(job.state) {
+                    continue;
+                }
+                row.update(|row| {
+                    row.notify_job_state = Some(job.state);
+                    row.mail_state = Some(MailState::of_job(job.state));
+                    row.mail_note = match (job.state, &job.last_error) {
+                        (JobState::Completed, _) => None,
+                        (_, Some(error)) => Some(format!("Last error: {error}")),
+                        _ => None,
+                    };
+                });
+            }
+        });
+    });
+}
