@@ -48,6 +48,9 @@ const FORM: &str = "application/x-www-form-urlencoded";
 /// Tables that change whatever the requests: the sessions (signing in writes one) and
 /// the job engine's own bookkeeping (each process's heartbeat in `job_workers`).
 const NOT_WRITTEN_BY_REQUESTS: &[&str] = &["sessions", "job_workers"];
+/// The generic bad values that a tool rightly takes (so they change a table): an owner
+/// may clear every booking window (`windows: []`, never free).
+const TAKEN_AS_VALID: &[(&str, &str, &str)] = &[("bookings.availability", "windows", "empty")];
 /// Probes in flight at once.
 const CONCURRENT: usize = 8;
 
@@ -595,6 +598,9 @@ async fn mcp_probes(client: &ServerClient) -> anyhow::Result<Vec<Probe>> {
             .collect();
         for (property, kind) in &properties {
             for (what, bad) in bad_json_values(kind) {
+                if TAKEN_AS_VALID.contains(&(name, *property, what)) {
+                    continue;
+                }
                 let mut arguments = base.clone();
                 arguments.retain(|(other, _)| other != property);
                 arguments.push((*property, bad));

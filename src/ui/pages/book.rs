@@ -267,6 +267,12 @@ pub fn CancelBookingPage() -> impl IntoView {
                                 <div class="mt-6 rounded-xl border border-slate-200 bg-white p-6">
                                     <p>"Your meeting:"</p>
                                     <p class="mt-1 font-medium" data-testid="cancel-booking-when">{found.owner_when.clone()}</p>
+                                    {
+                                        let start = found.start.clone();
+                                        move || hydrated.get().then(|| browser::labels(&start)).flatten().map(|(day, time)| view! {
+                                            <p class="text-sm text-slate-600">{format!("That is {day}, {time} where you are.")}</p>
+                                        })
+                                    }
                                     <p class="mt-4 text-sm text-slate-600">"Cancelling tells the owner and sends you a cancellation for your calendar. The time becomes free for others."</p>
                                     {move || match cancel.value().get() {
                                         Some(Err(error)) => Some(view! { <p role="alert" class=ALERT>{server_message(&error)}</p> }),

@@ -68,7 +68,7 @@ fn AvailabilityEditor(form: AvailabilityForm) -> impl IntoView {
                     view! {
                         <div>
                             <label for=id.clone() class=LABEL>{day.clone()}</label>
-                            <input id=id name=day.to_lowercase() type="text" value=line class=INPUT placeholder="09:00–17:00"/>
+                            <input id=id name=day.to_lowercase() type="text" value=line class=INPUT placeholder="Not free"/>
                         </div>
                     }
                 }).collect_view()}
