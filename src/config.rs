@@ -21,8 +21,54 @@ pub enum MailSupplier {
     Log,
     /// No mail at all: operations that must mail answer 400 at once.
     None,
-    /// A real SMTP server, `smtp://host:port` (STARTTLS when offered) or `smtps://host:port`.
+    /// A real SMTP server: `smtp://host:port` (STARTTLS when offered, and required
+    /// when the URL carries a user and password), `smtps://host:port` (TLS from the
+    /// start) or `smtp+insecure://user:password@host:port` (no TLS even with a password,
+    /// when the operator says so).
     Smtp(Url),
+}
+
+/// Every setting StandMeet reads: its name, its default, and what it does, for
+/// `standmeet --help` (a test keeps this list and [`Settings::from_lookup`] alike).
+pub const SETTINGS: &[(&str, &str, &str)] = &[
+    ("DATABASE_URL", "unset: a private cluster", "the PostgreSQL database to use"),
+    ("STANDMEET_DATA_DIR", ".standmeet", "where the private cluster lives (<dir>/pg)"),
+    ("LEPTOS_SITE_ADDR", "127.0.0.1:3000", "the address the server listens on"),
+    ("STANDMEET_PUBLIC_URL", "http://<LEPTOS_SITE_ADDR>", "how people reach StandMeet (links in mail, cookies)"),
+    ("STANDMEET_MAIL", "log", "log, none, smtp://host:port, smtps://host:port or smtp+insecure://user:password@host:port"),
+    ("STANDMEET_MAIL_FROM", "standmeet@<public host>", "the sender of every mail"),
+    ("STANDMEET_OWNER_EMAIL", "the first admin", "the owner's address"),
+    ("STANDMEET_ADMIN_EMAIL", "unset", "an admin created or updated at start (with the password)"),
+    ("STANDMEET_ADMIN_PASSWORD", "unset", "that admin's password (8 characters or more)"),
+    ("STANDMEET_MCP_TOKEN", "unset: MCP off", "the bearer token of /mcp"),
+    ("STANDMEET_APPROVE_WAIT_MS", "2000", "how long an approval waits for its mail"),
+    ("STANDMEET_FETCH_WAIT_MS", "20000", "how long \"fetch new listings\" waits"),
+    ("STANDMEET_INDEX_WAIT_MS", "2000", "how long a corpus write waits for its index job"),
+    ("STANDMEET_MAX_WAITERS", "64", "callers that may wait for jobs at once"),
+    ("STANDMEET_MAX_LIVE_CLIENTS", "256", "live streams (/api/live) one process serves at once"),
+    ("STANDMEET_RETRY_BASE_MS", "1000", "the retry backoff unit (base × attempt⁴)"),
+    ("STANDMEET_MAIL_PER_RECIPIENT_PER_HOUR", "5", "mails one address gets at most an hour"),
+    ("STANDMEET_CONFIRM_LINK_HOURS", "24", "how long an address confirmation link works"),
+    ("STANDMEET_JOB_LEASE_MS", "30000", "how long a running job stays its worker's without renewal"),
+    ("STANDMEET_KEEP_COMPLETED_HOURS", "24", "how long completed and cancelled jobs are kept"),
+    ("STANDMEET_KEEP_DISCARDED_HOURS", "168", "how long discarded jobs are kept"),
+    ("STANDMEET_LOGIN_ATTEMPTS_PER_MINUTE", "10", "sign-in attempts per client address and per email"),
+    ("STANDMEET_FETCH_ALLOW_PRIVATE", "false", "let job boards and webhooks be on private addresses"),
+    ("STANDMEET_WEBHOOK_TIMEOUT_MS", "10000", "how long one webhook delivery attempt may take"),
+    ("STANDMEET_KEEP_EVENTS_DAYS", "30", "how long events and their deliveries are kept"),
+    ("STANDMEET_TIMEZONE", "UTC", "the owner's IANA time zone, for the booking windows"),
+    ("STANDMEET_BOOKING", "access", "who may book: access, open or off"),
+    ("RUST_LOG", DEFAULT_LOG_FILTER, "the log filter"),
+];
+
+/// The settings as `standmeet --help` lists them.
+pub fn settings_help() -> String {
+    let width = SETTINGS.iter().map(|(name, _, _)| name.len()).max().unwrap_or(0);
+    let mut text = String::from("Settings (from the environment; a bad value stops the start, naming it):\n");
+    for (name, default, meaning) in SETTINGS {
+        text.push_str(&format!("  {name:<width$}  {meaning} [default: {default}]\n"));
+    }
+    text
 }
 
 /// Who may book a meeting (`STANDMEET_BOOKING`, product.md section 11).
@@ -517,9 +563,9 @@ fn parse_mail_supplier(raw: &str) -> Result<MailSupplier, ConfigError> {
     let url = Url::parse(trimmed).map_err(|_| {
         error("expected log, none, smtp://host:port or smtps://host:port".to_string())
     })?;
-    if !matches!(url.scheme(), "smtp" | "smtps") {
+    if !matches!(url.scheme(), "smtp" | "smtps" | "smtp+insecure") {
         return Err(error(format!(
-            "unknown mail supplier {:?}; expected log, none, smtp://host:port or smtps://host:port",
+            "unknown mail supplier {:?}; expected log, none, smtp://host:port, smtps://host:port or smtp+insecure://host:port",
             url.scheme()
         )));
     }
@@ -589,6 +635,23 @@ mod tests {
     }
 
     #[test]
+    fn the_help_lists_every_setting_that_is_read() {
+        let source = include_str!("config.rs");
+        let source = &source[..source.find("#[cfg(test)]").unwrap()];
+        // The names the parser looks up: `get("…")`, `lookup("…")`, `(&get, "…"`.
+        let read: std::collections::BTreeSet<&str> = ["get(\"", "lookup(\"", "(&get, \""]
+            .iter()
+            .flat_map(|call| source.match_indices(call).map(move |(at, _)| at + call.len()))
+            .filter_map(|start| source[start..].split('"').next())
+            .collect();
+        let listed: std::collections::BTreeSet<&str> =
+            SETTINGS.iter().map(|(name, _, _)| *name).collect();
+        assert_eq!(read, listed, "config.rs reads what --help lists");
+        let help = settings_help();
+        assert!(help.contains("STANDMEET_BOOKING") && help.contains("[default: access]"), "{help}");
+    }
+
+    #[test]
     fn booking_settings_parse_and_bad_ones_are_named() {
         let s = settings(&[
             ("STANDMEET_TIMEZONE", "Europe/Berlin"),
@@ -638,6 +701,10 @@ mod tests {
             .unwrap()
             .mail;
         assert!(matches!(smtp, MailSupplier::Smtp(url) if url.port() == Some(2525)));
+        let insecure = settings(&[("STANDMEET_MAIL", "smtp+insecure://u:p@127.0.0.1:2525")])
+            .unwrap()
+            .mail;
+        assert!(matches!(insecure, MailSupplier::Smtp(url) if url.scheme() == "smtp+insecure"));
         let err = settings(&[("STANDMEET_MAIL", "carrier-pigeon")]).unwrap_err();
         assert_eq!(err.setting, "STANDMEET_MAIL");
     }

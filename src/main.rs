@@ -11,9 +11,7 @@ use standmeet::db::PrivateCluster;
 #[command(
     name = "standmeet",
     version,
-    about = "StandMeet: an owner's front desk on the web",
-    after_help = "Settings come from the environment; see the README (DATABASE_URL, \
-                  STANDMEET_DATA_DIR, LEPTOS_SITE_ADDR, STANDMEET_MAIL, ...)."
+    about = "StandMeet: an owner's front desk on the web"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -24,6 +22,11 @@ struct Cli {
 enum Command {
     /// Serve StandMeet (the default): web pages, server functions and /healthz.
     Serve,
+    /// Apply the database migrations and exit (the server also applies them at start).
+    Migrate,
+    /// Check every setting without connecting anywhere: exit 0, or 2 with a message
+    /// naming the bad setting.
+    CheckConfig,
     /// Benchmark the job engine, the waiters, the Tasks panel and the corpus search on a fresh private
     /// PostgreSQL cluster.
     Bench {
@@ -75,7 +78,14 @@ enum PostgresAction {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = Cli::command()
+        .after_help(standmeet::config::settings_help())
+        .get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(err) => err.exit(),
+    };
     let settings = match Settings::from_env() {
         Ok(settings) => settings,
         Err(err) => {
@@ -93,6 +103,13 @@ fn main() -> ExitCode {
     };
     let outcome = match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => runtime().and_then(|rt| rt.block_on(standmeet::startup::run(settings))),
+        Command::Migrate => {
+            runtime().and_then(|rt| rt.block_on(standmeet::startup::migrate_only(settings)))
+        }
+        Command::CheckConfig => {
+            println!("standmeet: every setting is valid");
+            Ok(())
+        }
         Command::Bench { quick, only, peer } => runtime().and_then(|rt| {
             rt.block_on(standmeet::bench::run(standmeet::bench::BenchOptions {
                 quick,

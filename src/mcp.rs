@@ -39,6 +39,7 @@ use crate::domain::webhooks;
 use crate::error::AppError;
 use crate::jobs::{JobFilter, JobId, JobState, JobSummary, WaitOutcome};
 use crate::model::MailState;
+use crate::security::rate_limit::FailedAttempts;
 use crate::state::AppState;
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -902,30 +903,73 @@ pub fn routes(state: &AppState, stop: CancellationToken) -> Option<Router<AppSta
         LocalSessionManager::default().into(),
         config,
     );
-    let token: Arc<str> = Arc::from(token);
+    let check = Arc::new(TokenCheck {
+        token: Arc::from(token),
+        failures: FailedAttempts::per_minute(FAILED_TOKENS_PER_MINUTE),
+    });
     Some(
         Router::new()
             .nest_service("/mcp", service)
-            .layer(middleware::from_fn_with_state(token, require_token)),
+            .layer(middleware::from_fn_with_state(check, require_token)),
     )
 }
 
-/// 401 unless `Authorization: Bearer <STANDMEET_MCP_TOKEN>`.
-async fn require_token(State(token): State<Arc<str>>, request: Request, next: Next) -> Response {
+/// Failed token attempts one client address may make a minute; then it is refused
+/// (429) until its minute is over, whatever it sends.
+const FAILED_TOKENS_PER_MINUTE: u32 = 10;
+
+/// What the token check needs: the token, and the failed attempts per address.
+struct TokenCheck {
+    token: Arc<str>,
+    failures: FailedAttempts,
+}
+
+/// The token an `Authorization` header carries: `Bearer <token>`, the scheme in any case
+/// (RFC 9110 §11.1).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// 401 unless `Authorization: Bearer <STANDMEET_MCP_TOKEN>`; 429 for an address that
+/// failed too often this minute.
+async fn require_token(State(check): State<Arc<TokenCheck>>, request: Request, next: Next) -> Response {
+    // The peer's address, as `ConnectInfo` finds it (a test's mock one included).
+    let extensions = request.extensions();
+    let address = extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|info| info.0.ip())
+        .or_else(|| {
+            extensions
+                .get::<axum::extract::connect_info::MockConnectInfo<std::net::SocketAddr>>()
+                .map(|info| info.0.ip())
+        });
+    if let Some(wait) = address.and_then(|address| check.failures.blocked(address)) {
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, wait.as_secs().max(1).to_string())],
+            axum::Json(json!({ "error": "Too many attempts with a wrong MCP token from here; wait a minute." })),
+        )
+            .into_response();
+    }
     let given = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "))
-        .map(str::trim);
+        .and_then(bearer_token);
     match given {
-        Some(given) if constant_time_eq(given.as_bytes(), token.as_bytes()) => next.run(request).await,
-        _ => (
-            StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, "Bearer")],
-            axum::Json(json!({ "error": "MCP needs the bearer token STANDMEET_MCP_TOKEN: Authorization: Bearer <token>" })),
-        )
-            .into_response(),
+        Some(given) if constant_time_eq(given.as_bytes(), check.token.as_bytes()) => next.run(request).await,
+        _ => {
+            if let Some(address) = address {
+                check.failures.failed(address);
+            }
+            (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                axum::Json(json!({ "error": "MCP needs the bearer token STANDMEET_MCP_TOKEN: Authorization: Bearer <token>" })),
+            )
+                .into_response()
+        }
     }
 }
 
@@ -941,6 +985,15 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_read_in_any_case() {
+        assert_eq!(bearer_token("Bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("BEARER  abc "), Some("abc"));
+        assert_eq!(bearer_token("Basic abc"), None);
+        assert_eq!(bearer_token("Bearerabc"), None);
+    }
 
     #[test]
     fn token_comparison_needs_every_byte() {

@@ -35,8 +35,21 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 const SESSION_IDLE_TIMEOUT: tower_sessions::cookie::time::Duration =
     tower_sessions::cookie::time::Duration::hours(8);
 
-/// The session cookie's name.
+/// The session cookie's name over http.
 pub const SESSION_COOKIE: &str = "standmeet_session";
+/// Its name over https: with the `__Host-` prefix a browser takes the cookie only when
+/// it is `Secure`, for this host alone and the whole site (no other host of the domain
+/// can set or shadow it).
+pub const SECURE_SESSION_COOKIE: &str = "__Host-standmeet_session";
+
+/// The session cookie's name for these settings.
+pub fn session_cookie_name(settings: &Settings) -> &'static str {
+    if settings.is_https() {
+        SECURE_SESSION_COOKIE
+    } else {
+        SESSION_COOKIE
+    }
+}
 
 /// The whole HTTP surface: fixed endpoints, the Leptos pages and server functions,
 /// static files, and the layers every request passes through (outermost last):
@@ -47,7 +60,8 @@ pub fn router(state: AppState) -> Router {
     let leptos_options = state.leptos_options.clone();
 
     let sessions = SessionManagerLayer::new(session_store(&state.pool))
-        .with_name(SESSION_COOKIE)
+        .with_name(session_cookie_name(&state.settings))
+        .with_path("/")
         .with_http_only(true)
         .with_same_site(SameSite::Strict)
         .with_secure(state.settings.is_https())
@@ -58,6 +72,8 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(mcp)
         .route("/healthz", get(crate::api::health::healthz))
+        .route("/readyz", get(crate::api::health::healthz))
+        .route("/livez", get(crate::api::health::livez))
         .route("/metrics", get(crate::api::metrics::metrics))
         .route("/api/jobs/status", get(crate::api::tasks::job_status))
         .route("/api/live", get(crate::api::live::live))
@@ -87,7 +103,10 @@ pub fn router(state: AppState) -> Router {
             state.settings.clone(),
             csrf::refuse_cross_site,
         ))
-        .layer(middleware::from_fn(headers::add_security_headers))
+        .layer(middleware::from_fn_with_state(
+            state.settings.clone(),
+            headers::add_security_headers,
+        ))
         // Bounded work per process: at most this many requests at once (more wait their
         // turn), and none longer than the time limit, waiting included (503). Database
         // connections are bounded by the pool; this bounds the memory and the queue.
@@ -119,7 +138,32 @@ fn session_store(pool: &PgPool) -> PostgresStore {
 /// Runs StandMeet until SIGINT or SIGTERM: starts (or finds) the database, migrates,
 /// serves, and on the way out closes the pool and stops a private cluster it started.
 pub async fn run(settings: Settings) -> anyhow::Result<()> {
-    let source = match &settings.database_url {
+    let source = open_database(&settings).await?;
+    let result = serve(settings, source.url()).await;
+    close_database(source).await?;
+    result
+}
+
+/// `standmeet migrate`: applies the migrations to the database (starting the private
+/// cluster for it when `DATABASE_URL` is unset) and stops.
+pub async fn migrate_only(settings: Settings) -> anyhow::Result<()> {
+    let source = open_database(&settings).await?;
+    let migrated = async {
+        let pool = db::connect(&source.url()).await?;
+        db::migrate(&pool).await?;
+        pool.close().await;
+        anyhow::Ok(())
+    }
+    .await;
+    close_database(source).await?;
+    migrated?;
+    println!("standmeet: the database is migrated");
+    Ok(())
+}
+
+/// The database `settings` name, or the private cluster, started.
+async fn open_database(settings: &Settings) -> anyhow::Result<DatabaseSource> {
+    Ok(match &settings.database_url {
         Some(url) => DatabaseSource::External(url.clone()),
         None => {
             let dir = settings.private_cluster_dir();
@@ -128,10 +172,11 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
                 .context("the private cluster's start-up task failed")??;
             DatabaseSource::Private(cluster)
         }
-    };
+    })
+}
 
-    let result = serve(settings, source.url()).await;
-
+/// Stops the private cluster if this process started it; a failure is logged.
+async fn close_database(source: DatabaseSource) -> anyhow::Result<()> {
     let stopped = tokio::task::spawn_blocking(move || source.shut_down())
         .await
         .context("the private cluster's shut-down task failed")?;
@@ -141,7 +186,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             "could not stop the private PostgreSQL cluster"
         );
     }
-    result
+    Ok(())
 }
 
 async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {

@@ -98,6 +98,31 @@ async fn the_session_cookie_is_secure_when_the_public_url_is_https(pool: PgPool)
     let reply = common::sign_in(&app, common::ADMIN_EMAIL, common::ADMIN_PASSWORD).await;
     let set_cookie = reply.session_set_cookie().expect("a session cookie");
     assert!(set_cookie.contains("Secure"), "{set_cookie}");
+    // `__Host-`: Secure, Path=/ and no Domain, or browsers refuse it.
+    assert!(set_cookie.starts_with("__Host-standmeet_session="), "{set_cookie}");
+    assert!(set_cookie.contains("Path=/"), "{set_cookie}");
+    assert!(!set_cookie.to_lowercase().contains("domain="), "{set_cookie}");
+    // The session it names opens the admin pages (the server reads it back).
+    let cookie = reply.session_cookie().unwrap();
+    let page = common::get_with_cookie(&app, "/admin/tasks", &cookie).await;
+    assert_eq!(page.status, StatusCode::OK);
+    // Over https, browsers are told to stay on https.
+    assert_eq!(page.headers["strict-transport-security"], "max-age=63072000");
+}
+
+#[sqlx::test]
+async fn over_http_there_is_no_hsts_and_answers_are_not_kept(pool: PgPool) {
+    let app = common::app(pool.clone());
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let page = common::get_with_cookie(&app, "/admin/tasks", &cookie).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.headers.get("strict-transport-security").is_none());
+    // Neither pages (who is signed in) nor answers (secrets) may be kept by a cache.
+    assert_eq!(page.headers["cache-control"], "no-store");
+    let answer = common::get_with_cookie(&app, "/api/webhooks/list", &cookie).await;
+    assert_eq!(answer.headers["cache-control"], "no-store");
+    let home = common::get(&app, "/").await;
+    assert_eq!(home.headers["cache-control"], "no-store");
 }
 
 #[sqlx::test]

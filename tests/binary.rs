@@ -161,6 +161,62 @@ fn a_bad_setting_stops_the_start_and_names_the_setting() {
     }
 }
 
+#[test]
+fn check_config_validates_without_connecting_and_help_lists_every_setting() {
+    // Nothing listens there: check-config must not try.
+    let ok = standmeet()
+        .arg("check-config")
+        .env("DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
+        .env("STANDMEET_TIMEZONE", "Europe/Berlin")
+        .output()
+        .unwrap();
+    assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stderr));
+    let bad = standmeet()
+        .arg("check-config")
+        .env("STANDMEET_BOOKING", "sometimes")
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("STANDMEET_BOOKING"));
+
+    let help = standmeet().arg("--help").output().unwrap();
+    let text = String::from_utf8_lossy(&help.stdout);
+    for (name, default, _) in standmeet::config::SETTINGS {
+        assert!(text.contains(name), "--help names {name}: {text}");
+        assert!(text.contains(&format!("[default: {default}]")), "{name}'s default: {text}");
+    }
+    for command in ["migrate", "check-config"] {
+        assert!(text.contains(command), "--help lists {command}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn migrate_applies_the_migrations_and_exits() {
+    let admin_url = std::env::var("DATABASE_URL").expect("the test command sets DATABASE_URL");
+    let database = format!("standmeet_migrate_{}", std::process::id());
+    let mut url = url::Url::parse(&admin_url).unwrap();
+    url.set_path(&database);
+    let output = standmeet()
+        .arg("migrate")
+        .env("DATABASE_URL", url.as_str())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let mut connection = PgConnection::connect(url.as_str()).await.unwrap();
+    let bookings: bool =
+        sqlx::query_scalar("SELECT to_regclass('public.bookings') IS NOT NULL")
+            .fetch_one(&mut connection)
+            .await
+            .unwrap();
+    assert!(bookings, "the newest migration is applied");
+    connection.close().await.unwrap();
+    let mut admin = PgConnection::connect(&admin_url).await.unwrap();
+    sqlx::query(&format!("DROP DATABASE {database} WITH (FORCE)"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+}
+
 /// The generated admin password in what the server printed, if any.
 fn generated_password(console: &str) -> Option<String> {
     console

@@ -444,7 +444,7 @@ async fn a_confirmation_link_mailed_by_an_attempt_whose_answer_was_lost_still_wo
         .collect();
     // The first link (whose send looked failed) confirms the change.
     let page = app
-        .get(&format!("/account/confirm-email?token={token}"))
+        .post_form("/api/confirm_email", &[("token", &token)], None)
         .await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     let owner = standmeet::domain::owner::owner_email(&pool, &app.state.settings)

@@ -56,11 +56,27 @@ async fn metrics_are_prometheus_text_with_jobs_waiters_receipts_and_wake_latency
 async fn healthz_answers_503_when_the_database_is_gone(pool: PgPool) {
     let app = common::app(pool.clone());
     pool.close().await;
-    let reply = common::get(&app, "/healthz").await;
-    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
-    let body = reply.json();
-    assert_eq!(body["status"], "degraded");
-    assert_eq!(body["database"], "unavailable");
+    for path in ["/healthz", "/readyz"] {
+        let reply = common::get(&app, path).await;
+        assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE, "{path}");
+        let body = reply.json();
+        assert_eq!(body["status"], "degraded");
+        assert_eq!(body["database"], "unavailable");
+    }
+    // Alive all the same: a restart would not bring the database back.
+    let live = common::get(&app, "/livez").await;
+    assert_eq!(live.status, StatusCode::OK);
+    assert_eq!(live.json()["status"], "live");
+}
+
+#[sqlx::test]
+async fn livez_and_readyz_answer_200_while_all_is_well(pool: PgPool) {
+    let app = common::app(pool);
+    for path in ["/livez", "/readyz"] {
+        let reply = common::get(&app, path).await;
+        assert_eq!(reply.status, StatusCode::OK, "{path}: {}", reply.body);
+    }
+    assert_eq!(common::get(&app, "/readyz").await.json()["database"], "ok");
 }
 
 #[sqlx::test]

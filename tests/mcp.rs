@@ -55,6 +55,47 @@ async fn without_the_right_token_mcp_answers_401(pool: PgPool) {
 }
 
 #[sqlx::test]
+async fn the_scheme_is_case_insensitive_and_wrong_tokens_are_limited_per_address(pool: PgPool) {
+    let app = agent_desk_logging(&pool).await;
+    let call = |authorization: String| {
+        let router = app.router.clone();
+        async move {
+            let request = axum::http::Request::post("/mcp")
+                .header("host", "127.0.0.1:3000")
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("authorization", authorization)
+                .body(axum::body::Body::from(
+                    json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {} })
+                        .to_string(),
+                ))
+                .unwrap();
+            common::send(&router, request).await
+        }
+    };
+    assert_eq!(call(format!("bearer {TOKEN}")).await.status, StatusCode::OK);
+    assert_eq!(call(format!("BEARER {TOKEN}")).await.status, StatusCode::OK);
+    // Ten wrong tokens from one address, then it is refused, even with the right one.
+    for n in 0..10 {
+        let reply = call(format!("Bearer wrong-{n}")).await;
+        assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "attempt {n}");
+    }
+    let blocked = call(format!("Bearer {TOKEN}")).await;
+    assert_eq!(blocked.status, StatusCode::TOO_MANY_REQUESTS, "{}", blocked.body);
+    assert!(blocked.headers.contains_key("retry-after"));
+    // Another address (a real connection from loopback) is not.
+    let other = reqwest::Client::new()
+        .post(app.url("/mcp"))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {} }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), reqwest::StatusCode::OK);
+}
+
+#[sqlx::test]
 async fn without_a_configured_token_there_is_no_mcp(pool: PgPool) {
     let app = TestApp::builder(pool).spawn().await;
     let (status, _) = rpc(&app.router, Some(TOKEN), "tools/list", json!({})).await;

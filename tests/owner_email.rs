@@ -40,8 +40,11 @@ fn token_in(mail: &str) -> String {
     token
 }
 
+/// The owner opens the link and presses "Confirm" (the page's POST).
 async fn confirm(app: &TestApp, token: &str) -> common::Reply {
     app.get(&format!("/account/confirm-email?token={token}"))
+        .await;
+    app.post_form("/api/confirm_email", &[("token", token)], None)
         .await
 }
 
@@ -80,11 +83,26 @@ async fn a_confirmed_link_changes_the_address_once(pool: PgPool) {
     );
 
     let token = token_in(&mails[0].text());
+    // Opening the link, as a mail scanner does, shows what it would do and changes
+    // nothing; only the page's POST confirms.
+    let opened = app
+        .get(&format!("/account/confirm-email?token={token}"))
+        .await;
+    assert_eq!(opened.status, StatusCode::OK);
+    assert!(opened.body.contains("Confirm the owner"), "{}", opened.body);
+    let previewed = app
+        .get(&format!("/api/confirm_email/preview?token={token}"))
+        .await;
+    assert_eq!(previewed.json(), "new.owner@desk.example");
+    let by_get = app
+        .get(&format!("/api/confirm_email?token={token}"))
+        .await;
+    assert!(by_get.status.is_client_error(), "a GET cannot confirm: {}", by_get.status);
+    assert_eq!(owner_now(&app).await, OWNER, "opening the link changed nothing");
     let page = confirm(&app, &token).await;
     assert_eq!(page.status, StatusCode::OK);
     assert!(
-        page.body
-            .contains("StandMeet now mails the owner at new.owner@desk.example"),
+        page.body.contains("new.owner@desk.example"),
         "{}",
         page.body
     );

@@ -33,7 +33,13 @@ test("a change is queued, its chip goes sending → sent, and opening the mailed
 
   const [mail] = await waitForMails(next, 1);
   const link = confirmationLinkIn(mail);
+  // Opening the link (as a mail scanner would) changes nothing; "Confirm" does.
   await page.goto(link);
+  await expect(page.getByTestId("confirm-preview")).toContainText(next);
+  await account.goto();
+  await expect(account.currentEmail).toHaveText(OWNER_INBOX);
+  await page.goto(link);
+  await page.getByRole("button", { name: "Confirm" }).click();
   await expect(page.getByTestId("confirm-outcome")).toHaveText(`StandMeet now mails the owner at ${next}.`);
 
   await account.goto();

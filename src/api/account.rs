@@ -58,8 +58,15 @@ pub async fn send_recovery_phrase() -> Result<RecoveryView, ServerFnError> {
     server::recovery().await
 }
 
-/// The link from the confirmation mail; answers the new address.
-#[server(endpoint = "confirm_email", input = GetUrl)]
+/// What the link from the confirmation mail would do: the new address (nothing changes).
+#[server(endpoint = "confirm_email/preview", input = GetUrl)]
+pub async fn confirm_email_preview(token: String) -> Result<String, FormError> {
+    server::preview(token).await
+}
+
+/// Applies the change the link from the confirmation mail names (the page's "Confirm"
+/// button); answers the new address.
+#[server(endpoint = "confirm_email")]
 pub async fn confirm_email(token: String) -> Result<String, FormError> {
     server::confirm(token).await
 }
@@ -157,6 +164,14 @@ mod server {
             sent: attempt.sent,
             error: attempt.error,
         })
+    }
+
+    pub async fn preview(token: String) -> Result<String, FormError> {
+        let state = expect_context::<AppState>();
+        owner::preview(&state.pool, &token)
+            .await
+            .map_err(form_reply)?
+            .map_err(form_reply)
     }
 
     pub async fn confirm(token: String) -> Result<String, FormError> {

@@ -1,7 +1,12 @@
-//! `GET /healthz`: whether this process can serve, as JSON for load balancers and
-//! operators. 200 when the database answers, 503 when it does not. The job listener's
-//! state and the waiters are shown too; a listener that is reconnecting does not make
-//! the process unhealthy (waits fall back to re-reading once a second).
+//! Health for load balancers and orchestrators (product.md section 8):
+//!
+//! - `GET /livez`: the process serves (200), database or not. A failing liveness check
+//!   gets a process restarted, and a restart does not bring a database back.
+//! - `GET /readyz` and `GET /healthz`: whether this process can serve requests now, as
+//!   JSON: 200 when the database answers, 503 when it does not (send traffic
+//!   elsewhere). The job listener's state and the waiters are shown too; a listener that
+//!   is reconnecting does not make the process unready (waits fall back to re-reading
+//!   once a second).
 
 use axum::Json;
 use axum::extract::State;
@@ -25,6 +30,12 @@ pub struct Health {
     pub version: &'static str,
 }
 
+/// `GET /livez`.
+pub async fn livez() -> (StatusCode, Json<serde_json::Value>) {
+    (StatusCode::OK, Json(serde_json::json!({ "status": "live" })))
+}
+
+/// `GET /readyz` and `GET /healthz`.
 pub async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
     let database_ok = crate::db::ping(&state.pool).await;
     let health = Health {

@@ -112,7 +112,11 @@ const SERVER_FNS: &[ServerFn] = &[
         &[("new_email", Arg::Text("new-owner@chaos.example.com"))],
     ),
     post("account/cancel_change", &[("id", Arg::Int)]),
-    get("confirm_email", &[("token", Arg::Text("not-a-real-token"))]),
+    get(
+        "confirm_email/preview",
+        &[("token", Arg::Text("not-a-real-token"))],
+    ),
+    post("confirm_email", &[("token", Arg::Text("not-a-real-token"))]),
     get("current_admin", &[]),
     get("corpus/entries", &[("grep", Arg::Text("probe"))]),
     get("corpus/entry", &[("id", Arg::Int)]),

@@ -191,12 +191,13 @@ pub enum ConfirmError {
     Expired,
 }
 
-/// Applies the change the token belongs to; answers the new address.
-pub async fn confirm(
-    pool: &PgPool,
+/// The pending change a link names (locked for this transaction), if the link may
+/// still confirm it: known, its change neither confirmed, replaced nor cancelled, and
+/// not expired. Answers the change's id and new address.
+async fn linked_change(
+    tx: &mut sqlx::PgConnection,
     token: &str,
-) -> Result<Result<String, ConfirmError>, sqlx::Error> {
-    let mut tx = pool.begin().await?;
+) -> Result<Result<(i64, String), ConfirmError>, sqlx::Error> {
     let change = sqlx::query!(
         r#"
         SELECT c.id, c.new_email, c.status AS "status: ChangeStatus",
@@ -224,9 +225,35 @@ pub async fn confirm(
     if change.expires < OffsetDateTime::now_utc() {
         return Ok(Err(ConfirmError::Expired));
     }
+    Ok(Ok((change.id, change.new_email)))
+}
+
+/// What the link would do, changing nothing: the new address it would confirm. The
+/// page a confirmation link opens shows this, and a button that [`confirm`]s, so a mail
+/// scanner that opens every link confirms nothing.
+pub async fn preview(
+    pool: &PgPool,
+    token: &str,
+) -> Result<Result<String, ConfirmError>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let change = linked_change(&mut tx, token).await?;
+    tx.rollback().await?;
+    Ok(change.map(|(_, new_email)| new_email))
+}
+
+/// Applies the change the token belongs to; answers the new address.
+pub async fn confirm(
+    pool: &PgPool,
+    token: &str,
+) -> Result<Result<String, ConfirmError>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let (change_id, new_email) = match linked_change(&mut tx, token).await? {
+        Ok(change) => change,
+        Err(refused) => return Ok(Err(refused)),
+    };
     sqlx::query!(
         "UPDATE owner_email_changes SET status = 'confirmed', decided_at = now() WHERE id = $1",
-        change.id
+        change_id
     )
     .execute(&mut *tx)
     .await?;
@@ -235,18 +262,18 @@ pub async fn confirm(
         INSERT INTO owner_profile (id, email) VALUES (1, $1)
         ON CONFLICT (id) DO UPDATE SET email = EXCLUDED.email, updated_at = now()
         "#,
-        change.new_email
+        new_email
     )
     .execute(&mut *tx)
     .await?;
     events::record(
         &mut tx,
-        &NewEvent::owner_email_changed(change.id, &change.new_email),
+        &NewEvent::owner_email_changed(change_id, &new_email),
     )
     .await?;
     tx.commit().await?;
     tracing::info!("the owner's address changed after its confirmation");
-    Ok(Ok(change.new_email))
+    Ok(Ok(new_email))
 }
 
 fn sentence(text: &str) -> String {

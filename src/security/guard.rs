@@ -27,6 +27,7 @@ pub const PUBLIC_SERVER_FUNCTIONS: &[&str] = &[
     "/api/request_access",
     "/api/redeem_access",
     "/api/confirm_email",
+    "/api/confirm_email/preview",
     "/api/search",
     "/api/entry",
     "/api/book/page",

@@ -4,17 +4,27 @@
 //! inline script Leptos writes to start hydration, which carries a nonce made fresh for
 //! each page (leptos_axum makes it; we put it in the header). Everything else (JSON,
 //! static files) gets a policy that allows nothing at all.
+//!
+//! Nothing but the static files may be kept by a browser or a proxy
+//! (`Cache-Control: no-store`): pages show who is signed in, and answers carry secrets
+//! (a webhook's signing secret, codes, links). Over https, browsers are told to come
+//! back over https only (`Strict-Transport-Security`).
 
-use axum::extract::Request;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
 use axum::http::HeaderValue;
 use axum::http::header::{
-    CONTENT_SECURITY_POLICY, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY,
+    STRICT_TRANSPORT_SECURITY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
 };
 use axum::middleware::Next;
 use axum::response::Response;
 use leptos::nonce::use_nonce;
 use leptos::prelude::use_context;
 use leptos_axum::ResponseOptions;
+
+use crate::config::Settings;
 
 /// The policy of a rendered page whose inline script carries `nonce`.
 /// `'wasm-unsafe-eval'` lets the browser compile our wasm; it allows no `eval` of text.
@@ -41,10 +51,37 @@ pub fn set_page_policy() {
     }
 }
 
+/// Two years: the usual HSTS lifetime (no `includeSubDomains`: the owner's other hosts
+/// are not ours to speak for).
+const HSTS: &str = "max-age=63072000";
+
+/// Whether a response is one of the static files (the wasm, the JS, the CSS, images),
+/// which may be cached; everything else is made for one request.
+fn is_static_file(path: &str, response: &Response) -> bool {
+    let content_type = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default();
+    path.starts_with("/pkg/") || content_type.starts_with("image/")
+}
+
 /// Adds the headers every response carries; keeps a page's own policy.
-pub async fn add_security_headers(request: Request, next: Next) -> Response {
+pub async fn add_security_headers(
+    State(settings): State<Arc<Settings>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let path = request.uri().path().to_string();
     let mut response = next.run(request).await;
+    let cacheable = is_static_file(&path, &response);
     let headers = response.headers_mut();
+    if !cacheable {
+        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    if settings.is_https() {
+        headers.insert(STRICT_TRANSPORT_SECURITY, HeaderValue::from_static(HSTS));
+    }
     if !headers.contains_key(CONTENT_SECURITY_POLICY) {
         headers.insert(
             CONTENT_SECURITY_POLICY,

@@ -63,9 +63,85 @@ impl AttemptLimiter {
     }
 }
 
+/// Failed attempts per client address, counted in one-minute windows: an address that
+/// failed `per_minute` times is refused everything (right or wrong) until its minute is
+/// over, so guessing gets no faster than that. Only failures count, so a client that
+/// gets it right is never slowed by its own traffic.
+pub struct FailedAttempts {
+    per_minute: u32,
+    windows: std::sync::Mutex<std::collections::HashMap<IpAddr, FailureWindow>>,
+}
+
+#[derive(Clone, Copy)]
+struct FailureWindow {
+    started: std::time::Instant,
+    failures: u32,
+}
+
+/// How many addresses [`FailedAttempts`] remembers at most; past that it forgets the
+/// windows that are over (and, under a flood from more addresses, all of them).
+const MAX_REMEMBERED_ADDRESSES: usize = 100_000;
+const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+
+impl FailedAttempts {
+    pub fn per_minute(per_minute: u32) -> Self {
+        FailedAttempts {
+            per_minute,
+            windows: std::sync::Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
+    /// How long `address` must wait before it may try again, if it must.
+    pub fn blocked(&self, address: IpAddr) -> Option<Duration> {
+        let windows = self.windows.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let window = windows.get(&address)?;
+        let age = window.started.elapsed();
+        (window.failures >= self.per_minute && age < FAILURE_WINDOW)
+            .then(|| FAILURE_WINDOW - age)
+    }
+
+    /// Counts one failure of `address`.
+    pub fn failed(&self, address: IpAddr) {
+        let mut windows = self.windows.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if windows.len() >= MAX_REMEMBERED_ADDRESSES {
+            windows.retain(|_, window| window.started.elapsed() < FAILURE_WINDOW);
+            if windows.len() >= MAX_REMEMBERED_ADDRESSES {
+                windows.clear();
+            }
+        }
+        let now = std::time::Instant::now();
+        let window = windows.entry(address).or_insert(FailureWindow {
+            started: now,
+            failures: 0,
+        });
+        if window.started.elapsed() >= FAILURE_WINDOW {
+            *window = FailureWindow {
+                started: now,
+                failures: 0,
+            };
+        }
+        window.failures = window.failures.saturating_add(1);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_failures_count_and_a_blocked_address_waits_its_minute() {
+        let failures = FailedAttempts::per_minute(3);
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let b: IpAddr = "192.0.2.2".parse().unwrap();
+        for _ in 0..2 {
+            failures.failed(a);
+            assert!(failures.blocked(a).is_none());
+        }
+        failures.failed(a);
+        let wait = failures.blocked(a).expect("blocked after three failures");
+        assert!(wait > Duration::from_secs(50) && wait <= FAILURE_WINDOW, "{wait:?}");
+        assert!(failures.blocked(b).is_none(), "another address is not");
+    }
 
     #[test]
     fn the_attempt_after_the_burst_is_refused_for_that_address_only() {

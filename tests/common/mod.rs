@@ -124,7 +124,14 @@ impl Reply {
             .get_all("set-cookie")
             .iter()
             .filter_map(|value| value.to_str().ok())
-            .find(|value| value.starts_with(&format!("{}=", standmeet::startup::SESSION_COOKIE)))
+            .find(|value| {
+                [
+                    standmeet::startup::SESSION_COOKIE,
+                    standmeet::startup::SECURE_SESSION_COOKIE,
+                ]
+                .iter()
+                .any(|name| value.starts_with(&format!("{name}=")))
+            })
             .map(str::to_string)
     }
 

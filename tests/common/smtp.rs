@@ -1,5 +1,5 @@
 //! A real SMTP peer on loopback for the tests: it speaks enough SMTP for lettre (no
-//! TLS, no AUTH), keeps every mail it accepts, and can be told to refuse the next N
+//! TLS; AUTH PLAIN, whose user and password it keeps), keeps every mail it accepts, and can be told to refuse the next N
 //! mails (or every mail until told otherwise) with a reply code, or to hold its answers until the test releases them.
 //!
 //! Holding and refusing until told otherwise are there so that a test can look at
@@ -53,6 +53,8 @@ struct Behaviour {
     /// client cannot tell that the mail arrived).
     drop_after_accepting: u32,
     received: Vec<ReceivedMail>,
+    /// The (user, password) of every AUTH PLAIN.
+    logins: Vec<(String, String)>,
 }
 
 #[derive(Clone)]
@@ -122,6 +124,11 @@ impl SmtpPeer {
         self.behaviour.lock().unwrap().drop_after_accepting = count;
     }
 
+    /// The (user, password) pairs clients signed in with.
+    pub fn logins(&self) -> Vec<(String, String)> {
+        self.behaviour.lock().unwrap().logins.clone()
+    }
+
     pub fn received(&self) -> Vec<ReceivedMail> {
         self.behaviour.lock().unwrap().received.clone()
     }
@@ -148,7 +155,26 @@ async fn converse(
     while let Ok(Some(line)) = lines.next_line().await {
         let upper = line.to_ascii_uppercase();
         let reply: String = if upper.starts_with("EHLO") {
-            "250-standmeet-test-peer\r\n250 8BITMIME\r\n".into()
+            "250-standmeet-test-peer\r\n250-AUTH PLAIN\r\n250 8BITMIME\r\n".into()
+        } else if upper.starts_with("AUTH PLAIN ") {
+            use base64::Engine;
+            let decoded = base64::engine::general_purpose::STANDARD
+                .decode(line[11..].trim())
+                .unwrap_or_default();
+            let parts: Vec<String> = String::from_utf8_lossy(&decoded)
+                .split('\0')
+                .map(str::to_string)
+                .collect();
+            if let [_, user, password] = parts.as_slice() {
+                behaviour
+                    .lock()
+                    .unwrap()
+                    .logins
+                    .push((user.clone(), password.clone()));
+                "235 2.7.0 Authentication successful\r\n".into()
+            } else {
+                "501 5.5.2 cannot decode\r\n".into()
+            }
         } else if upper.starts_with("HELO")
             || upper.starts_with("RSET")
             || upper.starts_with("NOOP")

@@ -134,9 +134,26 @@ fn greenhouse(body: &[u8]) -> Result<BoardPage, ParseError> {
 fn id_text(id: &serde_json::Value) -> Option<String> {
     match id {
         serde_json::Value::Number(number) => Some(number.to_string()),
-        serde_json::Value::String(text) if !text.trim().is_empty() => Some(text.trim().to_string()),
+        serde_json::Value::String(text) => clean_id(text),
         _ => None,
     }
+}
+
+/// The longest posting id kept; a longer one is cut (ids are compared, never shown).
+const MAX_ID_CHARS: usize = 500;
+
+/// A posting's id as PostgreSQL can store it: without control characters (a NUL would
+/// fail the whole fetch), trimmed, at most [`MAX_ID_CHARS`]; `None` when nothing is left.
+fn clean_id(text: &str) -> Option<String> {
+    let id: String = text
+        .chars()
+        .filter(|c| !c.is_control())
+        .collect::<String>()
+        .trim()
+        .chars()
+        .take(MAX_ID_CHARS)
+        .collect();
+    (!id.is_empty()).then_some(id)
 }
 
 /// `GET https://api.lever.co/v0/postings/<company>?mode=json`.
@@ -199,11 +216,7 @@ fn feed(body: &[u8], url: &Url) -> Result<BoardPage, ParseError> {
         let listing = (|| {
             let url = link?;
             Some(BoardListing {
-                external_id: if entry.id.trim().is_empty() {
-                    url.to_string()
-                } else {
-                    entry.id.trim().to_string()
-                },
+                external_id: clean_id(&entry.id).unwrap_or_else(|| url.to_string()),
                 title: clean(&entry.title.as_ref()?.content),
                 company: None,
                 location: entry
@@ -275,6 +288,20 @@ mod tests {
 
     fn at(text: &str) -> Option<OffsetDateTime> {
         Some(OffsetDateTime::parse(text, &Rfc3339).unwrap())
+    }
+
+    #[test]
+    fn an_id_with_a_nul_is_cleaned_instead_of_failing_the_fetch() {
+        let body = r#"{"jobs": [
+            {"id": "a\u0000b", "title": "Engineer", "absolute_url": "https://boards.example/1"},
+            {"id": "\u0000", "title": "No id left", "absolute_url": "https://boards.example/2"},
+            {"id": 7, "title": "Numbered", "absolute_url": "https://boards.example/3"}
+        ]}"#;
+        let page = parse(SourceKind::Greenhouse, body.as_bytes(), &board_url()).unwrap();
+        let ids: Vec<&str> = page.listings.iter().map(|l| l.external_id.as_str()).collect();
+        assert_eq!(ids, ["ab", "7"]);
+        assert_eq!(page.skipped, 1, "a posting without an id is skipped");
+        assert_eq!(clean_id(&"x".repeat(600)).unwrap().len(), MAX_ID_CHARS);
     }
 
     #[test]

@@ -112,31 +112,43 @@ impl Mailer {
 
 fn smtp_transport(url: &url::Url) -> anyhow::Result<AsyncSmtpTransport<Tokio1Executor>> {
     let host = url.host_str().unwrap_or("localhost").to_string();
-    let implicit_tls = url.scheme() == "smtps";
+    let scheme = url.scheme();
+    let implicit_tls = scheme == "smtps";
     let port = url.port().unwrap_or(if implicit_tls { 465 } else { 25 });
+    let credentials = (!url.username().is_empty()).then(|| {
+        Credentials::new(
+            percent_decode(url.username()),
+            percent_decode(url.password().unwrap_or_default()),
+        )
+    });
     let tls = TlsParameters::new(host.clone())?;
+    let tls = match scheme {
+        // smtps://: TLS from the first byte.
+        "smtps" => Tls::Wrapper(tls),
+        // smtp+insecure://: plain text, credentials too; the operator asked for it.
+        "smtp+insecure" => Tls::None,
+        // smtp:// with credentials: STARTTLS or no send, so a password never crosses
+        // the network in the clear (a server that offers no STARTTLS gets nothing).
+        _ if credentials.is_some() => Tls::Required(tls),
+        // smtp:// without: STARTTLS when the server offers it, plain otherwise.
+        _ => Tls::Opportunistic(tls),
+    };
     let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(&host)
         .port(port)
         .timeout(Some(SMTP_TIMEOUT))
-        // smtp://: STARTTLS when the server offers it; smtps://: TLS from the start.
-        .tls(if implicit_tls {
-            Tls::Wrapper(tls)
-        } else {
-            Tls::Opportunistic(tls)
-        });
-    if !url.username().is_empty() {
-        let user = percent_decode(url.username());
-        let password = percent_decode(url.password().unwrap_or_default());
-        builder = builder.credentials(Credentials::new(user, password));
+        .tls(tls);
+    if let Some(credentials) = credentials {
+        builder = builder.credentials(credentials);
     }
     Ok(builder.build())
 }
 
+/// A URL's user or password as written before encoding: `%2B` is `+`, and a `+` stays
+/// a `+` (this is not a form, where it would be a space).
 fn percent_decode(text: &str) -> String {
-    url::form_urlencoded::parse(format!("x={text}").as_bytes())
-        .next()
-        .map(|(_, value)| value.into_owned())
-        .unwrap_or_default()
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 fn build_message(from: &EmailAddress, mail: &Mail) -> Result<Message, String> {
