@@ -40,7 +40,7 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("STANDMEET_OWNER_EMAIL", "the first admin", "the owner's address"),
     ("STANDMEET_ADMIN_EMAIL", "unset", "an admin created or updated at start (with the password)"),
     ("STANDMEET_ADMIN_PASSWORD", "unset", "that admin's password (8 characters or more)"),
-    ("STANDMEET_MCP_TOKEN", "unset: MCP off", "the bearer token of /mcp"),
+    ("STANDMEET_MCP_TOKEN", "unset: MCP off", "the bearer token of /mcp, 32 characters or more"),
     ("STANDMEET_APPROVE_WAIT_MS", "2000", "how long an approval waits for its mail"),
     ("STANDMEET_FETCH_WAIT_MS", "20000", "how long \"fetch new listings\" waits"),
     ("STANDMEET_INDEX_WAIT_MS", "2000", "how long a corpus write waits for its index job"),
@@ -52,10 +52,16 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("STANDMEET_JOB_LEASE_MS", "30000", "how long a running job stays its worker's without renewal"),
     ("STANDMEET_KEEP_COMPLETED_HOURS", "24", "how long completed and cancelled jobs are kept"),
     ("STANDMEET_KEEP_DISCARDED_HOURS", "168", "how long discarded jobs are kept"),
-    ("STANDMEET_LOGIN_ATTEMPTS_PER_MINUTE", "10", "sign-in attempts per client address and per email"),
+    ("STANDMEET_LOGIN_ATTEMPTS_PER_MINUTE", "10", "failed sign-ins (and access codes) per client address a minute"),
     ("STANDMEET_FETCH_ALLOW_PRIVATE", "false", "let job boards and webhooks be on private addresses"),
     ("STANDMEET_WEBHOOK_TIMEOUT_MS", "10000", "how long one webhook delivery attempt may take"),
     ("STANDMEET_KEEP_EVENTS_DAYS", "30", "how long events and their deliveries are kept"),
+    ("STANDMEET_LISTEN_DATABASE_URL", "DATABASE_URL", "where the one LISTEN connection goes (behind a transaction-pooling PgBouncer: a direct URL)"),
+    ("STANDMEET_LOG_FORMAT", "text", "text, or json: one JSON object per line with the span fields"),
+    ("STANDMEET_MCP_TOOL_NAMES", "dots", "dots (access_requests.list) or underscore (access_requests_list) in MCP tool names"),
+    ("STANDMEET_METRICS_TOKEN", "unset: loopback only", "the bearer token of /metrics"),
+    ("STANDMEET_DB_POOL_SIZE", "16", "database connections for requests (the job engine has its own 10 and the listener 1)"),
+    ("STANDMEET_TRUSTED_PROXIES", "unset: none", "reverse proxies (CIDRs) whose X-Forwarded-For names the client"),
     ("STANDMEET_TIMEZONE", "UTC", "the owner's IANA time zone, for the booking windows"),
     ("STANDMEET_BOOKING", "access", "who may book: access, open or off"),
     ("RUST_LOG", DEFAULT_LOG_FILTER, "the log filter"),
@@ -69,6 +75,24 @@ pub fn settings_help() -> String {
         text.push_str(&format!("  {name:<width$}  {meaning} [default: {default}]\n"));
     }
     text
+}
+
+/// How the log is written (`STANDMEET_LOG_FORMAT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Lines for people (the default).
+    Text,
+    /// One JSON object per line, with the span fields, for log collectors.
+    Json,
+}
+
+/// How MCP tools are named (`STANDMEET_MCP_TOOL_NAMES`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolNames {
+    /// `access_requests.list`: the default, as product.md names them.
+    Dots,
+    /// `access_requests_list`: for MCP clients that refuse dots in tool names.
+    Underscore,
 }
 
 /// Who may book a meeting (`STANDMEET_BOOKING`, product.md section 11).
@@ -148,6 +172,22 @@ pub struct Settings {
     pub fetch_allow_private: bool,
     /// `STANDMEET_WEBHOOK_TIMEOUT_MS`: how long one webhook delivery attempt may take.
     pub webhook_timeout: Duration,
+    /// `STANDMEET_LISTEN_DATABASE_URL`: where the one LISTEN connection goes, when
+    /// `DATABASE_URL` goes through a transaction-pooling PgBouncer.
+    pub listen_database_url: Option<String>,
+    /// `STANDMEET_LOG_FORMAT`: text or json.
+    pub log_format: LogFormat,
+    /// `STANDMEET_MCP_TOOL_NAMES`: dots (the default) or underscores in tool names.
+    pub mcp_tool_names: ToolNames,
+    /// `STANDMEET_METRICS_TOKEN`: the bearer token of `/metrics`; `None`: loopback
+    /// clients only.
+    pub metrics_token: Option<String>,
+    /// `STANDMEET_DB_POOL_SIZE`: connections for requests (the job engine keeps its own
+    /// ten and the listener one, beside these).
+    pub db_pool_size: u32,
+    /// `STANDMEET_TRUSTED_PROXIES`: the reverse proxies (CIDRs) whose `X-Forwarded-For`
+    /// names the client; none by default.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     /// `STANDMEET_TIMEZONE`: the owner's IANA time zone, in which the weekly booking
     /// windows are read (`UTC`).
     pub timezone: jiff::tz::TimeZone,
@@ -277,16 +317,22 @@ impl Settings {
             }
         };
 
-        let mcp_token = match get("STANDMEET_MCP_TOKEN") {
-            Some(token) if token.chars().any(|c| c.is_whitespace() || c.is_control()) => {
-                return Err(ConfigError {
-                    setting: "STANDMEET_MCP_TOKEN",
-                    value: None,
-                    problem: "a bearer token cannot contain spaces or control characters".into(),
-                });
-            }
-            other => other,
-        };
+        let mcp_token = get("STANDMEET_MCP_TOKEN")
+            .map(|token| check_token("STANDMEET_MCP_TOKEN", token))
+            .transpose()?;
+        // Anyone who reaches /mcp may guess it: it must be long enough not to be.
+        if let Some(token) = &mcp_token
+            && token.chars().count() < MIN_MCP_TOKEN_CHARS
+        {
+            return Err(ConfigError {
+                setting: "STANDMEET_MCP_TOKEN",
+                value: None,
+                problem: format!(
+                    "the token must be at least {MIN_MCP_TOKEN_CHARS} characters long (it has {}); make one with `openssl rand -hex 32`",
+                    token.chars().count()
+                ),
+            });
+        }
 
         let approve_wait = parse_millis(&get, "STANDMEET_APPROVE_WAIT_MS", 2_000)?;
         let fetch_wait = parse_millis(&get, "STANDMEET_FETCH_WAIT_MS", 20_000)?;
@@ -330,6 +376,54 @@ impl Settings {
         let keep_events = parse_count(&get, "STANDMEET_KEEP_EVENTS_DAYS", 30, 1..=3650)
             .map(|days| Duration::from_secs(days as u64 * 24 * 3600))?;
 
+        let listen_database_url = get("STANDMEET_LISTEN_DATABASE_URL")
+            .map(|raw| {
+                parse_database_url(&raw).map_err(|err| ConfigError {
+                    setting: "STANDMEET_LISTEN_DATABASE_URL",
+                    ..err
+                })
+            })
+            .transpose()?;
+        let log_format = parse_choice(
+            &get,
+            "STANDMEET_LOG_FORMAT",
+            &[("text", LogFormat::Text), ("json", LogFormat::Json)],
+            "it must be text or json",
+        )?;
+        let mcp_tool_names = parse_choice(
+            &get,
+            "STANDMEET_MCP_TOOL_NAMES",
+            &[("dots", ToolNames::Dots), ("underscore", ToolNames::Underscore)],
+            "it must be dots (access_requests.list) or underscore (access_requests_list)",
+        )?;
+        let metrics_token = get("STANDMEET_METRICS_TOKEN")
+            .map(|token| check_token("STANDMEET_METRICS_TOKEN", token))
+            .transpose()?;
+        let db_pool_size = parse_count(
+            &get,
+            "STANDMEET_DB_POOL_SIZE",
+            crate::db::APP_POOL_SIZE as usize,
+            1..=1000,
+        )? as u32;
+        let trusted_proxies = match get("STANDMEET_TRUSTED_PROXIES") {
+            None => Vec::new(),
+            Some(raw) => raw
+                .split(',')
+                .map(str::trim)
+                .filter(|part| !part.is_empty())
+                .map(|part| {
+                    part.parse::<ipnet::IpNet>()
+                        .or_else(|_| part.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                        .map_err(|_| ConfigError {
+                            setting: "STANDMEET_TRUSTED_PROXIES",
+                            value: Some(raw.clone()),
+                            problem: format!(
+                                "{part:?} is not an address or a CIDR; write them comma-separated, such as 10.0.0.0/8, 192.0.2.7"
+                            ),
+                        })
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        };
         let timezone = match get("STANDMEET_TIMEZONE") {
             Some(raw) => jiff::tz::TimeZone::get(raw.trim()).map_err(|_| ConfigError {
                 setting: "STANDMEET_TIMEZONE",
@@ -338,21 +432,16 @@ impl Settings {
             })?,
             None => jiff::tz::TimeZone::UTC,
         };
-        let booking = match get("STANDMEET_BOOKING").map(|raw| raw.trim().to_ascii_lowercase()) {
-            None => BookingMode::Access,
-            Some(word) => match word.as_str() {
-                "access" => BookingMode::Access,
-                "open" => BookingMode::Open,
-                "off" => BookingMode::Off,
-                _ => {
-                    return Err(ConfigError {
-                        setting: "STANDMEET_BOOKING",
-                        value: get("STANDMEET_BOOKING"),
-                        problem: "it must be access (visitors with an access code), open (anyone) or off".into(),
-                    });
-                }
-            },
-        };
+        let booking = parse_choice(
+            &get,
+            "STANDMEET_BOOKING",
+            &[
+                ("access", BookingMode::Access),
+                ("open", BookingMode::Open),
+                ("off", BookingMode::Off),
+            ],
+            "it must be access (visitors with an access code), open (anyone) or off",
+        )?;
 
         let log_filter = match get("RUST_LOG") {
             Some(raw) => {
@@ -393,6 +482,12 @@ impl Settings {
             fetch_allow_private,
             webhook_timeout,
             keep_events,
+            listen_database_url,
+            log_format,
+            mcp_tool_names,
+            metrics_token,
+            db_pool_size,
+            trusted_proxies,
             timezone,
             booking,
             log_filter,
@@ -415,6 +510,7 @@ impl Settings {
             shutdown_grace: Duration::from_secs(10),
             worker_id: crate::jobs::worker_id(),
             also_clean: Vec::new(),
+            listen_database_url: self.listen_database_url.clone(),
         }
     }
 
@@ -427,6 +523,9 @@ impl Settings {
         self.data_dir.join("pg")
     }
 }
+
+/// The shortest MCP token StandMeet accepts.
+pub const MIN_MCP_TOKEN_CHARS: usize = 32;
 
 /// The longest wait any setting may ask for: past ten minutes an HTTP client has
 /// long given up, so a bigger number is a typo.
@@ -477,6 +576,40 @@ fn parse_bool(
             problem: "it must be true or false".into(),
         }),
     }
+}
+
+/// One of a few words (case and spaces ignored), or the first choice when unset.
+fn parse_choice<T: Copy>(
+    get: &impl Fn(&str) -> Option<String>,
+    setting: &'static str,
+    choices: &[(&str, T)],
+    problem: &str,
+) -> Result<T, ConfigError> {
+    let Some(raw) = get(setting) else {
+        return Ok(choices[0].1);
+    };
+    let word = raw.trim().to_ascii_lowercase();
+    choices
+        .iter()
+        .find(|(name, _)| *name == word)
+        .map(|(_, value)| *value)
+        .ok_or_else(|| ConfigError {
+            setting,
+            value: Some(raw.clone()),
+            problem: problem.to_string(),
+        })
+}
+
+/// A bearer token as a setting: no spaces or control characters (never echoed back).
+fn check_token(setting: &'static str, token: String) -> Result<String, ConfigError> {
+    if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(ConfigError {
+            setting,
+            value: None,
+            problem: "a bearer token cannot contain spaces or control characters".into(),
+        });
+    }
+    Ok(token)
 }
 
 fn parse_count(
@@ -632,6 +765,12 @@ mod tests {
         assert!(s.mcp_token.is_none());
         assert_eq!(s.timezone, jiff::tz::TimeZone::UTC);
         assert_eq!(s.booking, BookingMode::Access);
+        assert_eq!(s.db_pool_size, 16);
+        assert_eq!(settings(&[("STANDMEET_DB_POOL_SIZE", "40")]).unwrap().db_pool_size, 40);
+        assert_eq!(
+            settings(&[("STANDMEET_DB_POOL_SIZE", "0")]).unwrap_err().setting,
+            "STANDMEET_DB_POOL_SIZE"
+        );
     }
 
     #[test]
@@ -639,10 +778,15 @@ mod tests {
         let source = include_str!("config.rs");
         let source = &source[..source.find("#[cfg(test)]").unwrap()];
         // The names the parser looks up: `get("…")`, `lookup("…")`, `(&get, "…"`.
-        let read: std::collections::BTreeSet<&str> = ["get(\"", "lookup(\"", "(&get, \""]
+        // (`parse_*(&get, "…"` may break its line after `&get,`.)
+        let read: std::collections::BTreeSet<&str> = ["get(", "lookup(", "&get,"]
             .iter()
             .flat_map(|call| source.match_indices(call).map(move |(at, _)| at + call.len()))
-            .filter_map(|start| source[start..].split('"').next())
+            .filter_map(|start| {
+                let rest = source[start..].trim_start();
+                rest.strip_prefix('"')?.split('"').next()
+            })
+            .filter(|name| name.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
             .collect();
         let listed: std::collections::BTreeSet<&str> =
             SETTINGS.iter().map(|(name, _, _)| *name).collect();
@@ -664,6 +808,26 @@ mod tests {
         assert_eq!(err.setting, "STANDMEET_TIMEZONE");
         let err = settings(&[("STANDMEET_BOOKING", "maybe")]).unwrap_err();
         assert_eq!(err.setting, "STANDMEET_BOOKING");
+    }
+
+    #[test]
+    fn a_short_mcp_token_stops_the_start() {
+        let err = settings(&[("STANDMEET_MCP_TOKEN", "short-token")]).unwrap_err();
+        assert_eq!(err.setting, "STANDMEET_MCP_TOKEN");
+        assert!(err.problem.contains("at least 32 characters"), "{}", err.problem);
+        assert!(!err.to_string().contains("short-token"), "never echoed: {err}");
+        let long = "x".repeat(32);
+        assert_eq!(settings(&[("STANDMEET_MCP_TOKEN", &long)]).unwrap().mcp_token, Some(long));
+    }
+
+    #[test]
+    fn trusted_proxies_are_cidrs_or_addresses() {
+        let s = settings(&[("STANDMEET_TRUSTED_PROXIES", "10.0.0.0/8, 192.0.2.7,2001:db8::/32")]).unwrap();
+        assert_eq!(s.trusted_proxies.len(), 3);
+        assert_eq!(s.trusted_proxies[1].to_string(), "192.0.2.7/32");
+        assert!(settings(&[]).unwrap().trusted_proxies.is_empty());
+        let err = settings(&[("STANDMEET_TRUSTED_PROXIES", "10.0.0.0/33")]).unwrap_err();
+        assert_eq!(err.setting, "STANDMEET_TRUSTED_PROXIES");
     }
 
     #[test]

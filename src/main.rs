@@ -27,6 +27,11 @@ enum Command {
     /// Check every setting without connecting anywhere: exit 0, or 2 with a message
     /// naming the bad setting.
     CheckConfig,
+    /// Manage admins.
+    Admin {
+        #[command(subcommand)]
+        action: AdminAction,
+    },
     /// Benchmark the job engine, the waiters, the Tasks panel and the corpus search on a fresh private
     /// PostgreSQL cluster.
     Bench {
@@ -65,6 +70,16 @@ enum Command {
 }
 
 #[derive(Subcommand)]
+enum AdminAction {
+    /// Set an admin's password, read as one line from standard input, and end every
+    /// session of that admin.
+    SetPassword {
+        /// The admin's email address.
+        email: String,
+    },
+}
+
+#[derive(Subcommand)]
 enum PostgresAction {
     /// Start the private cluster (or find it running), leave it running, and print a
     /// URL for one of its databases.
@@ -93,7 +108,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    standmeet::telemetry::init(&settings.log_filter);
+    standmeet::telemetry::init(&settings.log_filter, settings.log_format);
 
     let runtime = || {
         tokio::runtime::Builder::new_multi_thread()
@@ -106,6 +121,15 @@ fn main() -> ExitCode {
         Command::Migrate => {
             runtime().and_then(|rt| rt.block_on(standmeet::startup::migrate_only(settings)))
         }
+        Command::Admin {
+            action: AdminAction::SetPassword { email },
+        } => read_password().and_then(|password| {
+            runtime().and_then(|rt| {
+                rt.block_on(standmeet::startup::set_admin_password(
+                    settings, &email, &password,
+                ))
+            })
+        }),
         Command::CheckConfig => {
             println!("standmeet: every setting is valid");
             Ok(())
@@ -138,6 +162,13 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// One line from standard input, without its line end.
+fn read_password() -> anyhow::Result<String> {
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line)?;
+    Ok(line.trim_end_matches(['\n', '\r']).to_string())
 }
 
 fn postgres(action: PostgresAction, settings: &Settings) -> anyhow::Result<()> {

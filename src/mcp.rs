@@ -39,6 +39,7 @@ use crate::domain::webhooks;
 use crate::error::AppError;
 use crate::jobs::{JobFilter, JobId, JobState, JobSummary, WaitOutcome};
 use crate::model::MailState;
+use crate::security::bearer::{bearer_token, constant_time_eq};
 use crate::security::rate_limit::FailedAttempts;
 use crate::state::AppState;
 
@@ -233,10 +234,11 @@ pub fn tool_error(err: AppError) -> CallToolResult {
 #[tool_router]
 impl Tools {
     pub fn new(state: AppState) -> Self {
-        Tools {
-            state,
-            tool_router: Self::tool_router(),
-        }
+        let tool_router = match state.settings.mcp_tool_names {
+            crate::config::ToolNames::Dots => Self::tool_router(),
+            crate::config::ToolNames::Underscore => with_underscore_names(Self::tool_router()),
+        };
+        Tools { state, tool_router }
     }
 
     #[tool(
@@ -849,6 +851,27 @@ impl Tools {
     }
 }
 
+/// The same tools named with underscores instead of dots (`access_requests_list`), for
+/// MCP clients that refuse dots in tool names (`STANDMEET_MCP_TOOL_NAMES=underscore`);
+/// descriptions that name other tools name them the same way.
+fn with_underscore_names(router: ToolRouter<Tools>) -> ToolRouter<Tools> {
+    let dotted: Vec<String> = router.list_all().into_iter().map(|tool| tool.name.to_string()).collect();
+    let rename = |text: &str| {
+        dotted
+            .iter()
+            .fold(text.to_string(), |text, name| text.replace(name.as_str(), &name.replace('.', "_")))
+    };
+    let mut renamed = ToolRouter::new();
+    for mut route in router {
+        route.attr.name = route.attr.name.replace('.', "_").into();
+        if let Some(description) = route.attr.description.as_deref() {
+            route.attr.description = Some(rename(description).into());
+        }
+        renamed.add_route(route);
+    }
+    renamed
+}
+
 /// A listings fetch's answer as a tool's object.
 fn fetch_answer(
     answer: Result<crate::model::FetchAnswer, ListingsError>,
@@ -924,26 +947,13 @@ struct TokenCheck {
     failures: FailedAttempts,
 }
 
-/// The token an `Authorization` header carries: `Bearer <token>`, the scheme in any case
-/// (RFC 9110 §11.1).
-fn bearer_token(value: &str) -> Option<&str> {
-    let (scheme, token) = value.trim().split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-}
-
 /// 401 unless `Authorization: Bearer <STANDMEET_MCP_TOKEN>`; 429 for an address that
 /// failed too often this minute.
 async fn require_token(State(check): State<Arc<TokenCheck>>, request: Request, next: Next) -> Response {
-    // The peer's address, as `ConnectInfo` finds it (a test's mock one included).
-    let extensions = request.extensions();
-    let address = extensions
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|info| info.0.ip())
-        .or_else(|| {
-            extensions
-                .get::<axum::extract::connect_info::MockConnectInfo<std::net::SocketAddr>>()
-                .map(|info| info.0.ip())
-        });
+    let address = request
+        .extensions()
+        .get::<crate::security::client::ClientAddress>()
+        .map(|client| client.0);
     if let Some(wait) = address.and_then(|address| check.failures.blocked(address)) {
         return (
             StatusCode::TOO_MANY_REQUESTS,
@@ -970,35 +980,5 @@ async fn require_token(State(check): State<Arc<TokenCheck>>, request: Request, n
             )
                 .into_response()
         }
-    }
-}
-
-/// Compares without returning early, so the time taken does not tell how much of a
-/// guessed token was right.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_bearer_scheme_is_read_in_any_case() {
-        assert_eq!(bearer_token("Bearer abc"), Some("abc"));
-        assert_eq!(bearer_token("bearer abc"), Some("abc"));
-        assert_eq!(bearer_token("BEARER  abc "), Some("abc"));
-        assert_eq!(bearer_token("Basic abc"), None);
-        assert_eq!(bearer_token("Bearerabc"), None);
-    }
-
-    #[test]
-    fn token_comparison_needs_every_byte() {
-        assert!(constant_time_eq(b"secret-token", b"secret-token"));
-        assert!(!constant_time_eq(b"secret-token", b"secret-tokex"));
-        assert!(!constant_time_eq(b"secret", b"secret-token"));
     }
 }

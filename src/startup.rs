@@ -1,6 +1,7 @@
 //! Putting the process together: the database, the application state, the router, and
 //! serving until a signal says stop.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -13,9 +14,11 @@ use leptos_axum::{LeptosRoutes, generate_route_list};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use tower::limit::GlobalConcurrencyLimitLayer;
+use tower_http::compression::predicate::{NotForContentType, Predicate};
+use tower_http::compression::{CompressionLayer, DefaultPredicate};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::timeout::TimeoutLayer;
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tower_sessions::cookie::SameSite;
 use tower_sessions::{Expiry, SessionManagerLayer};
 use tower_sessions_sqlx_store::PostgresStore;
@@ -23,17 +26,13 @@ use tower_sessions_sqlx_store::PostgresStore;
 use crate::config::Settings;
 use crate::db::{self, DatabaseSource, PrivateCluster};
 use crate::jobs::JobRuntime;
-use crate::security::{csrf, guard, headers};
+use crate::security::{client, csrf, guard, headers};
 use crate::state::AppState;
 use crate::ui::{App, shell};
 
 /// How long in-flight requests may run on after a stop signal before their
 /// connections are closed.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-
-/// An admin's session ends after this long without a request.
-const SESSION_IDLE_TIMEOUT: tower_sessions::cookie::time::Duration =
-    tower_sessions::cookie::time::Duration::hours(8);
 
 /// The session cookie's name over http.
 pub const SESSION_COOKIE: &str = "standmeet_session";
@@ -65,7 +64,7 @@ pub fn router(state: AppState) -> Router {
         .with_http_only(true)
         .with_same_site(SameSite::Strict)
         .with_secure(state.settings.is_https())
-        .with_expiry(Expiry::OnInactivity(SESSION_IDLE_TIMEOUT));
+        .with_expiry(Expiry::OnInactivity(guard::SESSION_IDLE_TIMEOUT));
 
     let mcp = crate::mcp::routes(&state, CancellationToken::new()).unwrap_or_default();
 
@@ -107,6 +106,10 @@ pub fn router(state: AppState) -> Router {
             state.settings.clone(),
             headers::add_security_headers,
         ))
+        .layer(middleware::from_fn_with_state(
+            Arc::new(client::TrustedProxies(state.settings.trusted_proxies.clone())),
+            client::find_client_address,
+        ))
         // Bounded work per process: at most this many requests at once (more wait their
         // turn), and none longer than the time limit, waiting included (503). Database
         // connections are bounded by the pool; this bounds the memory and the queue.
@@ -115,7 +118,23 @@ pub fn router(state: AppState) -> Router {
             StatusCode::SERVICE_UNAVAILABLE,
             REQUEST_TIME_LIMIT,
         ))
-        .layer(TraceLayer::new_for_http().make_span_with(crate::telemetry::request_span))
+        // gzip for clients that take it, when worth it: not for small answers, images
+        // or the live event streams (tower-http's default predicate), nor for the wasm,
+        // which is megabytes that would be compressed again on every page load.
+        .layer(CompressionLayer::new().compress_when(
+            DefaultPredicate::new().and(NotForContentType::const_new("application/wasm")),
+        ))
+        // The access log: one line per request at info, with its status and latency,
+        // in the request's span (method, path, request id).
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(crate::telemetry::request_span)
+                .on_response(
+                    DefaultOnResponse::new()
+                        .level(tracing::Level::INFO)
+                        .latency_unit(tower_http::LatencyUnit::Millis),
+                ),
+        )
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .with_state(state)
@@ -161,6 +180,35 @@ pub async fn migrate_only(settings: Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `standmeet admin set-password <email>`: sets the password of that admin (8
+/// characters or more) and ends every session of it.
+pub async fn set_admin_password(
+    settings: Settings,
+    email: &str,
+    password: &str,
+) -> anyhow::Result<()> {
+    let email = crate::types::EmailAddress::parse(email)
+        .map_err(|err| anyhow::anyhow!("{email:?} is not an email address: {err}"))?;
+    if password.chars().count() < 8 {
+        anyhow::bail!("the password must be at least 8 characters long (read from standard input)");
+    }
+    let source = open_database(&settings).await?;
+    let changed = async {
+        let pool = db::connect(&source.url()).await?;
+        db::migrate(&pool).await?;
+        let found = crate::domain::admins::set_password(&pool, &email, password).await?;
+        pool.close().await;
+        anyhow::Ok(found)
+    }
+    .await;
+    close_database(source).await?;
+    if !changed? {
+        anyhow::bail!("there is no admin {email}; STANDMEET_ADMIN_EMAIL and STANDMEET_ADMIN_PASSWORD create one at start");
+    }
+    println!("standmeet: the password of {email} is set; its sessions are ended");
+    Ok(())
+}
+
 /// The database `settings` name, or the private cluster, started.
 async fn open_database(settings: &Settings) -> anyhow::Result<DatabaseSource> {
     Ok(match &settings.database_url {
@@ -190,7 +238,7 @@ async fn close_database(source: DatabaseSource) -> anyhow::Result<()> {
 }
 
 async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
-    let pool = db::connect(&database_url).await?;
+    let pool = db::connect_sized(&database_url, settings.db_pool_size).await?;
     db::migrate(&pool).await?;
     if let Some(generated) = crate::domain::admins::bootstrap(&pool, &settings).await? {
         announce_generated_admin(&generated, &settings.public_url);
@@ -295,8 +343,6 @@ async fn housekeeping(state: AppState, stop: CancellationToken) {
         if let Err(err) = store.delete_expired().await {
             tracing::warn!(error = %err, "cannot delete expired sessions");
         }
-        state.sign_in_limiter.forget_idle();
-        state.access_code_limiter.forget_idle();
         state.access_request_limiter.forget_idle();
         state.booking_limiter.forget_idle();
     }

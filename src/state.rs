@@ -12,7 +12,11 @@ use sqlx::PgPool;
 use crate::config::Settings;
 use crate::domain::mail::{MailContext, Mailer};
 use crate::jobs::{JobClient, Registry, Signals};
-use crate::security::rate_limit::AttemptLimiter;
+use crate::security::rate_limit::{AttemptLimiter, GuessLimiter};
+
+/// Password hashes (argon2, tens of milliseconds of CPU each) computed at once: more
+/// sign-ins wait their turn, so a flood of guesses cannot take the machine.
+const CONCURRENT_PASSWORD_CHECKS: usize = 4;
 
 /// Access requests one client address (or one email) may send an hour.
 const ACCESS_REQUESTS_PER_HOUR: u32 = 5;
@@ -27,10 +31,10 @@ pub struct AppState {
     pub leptos_options: LeptosOptions,
     pub pool: PgPool,
     pub settings: Arc<Settings>,
-    /// Sign-in attempts per client address and per email.
-    pub sign_in_limiter: Arc<AttemptLimiter>,
-    /// Access-code attempts per client address and per email.
-    pub access_code_limiter: Arc<AttemptLimiter>,
+    /// Failed sign-ins per client address, and the backoff per email.
+    pub sign_in_limiter: Arc<GuessLimiter>,
+    /// Wrong access codes per client address, and the backoff per email.
+    pub access_code_limiter: Arc<GuessLimiter>,
     /// Access requests per client address (and per email), an hour.
     pub access_request_limiter: Arc<AttemptLimiter>,
     /// Bookings per client address (and per email), an hour.
@@ -70,11 +74,13 @@ impl AppState {
             leptos_options,
             jobs: JobClient::new(pool.clone(), signals.clone()),
             pool,
-            sign_in_limiter: Arc::new(AttemptLimiter::per_minute(
-                settings.login_attempts_per_minute,
+            sign_in_limiter: Arc::new(GuessLimiter::new(
+                settings.login_attempts_per_minute.get(),
+                CONCURRENT_PASSWORD_CHECKS,
             )),
-            access_code_limiter: Arc::new(AttemptLimiter::per_minute(
-                settings.login_attempts_per_minute,
+            access_code_limiter: Arc::new(GuessLimiter::new(
+                settings.login_attempts_per_minute.get(),
+                CONCURRENT_PASSWORD_CHECKS,
             )),
             access_request_limiter: Arc::new(AttemptLimiter::per_hour(
                 std::num::NonZeroU32::new(ACCESS_REQUESTS_PER_HOUR).expect("not zero"),

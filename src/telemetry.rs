@@ -6,21 +6,32 @@ use axum::http::Request;
 use tracing::Span;
 use tracing_subscriber::EnvFilter;
 
-/// Installs the global subscriber with `filter` (already validated by `config`).
+/// Installs the global subscriber with `filter` (already validated by `config`), as
+/// text for people or as one JSON object per line (with the fields of the spans the
+/// event happened in: the request's method, path and id, the job's id, kind and
+/// attempt) for log collectors (`STANDMEET_LOG_FORMAT`).
 /// Logs go to stderr, so that stdout carries only what a command prints on purpose
 /// (`standmeet postgres start` prints a URL). Safe to call more than once (tests):
 /// later calls leave the first subscriber.
-pub fn init(filter: &str) {
+pub fn init(filter: &str, format: LogFormat) {
     let filter = EnvFilter::builder()
         .parse(filter)
         .unwrap_or_else(|_| EnvFilter::new(crate::config::DEFAULT_LOG_FILTER));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(true)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).try_init(),
+        LogFormat::Json => builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(true)
+            .try_init(),
+    };
 }
+
+pub use crate::config::LogFormat;
 
 /// The span of one HTTP request: method, path and the request id that
 /// `SetRequestIdLayer` put on it. The query string is left out: it can hold tokens.

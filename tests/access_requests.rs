@@ -467,3 +467,40 @@ async fn the_admin_page_lists_requests_with_status_and_mail_chips(pool: PgPool) 
             .contains(r#"data-testid="access-request-row""#)
     );
 }
+
+#[sqlx::test]
+async fn wrong_codes_from_one_address_do_not_lock_the_visitor_out(pool: PgPool) {
+    let app = desk_mailing(&pool, "log").await;
+    sqlx::query(
+        "INSERT INTO access_requests (name, email, status, code_hash, replied_at) \
+         VALUES ('Ada', 'ada@example.com', 'replied', $1, now())",
+    )
+    .bind(standmeet::domain::secrets::code_hash("K7QF-2MZP-9HXA"))
+    .execute(&pool)
+    .await
+    .unwrap();
+    // Someone guesses Ada's code from one address (the in-process client) until refused.
+    let mut statuses = Vec::new();
+    for n in 0..12 {
+        let reply = app
+            .post_form(
+                "/api/redeem_access",
+                &[("email", "ada@example.com"), ("code", &format!("AAAA-BBBB-{n:04}"))],
+                None,
+            )
+            .await;
+        statuses.push(reply.status);
+    }
+    assert_eq!(statuses[..10], [StatusCode::UNAUTHORIZED; 10], "{statuses:?}");
+    assert_eq!(statuses[10..], [StatusCode::TOO_MANY_REQUESTS; 2], "{statuses:?}");
+    // Ada, from her own address (a real connection from loopback), still gets in.
+    let reply = reqwest::Client::new()
+        .post(app.url("/api/redeem_access"))
+        .header("sec-fetch-site", "same-origin")
+        .header("accept", "application/json")
+        .form(&[("email", "ada@example.com"), ("code", "K7QF-2MZP-9HXA")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), reqwest::StatusCode::OK);
+}

@@ -221,26 +221,37 @@ async fn the_eleventh_quick_wrong_sign_in_from_one_address_is_rate_limited(pool:
 }
 
 #[sqlx::test]
-async fn one_email_is_rate_limited_across_addresses(pool: PgPool) {
-    let settings = common::settings_with(&[("STANDMEET_LOGIN_ATTEMPTS_PER_MINUTE", "3")]);
-    let state = standmeet::state::AppState::new(pool.clone(), settings).unwrap();
-    let app = standmeet::startup::router(state);
-    // No connection info at all: only the per-email limit applies.
-    for _ in 0..3 {
-        let reply = common::sign_in(&app, "target@example.com", "wrong").await;
-        assert!(
-            reply
-                .location()
-                .unwrap()
-                .starts_with("/login?error=invalid")
-        );
+async fn the_right_password_gets_in_while_another_address_hammers_the_same_email(pool: PgPool) {
+    use axum::extract::connect_info::MockConnectInfo;
+    use std::net::SocketAddr;
+    common::create_admin(&pool).await;
+    let state = standmeet::state::AppState::new(pool.clone(), common::default_settings()).unwrap();
+    // Two clients of one StandMeet: an attacker and the owner, from different addresses.
+    let attacker = standmeet::startup::router(state.clone())
+        .layer(MockConnectInfo(SocketAddr::from(([198, 51, 100, 66], 40000))));
+    let owner = standmeet::startup::router(state)
+        .layer(MockConnectInfo(SocketAddr::from(([192, 0, 2, 10], 40000))));
+    let mut outcomes = Vec::new();
+    for _ in 0..25 {
+        let reply = common::sign_in(&attacker, common::ADMIN_EMAIL, "a wrong guess").await;
+        let location = reply.location().unwrap().to_string();
+        outcomes.push(location.split('&').next().unwrap().to_string());
     }
-    let reply = common::sign_in(&app, "TARGET@example.com", "wrong").await;
+    let refused = outcomes
+        .iter()
+        .filter(|outcome| outcome.as_str() == "/login?error=rate_limited")
+        .count();
+    assert_eq!(refused, 15, "ten failures, then the address is refused: {outcomes:?}");
+    // The email is not locked: its owner, from an address that is not over its limit,
+    // signs in (after the email's backoff, a few seconds at most).
+    let reply = common::sign_in(&owner, common::ADMIN_EMAIL, common::ADMIN_PASSWORD).await;
+    assert_eq!(reply.location(), Some("/admin/tasks"));
+    assert!(reply.session_cookie().is_some());
+    // Requests the attacker's address had refused did not count against the owner.
+    let again = common::sign_in(&attacker, common::ADMIN_EMAIL, common::ADMIN_PASSWORD).await;
     assert!(
-        reply
-            .location()
-            .unwrap()
-            .starts_with("/login?error=rate_limited")
+        again.location().unwrap().starts_with("/login?error=rate_limited"),
+        "the attacker's address stays refused for its minute, right password or not"
     );
 }
 
@@ -425,4 +436,101 @@ async fn passwords_are_stored_as_argon2id_hashes(pool: PgPool) {
         .unwrap();
     assert!(hash.starts_with("$argon2id$"), "{hash}");
     assert!(!hash.contains(common::ADMIN_PASSWORD));
+}
+
+/// A failed sign-in (each for an email of its own, so no email's backoff slows the
+/// test) said to come through a proxy for `forwarded_for`.
+async fn wrong_sign_in_via(app: &axum::Router, forwarded_for: &str) -> String {
+    static ATTEMPTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = ATTEMPTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let body = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("email", &format!("someone{n}@example.com"))
+        .append_pair("password", "wrong")
+        .finish();
+    let reply = common::send(
+        app,
+        Request::post("/login")
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("sec-fetch-site", "same-origin")
+            .header("x-forwarded-for", forwarded_for)
+            .body(Body::from(body))
+            .unwrap(),
+    )
+    .await;
+    reply.location().unwrap().split('&').next().unwrap().to_string()
+}
+
+#[sqlx::test]
+async fn forwarded_addresses_are_believed_only_from_trusted_proxies(pool: PgPool) {
+    // The in-process client (203.0.113.7) is a trusted proxy here: each visitor behind
+    // it has limits of their own.
+    let behind_proxy = common::app_with(
+        pool.clone(),
+        common::settings_with(&[("STANDMEET_TRUSTED_PROXIES", "203.0.113.0/24")]),
+    );
+    for _ in 0..10 {
+        assert_eq!(wrong_sign_in_via(&behind_proxy, "198.51.100.1").await, "/login?error=invalid");
+    }
+    assert_eq!(wrong_sign_in_via(&behind_proxy, "198.51.100.1").await, "/login?error=rate_limited");
+    assert_eq!(wrong_sign_in_via(&behind_proxy, "198.51.100.2").await, "/login?error=invalid");
+
+    // Without the setting the header is anybody's claim: the socket's peer counts.
+    let direct = common::app(pool);
+    for n in 0..10 {
+        assert_eq!(wrong_sign_in_via(&direct, &format!("198.51.100.{n}")).await, "/login?error=invalid");
+    }
+    assert_eq!(wrong_sign_in_via(&direct, "198.51.100.99").await, "/login?error=rate_limited");
+}
+
+#[sqlx::test]
+async fn a_session_in_use_slides_its_idle_expiry(pool: PgPool) {
+    let app = common::app(pool.clone());
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    // As if the session had gone unused for nearly eight hours: two minutes left.
+    sqlx::query("UPDATE sessions SET expiry_date = now() + interval '2 minutes'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let page = common::get_with_cookie(&app, "/admin/tasks", &cookie).await;
+    assert_eq!(page.status, StatusCode::OK);
+    let left: f64 = sqlx::query_scalar(
+        "SELECT extract(epoch FROM max(expiry_date) - now())::float8 FROM sessions",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(left > 7.9 * 3600.0, "used now, so eight hours from now: {left} s left");
+    assert!(page.session_set_cookie().is_some(), "the cookie's lifetime is renewed too");
+    // A fresh expiry is not written again on every request.
+    let again = common::get_with_cookie(&app, "/admin/tasks", &cookie).await;
+    assert!(again.session_set_cookie().is_none());
+}
+
+#[sqlx::test]
+async fn a_changed_password_ends_the_admins_other_sessions(pool: PgPool) {
+    let app = common::app(pool.clone());
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    assert_eq!(
+        common::get_with_cookie(&app, "/admin/tasks", &cookie).await.status,
+        StatusCode::OK
+    );
+    let email = standmeet::types::EmailAddress::parse(common::ADMIN_EMAIL).unwrap();
+    assert!(admins::set_password(&pool, &email, "a brand new password").await.unwrap());
+    let page = common::get_with_cookie(&app, "/admin/tasks", &cookie).await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "the old session is over");
+    // Signing in again, with the new password, works; the old one does not.
+    let old = common::sign_in(&app, common::ADMIN_EMAIL, common::ADMIN_PASSWORD).await;
+    assert!(old.location().unwrap().starts_with("/login?error=invalid"));
+    let new = common::sign_in(&app, common::ADMIN_EMAIL, "a brand new password").await;
+    let fresh = new.session_cookie().expect("a new session");
+    assert_eq!(
+        common::get_with_cookie(&app, "/admin/tasks", &fresh).await.status,
+        StatusCode::OK
+    );
+    // The same password given again at a restart ends nothing.
+    admins::admin_upsert(&pool, &email, "a brand new password").await.unwrap();
+    assert_eq!(
+        common::get_with_cookie(&app, "/admin/tasks", &fresh).await.status,
+        StatusCode::OK
+    );
 }

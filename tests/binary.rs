@@ -47,6 +47,24 @@ fn scratch_dir() -> tempfile::TempDir {
     dir
 }
 
+/// A database of its own on the test server, named after `what` and this process: its
+/// URL, and the server's admin URL to drop it with ([`drop_database`]).
+fn scratch_database(what: &str) -> (url::Url, String) {
+    let admin_url = std::env::var("DATABASE_URL").expect("the test command sets DATABASE_URL");
+    let mut url = url::Url::parse(&admin_url).unwrap();
+    url.set_path(&format!("standmeet_{what}_{}", std::process::id()));
+    (url, admin_url)
+}
+
+async fn drop_database(admin_url: &str, url: &url::Url) {
+    let name = url.path().trim_start_matches('/');
+    let mut admin = PgConnection::connect(admin_url).await.unwrap();
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+}
+
 struct Server {
     child: Child,
     port: u16,
@@ -192,10 +210,7 @@ fn check_config_validates_without_connecting_and_help_lists_every_setting() {
 
 #[tokio::test]
 async fn migrate_applies_the_migrations_and_exits() {
-    let admin_url = std::env::var("DATABASE_URL").expect("the test command sets DATABASE_URL");
-    let database = format!("standmeet_migrate_{}", std::process::id());
-    let mut url = url::Url::parse(&admin_url).unwrap();
-    url.set_path(&database);
+    let (url, admin_url) = scratch_database("migrate");
     let output = standmeet()
         .arg("migrate")
         .env("DATABASE_URL", url.as_str())
@@ -210,11 +225,111 @@ async fn migrate_applies_the_migrations_and_exits() {
             .unwrap();
     assert!(bookings, "the newest migration is applied");
     connection.close().await.unwrap();
-    let mut admin = PgConnection::connect(&admin_url).await.unwrap();
-    sqlx::query(&format!("DROP DATABASE {database} WITH (FORCE)"))
-        .execute(&mut admin)
+    drop_database(&admin_url, &url).await;
+}
+
+#[test]
+fn the_systemd_unit_verifies() {
+    // Checked where systemd's own verifier is installed (it is on this project's CI).
+    let Ok(verifier) = which_systemd_analyze() else {
+        eprintln!("systemd-analyze is not installed; deploy/standmeet.service not verified");
+        return;
+    };
+    let unit = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/standmeet.service"
+    ))
+    .unwrap();
+    // The unit names the installed binary; here, this build's.
+    let unit = unit.replace("/opt/standmeet/standmeet", BIN);
+    let dir = scratch_dir();
+    let path = dir.path().join("standmeet.service");
+    std::fs::write(&path, unit).unwrap();
+    let output = Command::new(verifier).arg("verify").arg(&path).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.trim().is_empty(), "systemd-analyze verify: {stderr}");
+}
+
+fn which_systemd_analyze() -> Result<std::path::PathBuf, ()> {
+    ["/usr/bin/systemd-analyze", "/bin/systemd-analyze"]
+        .iter()
+        .map(std::path::PathBuf::from)
+        .find(|path| path.exists())
+        .ok_or(())
+}
+
+#[tokio::test]
+async fn json_logs_are_one_object_a_line_with_an_access_line_per_request() {
+    let (url, admin_url) = scratch_database("json");
+    let mut cmd = standmeet();
+    cmd.env("DATABASE_URL", url.as_str())
+        .env("STANDMEET_LOG_FORMAT", "json")
+        .env("RUST_LOG", "info,sqlx=warn,tower_http=info");
+    let mut server = Server::start(cmd);
+    server.wait_healthy().await;
+    let reply = reqwest::get(format!("http://127.0.0.1:{}/livez", server.port))
         .await
         .unwrap();
+    assert_eq!(reply.status(), 200);
+    let (_, log) = server.stop();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
+        .collect();
+    let access = lines
+        .iter()
+        .find(|line| line["span"]["path"] == "/livez" && line["fields"]["status"] == 200)
+        .unwrap_or_else(|| panic!("an access line for /livez in {log}"));
+    assert_eq!(access["level"], "INFO");
+    assert_eq!(access["span"]["method"], "GET");
+    assert!(access["fields"]["latency"].is_string(), "{access}");
+    drop_database(&admin_url, &url).await;
+}
+
+#[tokio::test]
+async fn admin_set_password_reads_stdin_and_ends_the_sessions() {
+    use std::io::Write;
+    let (url, admin_url) = scratch_database("password");
+    let pool = standmeet::db::connect(url.as_str()).await.unwrap();
+    standmeet::db::migrate(&pool).await.unwrap();
+    let email = standmeet::types::EmailAddress::parse("owner@example.com").unwrap();
+    standmeet::domain::admins::admin_upsert(&pool, &email, "the old password")
+        .await
+        .unwrap();
+
+    let run = |who: &str, line: &str| {
+        let mut child = standmeet()
+            .args(["admin", "set-password", who])
+            .env("DATABASE_URL", url.as_str())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(line.as_bytes()).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let output = run("owner@example.com", "a+new password%20\n");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let signed_in = standmeet::domain::admins::authenticate(&pool, "owner@example.com", "a+new password%20")
+        .await
+        .unwrap();
+    assert!(signed_in.is_some(), "the line, as typed, is the new password");
+    let ended: bool = sqlx::query_scalar(
+        "SELECT sessions_valid_after IS NOT NULL FROM admins WHERE email = 'owner@example.com'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(ended, "its sessions are ended");
+    let unknown = run("nobody@example.com", "whatever password\n");
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("there is no admin"));
+    let short = run("owner@example.com", "short\n");
+    assert!(!short.status.success());
+    pool.close().await;
+    drop_database(&admin_url, &url).await;
 }
 
 /// The generated admin password in what the server printed, if any.

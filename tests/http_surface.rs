@@ -27,7 +27,13 @@ async fn metrics_are_prometheus_text_with_jobs_waiters_receipts_and_wake_latency
         .execute(&pool)
         .await
         .unwrap();
-    let app = common::app(pool);
+    // Without a metrics token only loopback clients are answered.
+    let from_afar = common::get(&common::app(pool.clone()), "/metrics").await;
+    assert_eq!(from_afar.status, StatusCode::FORBIDDEN);
+    let state = standmeet::state::AppState::new(pool.clone(), common::default_settings()).unwrap();
+    let app = standmeet::startup::router(state).layer(
+        axum::extract::connect_info::MockConnectInfo(std::net::SocketAddr::from(([127, 0, 0, 1], 40000))),
+    );
     let reply = common::get(&app, "/metrics").await;
     assert_eq!(reply.status, StatusCode::OK);
     assert!(
@@ -50,6 +56,27 @@ async fn metrics_are_prometheus_text_with_jobs_waiters_receipts_and_wake_latency
         assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
     }
     assert!(text.ends_with("# EOF\n"));
+}
+
+#[sqlx::test]
+async fn with_a_metrics_token_the_metrics_need_it_from_anywhere(pool: PgPool) {
+    let app = common::app_with(
+        pool,
+        common::settings_with(&[("STANDMEET_METRICS_TOKEN", "metrics-token-0123456789")]),
+    );
+    let without = common::get(&app, "/metrics").await;
+    assert_eq!(without.status, StatusCode::UNAUTHORIZED);
+    for (authorization, status) in [
+        ("Bearer wrong", StatusCode::UNAUTHORIZED),
+        ("Bearer metrics-token-0123456789", StatusCode::OK),
+        ("bearer metrics-token-0123456789", StatusCode::OK),
+    ] {
+        let request = axum::http::Request::get("/metrics")
+            .header("authorization", authorization)
+            .body(axum::body::Body::empty())
+            .unwrap();
+        assert_eq!(common::send(&app, request).await.status, status, "{authorization}");
+    }
 }
 
 #[sqlx::test]
@@ -186,4 +213,20 @@ async fn a_test_app_is_served_over_real_http_on_a_port_of_its_own(pool: PgPool) 
     let body: serde_json::Value = reply.json().await.expect("a JSON body");
     assert_eq!(body["database"], "ok", "{body}");
     assert_eq!(body["listener"], "connected", "{body}");
+}
+
+#[sqlx::test]
+async fn pages_are_gzipped_for_clients_that_take_it(pool: PgPool) {
+    let app = common::app(pool);
+    let request = axum::http::Request::get("/")
+        .header("accept-encoding", "gzip")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let reply = common::send(&app, request).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.headers["content-encoding"], "gzip");
+    // A client that does not say so gets plain text.
+    let plain = common::get(&app, "/").await;
+    assert!(plain.headers.get("content-encoding").is_none());
+    assert!(plain.body.contains("StandMeet"));
 }

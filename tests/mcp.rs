@@ -96,6 +96,41 @@ async fn the_scheme_is_case_insensitive_and_wrong_tokens_are_limited_per_address
 }
 
 #[sqlx::test]
+async fn with_underscore_names_the_same_tools_answer_under_those_names(pool: PgPool) {
+    let app = agent_desk(&pool)
+        .setting("STANDMEET_MAIL", "log")
+        .setting("STANDMEET_MCP_TOOL_NAMES", "underscore")
+        .spawn()
+        .await;
+    let (_, list) = rpc(&app.router, Some(TOKEN), "tools/list", json!({})).await;
+    let mut tools = list["result"]["tools"].as_array().unwrap().clone();
+    assert!(
+        tools.iter().all(|tool| !tool["name"].as_str().unwrap().contains('.')),
+        "{tools:?}"
+    );
+    tools.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    let golden_path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/mcp_tools_underscore.json");
+    let actual = serde_json::to_string_pretty(&tools).unwrap() + "\n";
+    if std::env::var("UPDATE_GOLDEN").is_ok() {
+        std::fs::write(golden_path, &actual).unwrap();
+    }
+    let golden = std::fs::read_to_string(golden_path)
+        .expect("tests/golden/mcp_tools_underscore.json exists (UPDATE_GOLDEN=1 writes it)");
+    assert_eq!(actual, golden, "the underscore tool list changed; UPDATE_GOLDEN=1 rewrites it");
+    // The same operations: a call by the new name works, the dotted one is unknown.
+    let listed = app.call_tool("access_requests_list", json!({})).await;
+    assert_eq!(structured(&listed)["requests"], json!([]));
+    let (_, dotted) = rpc(
+        &app.router,
+        Some(TOKEN),
+        "tools/call",
+        json!({ "name": "access_requests.list", "arguments": {} }),
+    )
+    .await;
+    assert!(dotted.get("error").is_some() || dotted["result"]["isError"] == json!(true), "{dotted}");
+}
+
+#[sqlx::test]
 async fn without_a_configured_token_there_is_no_mcp(pool: PgPool) {
     let app = TestApp::builder(pool).spawn().await;
     let (status, _) = rpc(&app.router, Some(TOKEN), "tools/list", json!({})).await;

@@ -356,3 +356,40 @@ async fn a_postgres_restart_while_64_wait_answers_or_receipts_each_in_time_and_l
         .unwrap()
         .unwrap();
 }
+
+#[sqlx::test]
+async fn the_listen_connection_goes_where_it_is_told(pool: PgPool) {
+    // A listen URL of its own (behind a transaction-pooling PgBouncer, a direct one):
+    // here the same server as another role, so pg_stat_activity shows which was used.
+    let role = format!("listener_{}", std::process::id());
+    sqlx::query(&format!("CREATE ROLE {role} LOGIN PASSWORD 'listen-here'"))
+        .execute(&pool)
+        .await
+        .unwrap();
+    let direct = (*pool.connect_options())
+        .clone()
+        .username(&role)
+        .password("listen-here");
+    let signals = Signals::new(8);
+    let stop = CancellationToken::new();
+    let task =
+        standmeet::jobs::spawn_listener_on(&pool, Some(direct), signals.clone(), stop.clone());
+    wait_until(Duration::from_secs(10), || async { signals.listener_connected() }).await;
+    let listener_role: String = sqlx::query_scalar(
+        "SELECT usename::text FROM pg_stat_activity WHERE application_name = 'standmeet-listener'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(listener_role, role);
+    // And it is the one that wakes waiters.
+    let id = insert::<Noop>(&pool, &json!({})).await.unwrap();
+    let waiter = spawn_wait(&signals, &pool, &[id], Duration::from_secs(5));
+    until_waiting(&signals, 1).await;
+    finish_by_hand(&pool, id).await;
+    let (outcome, _) = waiter.await.unwrap();
+    assert!(matches!(outcome, Ok(WaitOutcome::Done(_))), "{outcome:?}");
+    stop.cancel();
+    task.await.unwrap();
+    sqlx::query(&format!("DROP ROLE {role}")).execute(&pool).await.ok();
+}

@@ -91,9 +91,6 @@ pub async fn mail_log() -> Result<Vec<MailLogView>, ServerFnError> {
 
 #[cfg(feature = "ssr")]
 pub(crate) mod server {
-    use std::net::SocketAddr;
-
-    use axum::extract::ConnectInfo;
     use axum::http::StatusCode;
     use leptos::prelude::*;
     use tower_sessions::Session;
@@ -109,12 +106,6 @@ pub(crate) mod server {
     use crate::error::AppError;
     use crate::security::guard::SESSION_ACCESS_GRANTED;
 
-    async fn client_address() -> Option<std::net::IpAddr> {
-        leptos_axum::extract::<ConnectInfo<SocketAddr>>()
-            .await
-            .ok()
-            .map(|ConnectInfo(address)| address.ip())
-    }
 
     pub async fn request_access(
         name: String,
@@ -134,7 +125,7 @@ pub(crate) mod server {
         })?;
         if state
             .access_request_limiter
-            .check(client_address().await, request.email.as_str())
+            .check(crate::api::client_address().await, request.email.as_str())
             .is_err()
         {
             return Err(form_reply(AppError::TooManyRequests(
@@ -149,15 +140,13 @@ pub(crate) mod server {
 
     pub async fn redeem_access(email: String, code: String) -> Result<String, FormError> {
         let state = expect_context::<AppState>();
-        if state
-            .access_code_limiter
-            .check(client_address().await, &email)
-            .is_err()
-        {
+        let address = crate::api::client_address().await;
+        // Only wrong codes count (see `GuessLimiter`).
+        let Ok(_permit) = state.access_code_limiter.admit(address, &email).await else {
             return Err(form_reply(AppError::TooManyRequests(
                 "Too many attempts. Wait a minute, then try again.".into(),
             )));
-        }
+        };
         let Ok(email) = EmailAddress::parse(&email) else {
             return Err(form_reply(AppError::BadRequest(
                 "Enter the email address your request was made with.".into(),
@@ -172,6 +161,7 @@ pub(crate) mod server {
             .await
             .map_err(form_reply)?
         {
+            state.access_code_limiter.failed(address, email.as_str());
             return Err(form_reply(AppError::Unauthorized(
                 "That code does not match this email address. Check both and try again.".into(),
             )));
@@ -184,6 +174,7 @@ pub(crate) mod server {
             .insert(SESSION_ACCESS_GRANTED, email.as_str())
             .await
             .map_err(form_reply)?;
+        state.access_code_limiter.succeeded(email.as_str());
         tracing::info!("a visitor redeemed an access code");
         Ok("Access granted. You can now search the restricted entries too.".into())
     }

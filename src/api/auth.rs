@@ -30,17 +30,15 @@ pub use server::{require_admin, sign_in, sign_out};
 
 #[cfg(feature = "ssr")]
 mod server {
-    use std::net::SocketAddr;
-
-    use axum::Form;
-    use axum::extract::rejection::ExtensionRejection;
-    use axum::extract::{ConnectInfo, State};
+    use axum::extract::State;
+    use axum::{Extension, Form};
     use axum::response::Redirect;
     use serde::Deserialize;
     use tower_sessions::Session;
 
     use crate::domain::admins;
-    use crate::security::guard::{SESSION_ADMIN_ID, safe_next};
+    use crate::security::client::ClientAddress;
+    use crate::security::guard::{SESSION_ADMIN_ID, SESSION_SIGNED_IN_AT, safe_next, unix_micros};
     use crate::state::AppState;
 
     #[derive(Debug, Deserialize)]
@@ -60,7 +58,7 @@ mod server {
     pub async fn sign_in(
         State(state): State<AppState>,
         // Absent when the server was not started with connection info (some tests).
-        connection: Result<ConnectInfo<SocketAddr>, ExtensionRejection>,
+        client: Option<Extension<ClientAddress>>,
         session: Session,
         Form(form): Form<SignInForm>,
     ) -> Redirect {
@@ -78,18 +76,30 @@ mod server {
         if form.email.trim().is_empty() || form.password.is_empty() {
             return again("missing");
         }
-        let address = connection.ok().map(|ConnectInfo(addr)| addr.ip());
-        if let Err(wait) = state.sign_in_limiter.check(address, &form.email) {
-            tracing::warn!(
-                ?address,
-                wait_secs = wait.as_secs(),
-                "sign-in rate limit reached"
-            );
-            return again("rate_limited");
-        }
-        let admin = match admins::authenticate(&state.pool, &form.email, &form.password).await {
-            Ok(Some(admin)) => admin,
+        let address = client.map(|Extension(ClientAddress(address))| address);
+        // Only failures count: an address that failed too often this minute is refused;
+        // an email many addresses failed against waits longer each time, but its
+        // owner's right password still gets in.
+        let permit = match state.sign_in_limiter.admit(address, &form.email).await {
+            Ok(permit) => permit,
+            Err(wait) => {
+                tracing::warn!(
+                    ?address,
+                    wait_secs = wait.as_secs(),
+                    "sign-in refused: too many failures from this address"
+                );
+                return again("rate_limited");
+            }
+        };
+        let checked = admins::authenticate(&state.pool, &form.email, &form.password).await;
+        drop(permit);
+        let admin = match checked {
+            Ok(Some(admin)) => {
+                state.sign_in_limiter.succeeded(&form.email);
+                admin
+            }
             Ok(None) => {
+                state.sign_in_limiter.failed(address, &form.email);
                 tracing::info!(?address, "a sign-in failed");
                 return again("invalid");
             }
@@ -100,7 +110,9 @@ mod server {
         };
         let stored = async {
             session.cycle_id().await?;
-            session.insert(SESSION_ADMIN_ID, admin.id).await
+            session.insert(SESSION_ADMIN_ID, admin.id).await?;
+            let now = unix_micros(time::OffsetDateTime::now_utc());
+            session.insert(SESSION_SIGNED_IN_AT, now).await
         };
         if let Err(err) = stored.await {
             tracing::error!(error = %err, "cannot store the session");

@@ -148,9 +148,6 @@ pub async fn cancel_booking(id: i64) -> Result<BookingView, ServerFnError> {
 
 #[cfg(feature = "ssr")]
 pub(crate) mod server {
-    use std::net::SocketAddr;
-
-    use axum::extract::ConnectInfo;
     use jiff::Timestamp;
     use tower_sessions::Session;
 
@@ -180,12 +177,6 @@ pub(crate) mod server {
             .flatten()
     }
 
-    async fn client_address() -> Option<std::net::IpAddr> {
-        leptos_axum::extract::<ConnectInfo<SocketAddr>>()
-            .await
-            .ok()
-            .map(|ConnectInfo(address)| address.ip())
-    }
 
     fn owner_when(state: &AppState, booking: &Booking) -> String {
         bookings::owner_when(&state.settings.timezone, booking)
@@ -269,7 +260,7 @@ pub(crate) mod server {
         let new = NewBooking::parse(&start, &name, &email, &topic).map_err(form_reply)?;
         if state
             .booking_limiter
-            .check(client_address().await, new.email.as_str())
+            .check(crate::api::client_address().await, new.email.as_str())
             .is_err()
         {
             return Err(form_reply(AppError::TooManyRequests(

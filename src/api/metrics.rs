@@ -1,9 +1,19 @@
-//! `GET /metrics`: Prometheus text. Jobs by state and kind (counted when scraped),
-//! the waiters, the receipts given, and how long waking a waiter takes after its job
-//! finished.
+//! `GET /metrics`: Prometheus text. Jobs by state and kind, the waiters, the receipts
+//! given, and how long waking a waiter takes after its job finished.
+//!
+//! A scrape stays cheap however many jobs the table keeps: unfinished jobs (few) are
+//! counted exactly each time; finished ones are counted at most once a minute per
+//! process and served from that count in between.
+//!
+//! Who may read it: with `STANDMEET_METRICS_TOKEN` set, a client that sends it as
+//! `Authorization: Bearer <token>` (else 401); without it, loopback clients only (else
+//! 403), so a StandMeet on the internet does not tell everyone what it does.
 
+use std::time::Duration;
+
+use axum::Extension;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
@@ -20,13 +30,58 @@ struct JobLabels {
     kind: String,
 }
 
-pub async fn metrics(State(state): State<AppState>) -> Response {
+/// How long a count of the finished jobs is served before it is made again.
+const FINISHED_COUNT_TTL: Duration = Duration::from_secs(60);
+
+/// Whether this client may read the metrics; else the answer that says why not.
+fn refusal(
+    token: Option<&str>,
+    headers: &HeaderMap,
+    client: Option<std::net::IpAddr>,
+) -> Option<Response> {
+    match token {
+        Some(token) => {
+            let given = headers
+                .get(header::AUTHORIZATION)
+                .and_then(|value| value.to_str().ok())
+                .and_then(crate::security::bearer::bearer_token);
+            let matches = given.is_some_and(|given| crate::security::bearer::constant_time_eq(given.as_bytes(), token.as_bytes()));
+            (!matches).then(|| {
+                (
+                    StatusCode::UNAUTHORIZED,
+                    [(header::WWW_AUTHENTICATE, "Bearer")],
+                    "The metrics need the bearer token STANDMEET_METRICS_TOKEN.",
+                )
+                    .into_response()
+            })
+        }
+        None => (!client.is_some_and(|address| address.is_loopback())).then(|| {
+            (
+                StatusCode::FORBIDDEN,
+                "The metrics answer only loopback clients; set STANDMEET_METRICS_TOKEN to read them from elsewhere.",
+            )
+                .into_response()
+        }),
+    }
+}
+
+pub async fn metrics(
+    State(state): State<AppState>,
+    client: Option<Extension<crate::security::client::ClientAddress>>,
+    headers: HeaderMap,
+) -> Response {
+    let client = client.map(|Extension(client)| client.0);
+    if let Some(refused) = refusal(state.settings.metrics_token.as_deref(), &headers, client) {
+        return refused;
+    }
     let mut registry = Registry::with_prefix("standmeet");
 
     let jobs = Family::<JobLabels, Gauge>::default();
-    match state.jobs.count_by_state_and_kind().await {
-        Ok(counts) => {
-            for (job_state, kind, count) in counts {
+    let unfinished = state.jobs.count_by_state_and_kind(false).await;
+    let finished = state.jobs.finished_counts_within(FINISHED_COUNT_TTL).await;
+    match unfinished.and_then(|unfinished| Ok((unfinished, finished?))) {
+        Ok((unfinished, finished)) => {
+            for (job_state, kind, count) in unfinished.into_iter().chain(finished) {
                 jobs.get_or_create(&JobLabels {
                     state: job_state.to_string(),
                     kind,

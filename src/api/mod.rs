@@ -30,6 +30,19 @@ pub use form_error::FormError;
 /// gets 400 with these words and what did not fit (see `replies::bad_arguments_are_400`).
 pub const ARGUMENTS_DO_NOT_FIT: &str = "The request's fields do not fit this call: ";
 
+/// The client's address for this server function's request (see
+/// `security::client`), when the server knows it.
+#[cfg(feature = "ssr")]
+pub async fn client_address() -> Option<std::net::IpAddr> {
+    use axum::Extension;
+    use crate::security::client::ClientAddress;
+    leptos_axum::extract::<Option<Extension<ClientAddress>>>()
+        .await
+        .ok()
+        .flatten()
+        .map(|Extension(ClientAddress(address))| address)
+}
+
 #[cfg(feature = "ssr")]
 /// A moment as every page and tool shows it: "2026-11-29 14:03:12 UTC".
 pub fn when(at: time::OffsetDateTime) -> String {

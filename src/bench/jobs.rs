@@ -65,6 +65,7 @@ fn bench_config() -> EngineConfig {
         shutdown_grace: Duration::from_secs(5),
         worker_id: crate::jobs::worker_id(),
         also_clean: Vec::new(),
+        listen_database_url: None,
     }
 }
 

@@ -42,8 +42,14 @@ impl DatabaseSource {
 }
 
 /// Creates the database named in `url` when it does not exist yet (a fresh private
-/// cluster, or a new database on an operator's server), then opens a pool to it.
+/// cluster, or a new database on an operator's server), then opens a pool of
+/// [`APP_POOL_SIZE`] connections to it.
 pub async fn connect(url: &str) -> anyhow::Result<PgPool> {
+    connect_sized(url, APP_POOL_SIZE).await
+}
+
+/// [`connect`] with a pool of at most `size` connections (`STANDMEET_DB_POOL_SIZE`).
+pub async fn connect_sized(url: &str, size: u32) -> anyhow::Result<PgPool> {
     let exists = Postgres::database_exists(url)
         .await
         .context("cannot reach PostgreSQL")?;
@@ -63,15 +69,16 @@ pub async fn connect(url: &str) -> anyhow::Result<PgPool> {
         .log_statements(log::LevelFilter::Debug)
         .log_slow_statements(log::LevelFilter::Warn, Duration::from_millis(500));
     PgPoolOptions::new()
-        .max_connections(APP_POOL_SIZE)
+        .max_connections(size)
         .acquire_timeout(Duration::from_secs(5))
         .connect_with(options)
         .await
         .context("cannot connect to PostgreSQL")
 }
 
-/// Connections for requests (pages, server functions, MCP).
-const APP_POOL_SIZE: u32 = 16;
+/// Connections for requests (pages, server functions, MCP), unless
+/// `STANDMEET_DB_POOL_SIZE` says otherwise.
+pub const APP_POOL_SIZE: u32 = 16;
 /// Connections of the job engine's own pool (see [`engine_pool`]).
 const ENGINE_POOL_SIZE: u32 = 10;
 

@@ -19,6 +19,16 @@ pub struct Admin {
     pub email: String,
 }
 
+/// What the request guard learns about a session's admin in one query.
+#[derive(Clone, Debug)]
+pub struct SessionAdmin {
+    pub admin: Admin,
+    /// Sessions signed in before this are over (the password changed since).
+    pub sessions_valid_after: Option<time::OffsetDateTime>,
+    /// When the session (by its id) expires, as stored.
+    pub session_expires: Option<time::OffsetDateTime>,
+}
+
 /// The address of the admin StandMeet creates when no admin is configured.
 pub const DEFAULT_ADMIN_EMAIL: &str = "admin@localhost";
 
@@ -79,25 +89,85 @@ pub async fn authenticate(
     }))
 }
 
-/// The admin with this id, if there still is one.
-pub async fn admin_find(pool: &PgPool, id: i64) -> Result<Option<Admin>, sqlx::Error> {
-    sqlx::query_as!(Admin, "SELECT id, email FROM admins WHERE id = $1", id)
-        .fetch_optional(pool)
-        .await
+/// The admin with this id, if there still is one, with what the guard needs to know
+/// about session `session_id`.
+pub async fn admin_for_session(
+    pool: &PgPool,
+    id: i64,
+    session_id: &str,
+) -> Result<Option<SessionAdmin>, sqlx::Error> {
+    let row = sqlx::query!(
+        r#"
+        SELECT a.id, a.email, a.sessions_valid_after,
+               (SELECT s.expiry_date FROM sessions s WHERE s.id = $2) AS session_expires
+        FROM admins a WHERE a.id = $1
+        "#,
+        id,
+        session_id,
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|row| SessionAdmin {
+        admin: Admin {
+            id: row.id,
+            email: row.email,
+        },
+        sessions_valid_after: row.sessions_valid_after,
+        session_expires: row.session_expires,
+    }))
 }
 
-/// Creates the admin `email`, or sets its password when it exists. Answers its id.
+/// Sets the password of admin `email` and ends every session of that admin. Answers
+/// whether there is such an admin.
+pub async fn set_password(
+    pool: &PgPool,
+    email: &EmailAddress,
+    password: &str,
+) -> anyhow::Result<bool> {
+    let hash = hash_password(password.to_string()).await?;
+    let changed = sqlx::query!(
+        r#"
+        UPDATE admins
+        SET password_hash = $2, sessions_valid_after = now(), updated_at = now()
+        WHERE lower(email) = lower($1)
+        "#,
+        email.as_str(),
+        hash
+    )
+    .execute(pool)
+    .await
+    .context("cannot set the password")?;
+    Ok(changed.rows_affected() == 1)
+}
+
+/// Creates the admin `email`, or sets its password when it exists and the password is
+/// a different one (which ends that admin's sessions; the same password, given again at
+/// every start, changes nothing). Answers its id.
 pub async fn admin_upsert(
     pool: &PgPool,
     email: &EmailAddress,
     password: &str,
 ) -> anyhow::Result<i64> {
+    let existing = sqlx::query!(
+        "SELECT id, password_hash FROM admins WHERE lower(email) = lower($1)",
+        email.as_str()
+    )
+    .fetch_optional(pool)
+    .await
+    .context("cannot look up the admin")?;
+    if let Some(existing) = existing {
+        if !password_matches(password.to_string(), existing.password_hash).await {
+            set_password(pool, email, password).await?;
+        }
+        return Ok(existing.id);
+    }
     let hash = hash_password(password.to_string()).await?;
     let id = sqlx::query_scalar!(
         r#"
         INSERT INTO admins (email, password_hash) VALUES ($1, $2)
         ON CONFLICT ((lower(email)))
-        DO UPDATE SET password_hash = EXCLUDED.password_hash, updated_at = now()
+        DO UPDATE SET password_hash = EXCLUDED.password_hash, updated_at = now(),
+                      sessions_valid_after = now()
         RETURNING id
         "#,
         email.as_str(),

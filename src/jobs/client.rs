@@ -22,13 +22,21 @@ use super::{JobId, JobKind, JobState, Signals, WaitError, WaitOutcome};
 pub struct JobClient {
     pool: PgPool,
     signals: Arc<Signals>,
+    finished_counts: Arc<tokio::sync::Mutex<Option<CountedAt>>>,
 }
+
+/// Counts of jobs by state and kind, and when they were made.
+type CountedAt = (std::time::Instant, Vec<(JobState, String, i64)>);
 
 impl JobClient {
     /// A client over `pool`, waiting through `signals` (the ones the process's listener
     /// wakes).
     pub fn new(pool: PgPool, signals: Arc<Signals>) -> Self {
-        JobClient { pool, signals }
+        JobClient {
+            pool,
+            signals,
+            finished_counts: Arc::default(),
+        }
     }
 
     /// Inserts a `K` job with `args`, due now, in a transaction of its own.
@@ -65,11 +73,31 @@ impl JobClient {
         store::job_state_counts(&self.pool, cap).await
     }
 
-    /// How many jobs there are of each state and kind.
+    /// How many jobs there are of each state and kind: of the unfinished ones (few, found
+    /// by index) or of the finished ones (a pass over the finished-by-kind index).
     pub async fn count_by_state_and_kind(
         &self,
+        finished: bool,
     ) -> Result<Vec<(JobState, String, i64)>, sqlx::Error> {
-        store::job_count_by_state_and_kind(&self.pool).await
+        store::job_count_by_state_and_kind(&self.pool, finished).await
+    }
+
+    /// The finished jobs by state and kind, counted again only when the last count is
+    /// older than `max_age` (a caller that comes while one is made waits for it and
+    /// shares it): for figures read often that need not be exact to the second.
+    pub async fn finished_counts_within(
+        &self,
+        max_age: Duration,
+    ) -> Result<Vec<(JobState, String, i64)>, sqlx::Error> {
+        let mut last = self.finished_counts.lock().await;
+        if let Some((made, counts)) = last.as_ref()
+            && made.elapsed() < max_age
+        {
+            return Ok(counts.clone());
+        }
+        let counts = store::job_count_by_state_and_kind(&self.pool, true).await?;
+        *last = Some((std::time::Instant::now(), counts.clone()));
+        Ok(counts)
     }
 
     /// Makes a `retryable`, `discarded` or `cancelled` job `available` now.

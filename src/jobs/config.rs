@@ -68,6 +68,9 @@ pub struct EngineConfig {
     pub worker_id: String,
     /// What else the cleaner deletes on each turn.
     pub also_clean: Vec<CleanChore>,
+    /// Where the LISTEN connection goes, when not where the pool goes
+    /// (`STANDMEET_LISTEN_DATABASE_URL`).
+    pub listen_database_url: Option<String>,
 }
 
 impl EngineConfig {

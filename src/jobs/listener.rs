@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::PgPool;
-use sqlx::postgres::{PgListener, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -309,6 +309,18 @@ pub fn spawn_listener(
     signals: Arc<Signals>,
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
+    spawn_listener_on(pool, None, signals, stop)
+}
+
+/// [`spawn_listener`], with the LISTEN connection made to `listen` when given
+/// (`STANDMEET_LISTEN_DATABASE_URL`: a direct connection to the server, where `pool` goes
+/// through a transaction-pooling PgBouncer, which cannot keep a LISTEN).
+pub fn spawn_listener_on(
+    pool: &PgPool,
+    listen: Option<PgConnectOptions>,
+    signals: Arc<Signals>,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
     let resync = tokio::spawn(resync_waiters(pool.clone(), signals.clone(), stop.clone()));
     let live = tokio::spawn(super::live::run(
         pool.clone(),
@@ -316,11 +328,10 @@ pub fn spawn_listener(
         stop.clone(),
     ));
     // A pool of one, only for this connection, so it never takes one of the app's.
-    let own_pool = PgPoolOptions::new().max_connections(1).connect_lazy_with(
-        (*pool.connect_options())
-            .clone()
-            .application_name("standmeet-listener"),
-    );
+    let options = listen.unwrap_or_else(|| (*pool.connect_options()).clone());
+    let own_pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_lazy_with(options.application_name("standmeet-listener"));
     tokio::spawn(async move {
         let mut delay = Duration::from_millis(50);
         loop {

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::EngineConfig;
 use super::engine::Engine;
-use super::listener::{Signals, spawn_listener};
+use super::listener::{Signals, spawn_listener_on};
 use super::registry::Registry;
 
 /// How long start-up waits for the listener before going on without it (waits are
@@ -34,7 +34,11 @@ impl JobRuntime {
         signals: Arc<Signals>,
     ) -> JobRuntime {
         let stop_listener = CancellationToken::new();
-        let listener = spawn_listener(pool, signals.clone(), stop_listener.clone());
+        let listen = config
+            .listen_database_url
+            .as_deref()
+            .and_then(|url| url.parse::<sqlx::postgres::PgConnectOptions>().ok());
+        let listener = spawn_listener_on(pool, listen, signals.clone(), stop_listener.clone());
         let listening = async {
             while !signals.listener_connected() {
                 tokio::time::sleep(Duration::from_millis(5)).await;

@@ -792,12 +792,15 @@ pub async fn job_terminal_among(
 /// How many jobs there are of each state and kind.
 pub async fn job_count_by_state_and_kind(
     pool: &PgPool,
+    finished: bool,
 ) -> Result<Vec<(JobState, String, i64)>, sqlx::Error> {
     let rows = sqlx::query!(
         r#"
         SELECT state AS "state!: JobState", kind AS "kind!", count(*) AS "count!"
-        FROM jobs GROUP BY state, kind ORDER BY state, kind
-        "#
+        FROM jobs WHERE (finalized_at IS NOT NULL) = $1
+        GROUP BY state, kind ORDER BY state, kind
+        "#,
+        finished
     )
     .fetch_all(pool)
     .await?;

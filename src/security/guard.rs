@@ -39,6 +39,25 @@ pub const PUBLIC_SERVER_FUNCTIONS: &[&str] = &[
 /// The session key that holds the signed-in admin's id.
 pub const SESSION_ADMIN_ID: &str = "admin_id";
 
+/// The session key that holds when the admin signed in (Unix microseconds): a session
+/// from before the admin's last password change is over.
+pub const SESSION_SIGNED_IN_AT: &str = "signed_in_at";
+
+/// An admin's session ends after this long without a request.
+pub const SESSION_IDLE_TIMEOUT: tower_sessions::cookie::time::Duration =
+    tower_sessions::cookie::time::Duration::hours(8);
+
+/// How often a used session's expiry is pushed back to [`SESSION_IDLE_TIMEOUT`] from
+/// now: not on every request (each push is a write), but often enough that a session in
+/// use never runs out.
+const SESSION_SLIDE_EVERY: tower_sessions::cookie::time::Duration =
+    tower_sessions::cookie::time::Duration::minutes(5);
+
+/// Unix microseconds, as [`SESSION_SIGNED_IN_AT`] holds them.
+pub fn unix_micros(at: time::OffsetDateTime) -> i64 {
+    (at.unix_timestamp_nanos() / 1_000) as i64
+}
+
 /// The session key that says a visitor redeemed an access code (it holds their email);
 /// restricted corpus entries are shown to such a session.
 pub const SESSION_ACCESS_GRANTED: &str = "access_granted";
@@ -101,12 +120,35 @@ pub async fn require_admin_where_needed(
     }
 }
 
-/// The admin this session belongs to, if it belongs to one that still exists.
+/// The admin this session belongs to, if it belongs to one that still exists and the
+/// session was signed in after the admin's last password change (else the session is
+/// ended). A session in use has its idle expiry pushed back (see
+/// [`SESSION_SLIDE_EVERY`]).
 async fn signed_in_admin(pool: &PgPool, session: &Session) -> anyhow::Result<Option<Admin>> {
     let Some(id) = session.get::<i64>(SESSION_ADMIN_ID).await? else {
         return Ok(None);
     };
-    Ok(admins::admin_find(pool, id).await?)
+    let session_id = session.id().map(|id| id.to_string()).unwrap_or_default();
+    let Some(found) = admins::admin_for_session(pool, id, &session_id).await? else {
+        return Ok(None);
+    };
+    if let Some(valid_after) = found.sessions_valid_after {
+        let signed_in_at = session.get::<i64>(SESSION_SIGNED_IN_AT).await?.unwrap_or(0);
+        if signed_in_at < unix_micros(valid_after) {
+            tracing::info!(admin.id = id, "a session from before a password change ended");
+            session.flush().await?;
+            return Ok(None);
+        }
+    }
+    let now = time::OffsetDateTime::now_utc();
+    let slide_due = found
+        .session_expires
+        .is_none_or(|expires| expires < now + SESSION_IDLE_TIMEOUT - SESSION_SLIDE_EVERY);
+    if slide_due {
+        // Marks the session changed: it is saved with a fresh expiry (and cookie).
+        session.set_expiry(Some(tower_sessions::Expiry::OnInactivity(SESSION_IDLE_TIMEOUT)));
+    }
+    Ok(Some(found.admin))
 }
 
 /// `/login?next=<target>`, with the target encoded.

@@ -6,8 +6,13 @@
 //! - `csrf`: a state-changing request that says it came from another site is refused.
 //! - `headers`: a Content-Security-Policy (with the page's nonce for the hydration
 //!   script), `nosniff`, a referrer policy and no framing, on every response.
-//! - `rate_limit`: sign-in attempts per client address and per email.
+//! - `bearer`: bearer tokens (`/mcp`, `/metrics`), compared in constant time.
+//! - `client`: the client's address (the socket's peer, or what trusted proxies say).
+//! - `rate_limit`: limits on guessing (sign-in, access codes) and on writes (access
+//!   requests, bookings), per client address and per email.
 
+pub mod bearer;
+pub mod client;
 pub(crate) mod csrf;
 pub mod guard;
 pub(crate) mod headers;

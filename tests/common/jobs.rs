@@ -82,6 +82,7 @@ pub fn quick_config(workers: usize) -> EngineConfig {
         shutdown_grace: Duration::from_millis(500),
         worker_id: standmeet::jobs::worker_id(),
         also_clean: Vec::new(),
+        listen_database_url: None,
     }
 }
 

@@ -7,7 +7,7 @@ use axum::http::{Request, StatusCode};
 use serde_json::{Value, json};
 
 /// The token the MCP tests configure.
-pub const TOKEN: &str = "test-mcp-token-0123456789";
+pub const TOKEN: &str = "test-mcp-token-0123456789-abcdefghij";
 
 /// One JSON-RPC call to /mcp; answers (status, JSON body).
 pub async fn rpc(
