@@ -61,6 +61,8 @@ pub enum EmailAddressError {
     LocalPart,
     #[error("the part after the @ is not a valid domain")]
     Domain,
+    #[error("this address cannot be mailed to; check it for unusual characters")]
+    Undeliverable,
 }
 
 impl EmailAddress {
@@ -83,6 +85,11 @@ impl EmailAddress {
         let domain = domain.to_lowercase();
         if !is_valid_domain(&domain) {
             return Err(EmailAddressError::Domain);
+        }
+        // The mailer's own parser must take it too, so that an address accepted here
+        // can always be sent to (it is lettre's `Address` that a mail is built with).
+        if lettre::Address::new(local, &domain).is_err() {
+            return Err(EmailAddressError::Undeliverable);
         }
         Ok(EmailAddress(format!("{local}@{domain}")))
     }
@@ -164,6 +171,30 @@ mod tests {
             EmailAddress::parse("東京@例え.jp").unwrap().as_str(),
             "東京@例え.jp"
         );
+    }
+
+    #[test]
+    fn every_address_accepted_can_be_built_into_a_mail() {
+        for candidate in [
+            "ada@example.com",
+            "東京@例え.jp",
+            "ünïcödé@bücher.example",
+            "a@١٢٣.example",
+            "a@ａｂｃ.example",
+            "o'reilly+tag@example.co.uk",
+            "a@xn--bcher-kva.example",
+            "a@ß.example",
+            "ǅ@example.com",
+            "a@exa_mple.com",
+            "user@[192.0.2.1]",
+            "a@localhost",
+            "a@123.123.123.123",
+        ] {
+            if let Ok(address) = EmailAddress::parse(candidate) {
+                let mailbox: Result<lettre::message::Mailbox, _> = address.as_str().parse();
+                assert!(mailbox.is_ok(), "{candidate} was accepted but cannot be mailed");
+            }
+        }
     }
 
     #[test]

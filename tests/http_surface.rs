@@ -230,3 +230,12 @@ async fn pages_are_gzipped_for_clients_that_take_it(pool: PgPool) {
     assert!(plain.headers.get("content-encoding").is_none());
     assert!(plain.body.contains("StandMeet"));
 }
+
+#[sqlx::test]
+async fn the_pkg_files_are_revalidated_and_nothing_else_is_kept(pool: PgPool) {
+    let app = common::app(pool);
+    let css = common::get(&app, "/pkg/standmeet.css").await;
+    assert_eq!(css.headers["cache-control"], "no-cache", "{}", css.status);
+    let page = common::get(&app, "/search").await;
+    assert_eq!(page.headers["cache-control"], "no-store");
+}
