@@ -42,9 +42,11 @@
 //!   transaction, and `webhooks` delivers those events to the owner's other systems as
 //!   signed POSTs (one `webhooks.deliver` job per event and endpoint); `outbound` is the
 //!   guard that keeps job-board fetches and webhook deliveries off private addresses.
-//! - `security`: what every request passes through: the admin guard (pages redirect to
-//!   `/login`, server functions answer 401, deny by default), cross-site refusal,
-//!   security headers, and sign-in attempt limits.
+//! - `security`: what every request passes through: the client's address (trusted
+//!   proxies), the admin guard (pages redirect to `/login`, server functions answer 401,
+//!   deny by default; sessions slide and end with a password change), cross-site
+//!   refusal, security headers, bearer tokens, and the limits on guessing (failures
+//!   only) and on writes.
 //! - `error`: the one error path: it says what each domain error is to a client (status
 //!   and message); server functions, MCP tools and endpoints answer from it, and nothing
 //!   internal reaches a client.

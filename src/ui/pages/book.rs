@@ -196,6 +196,7 @@ fn Booking(data: BookingOffer) -> impl IntoView {
                                             type="button"
                                             data-testid="slot"
                                             data-start=start.clone()
+                                            disabled=move || !hydrated.get()
                                             aria-pressed=move || if pressed_attr() { "true" } else { "false" }
                                             class="rounded-md border border-slate-300 bg-white px-3 py-1.5 text-sm tabular-nums hover:border-teal-600 aria-pressed:border-teal-700 aria-pressed:bg-teal-700 aria-pressed:text-white"
                                             on:click=move |_| { problem.set(None); selected.set(Some(slot.clone())); }
@@ -217,15 +218,15 @@ fn Booking(data: BookingOffer) -> impl IntoView {
                     </p>
                     <div>
                         <label for="booking-name" class=LABEL>"Name"</label>
-                        <input id="booking-name" name="name" type="text" autocomplete="name" class=INPUT bind:value=name/>
+                        <input id="booking-name" name="name" type="text" autocomplete="name" class=INPUT disabled=move || !hydrated.get() bind:value=name/>
                     </div>
                     <div>
                         <label for="booking-email" class=LABEL>"Email"</label>
-                        <input id="booking-email" name="email" type="email" autocomplete="email" class=INPUT bind:value=email/>
+                        <input id="booking-email" name="email" type="email" autocomplete="email" class=INPUT disabled=move || !hydrated.get() bind:value=email/>
                     </div>
                     <div>
                         <label for="booking-topic" class=LABEL>"Topic"</label>
-                        <textarea id="booking-topic" name="topic" rows="3" class=INPUT bind:value=topic></textarea>
+                        <textarea id="booking-topic" name="topic" rows="3" class=INPUT disabled=move || !hydrated.get() bind:value=topic></textarea>
                     </div>
                     {move || problem.get().map(|text| view! { <p role="alert" class=ALERT>{text}</p> })}
                     <button type="submit" class=format!("w-full {PRIMARY_BUTTON}") disabled=move || !hydrated.get() || book.pending().get()>

@@ -295,7 +295,10 @@ fn AddWebhookForm(
             <form on:submit=submit novalidate class="mt-4 grid gap-4">
                 <div>
                     <label for="webhook-url" class=LABEL>"URL"</label>
+                    // Disabled until hydrated, as every control here: what was typed
+                    // before would be overwritten by the hydrated (empty) value.
                     <input id="webhook-url" name="url" type="url" class=INPUT placeholder="https://example.com/standmeet-webhook"
+                           disabled=move || !hydrated.get()
                            prop:value=move || url.get()
                            on:input=move |ev| url.set(event_target_value(&ev))/>
                 </div>
@@ -304,6 +307,7 @@ fn AddWebhookForm(
                     <div class="mt-2 grid gap-2 sm:grid-cols-2">
                         <label class="flex items-center gap-2 text-sm">
                             <input type="checkbox" name="event_types" value="*"
+                                   disabled=move || !hydrated.get()
                                    prop:checked=move || all.get()
                                    on:change=move |ev| all.set(event_target_checked(&ev))/>
                             "All event types (*)"
@@ -314,6 +318,7 @@ fn AddWebhookForm(
                             view! {
                                 <label class="flex items-center gap-2 font-mono text-xs">
                                     <input type="checkbox" name="event_types" value=name.clone()
+                                           disabled=move || !hydrated.get()
                                            prop:checked=move || chosen.with(|list| list.contains(&checked_name))
                                            on:change=move |ev| {
                                                let on = event_target_checked(&ev);
