@@ -1,6 +1,6 @@
 import { expect, test } from "@playwright/test";
-import { visitorContext } from "./fixtures/access_pages";
-import { SearchPage, promotedEntry, repliedRequest, resetCorpus } from "./fixtures/corpus_page";
+import { redeemCode, visitorContext } from "./fixtures/access_pages";
+import { SearchPage, promotedEntry, resetCorpus } from "./fixtures/corpus_page";
 import { callTool } from "./fixtures/mcp";
 
 test.beforeEach(async () => {
@@ -12,7 +12,6 @@ test("a restricted entry is invisible until the visitor redeems an access code",
   await promotedEntry("Orchard (restricted)", "Apple cider recipes for the family.", "restricted");
   const email = "acl.visitor@example.com";
   const code = "K7QF-2MZP-9HXA";
-  await repliedRequest(email, code);
 
   const visitor = await visitorContext(browser);
   const page = await visitor.newPage();
@@ -25,12 +24,7 @@ test("a restricted entry is invisible until the visitor redeems an access code",
   // Agents see what an anonymous visitor sees.
   expect((await callTool("corpus.search", { q: "cider" })).content.results).toEqual([]);
 
-  await page.goto("/access");
-  await page.getByLabel("Email").fill(email);
-  await page.getByLabel("Access code").fill(code);
-  await expect(page.getByRole("button", { name: "Enter" })).toBeEnabled();
-  await page.getByRole("button", { name: "Enter" }).click();
-  await expect(page.getByTestId("access-granted")).toContainText("Access granted");
+  await redeemCode(page, email, code);
 
   await search.search("apple");
   await expect(search.results).toHaveCount(2);
