@@ -50,6 +50,8 @@
 //! - `error`: the one error path: it says what each domain error is to a client (status
 //!   and message); server functions, MCP tools and endpoints answer from it, and nothing
 //!   internal reaches a client.
+//! - `assets`: the browser's files under `/pkg/` by their hashed names (kept for a
+//!   year) and by their plain ones (checked before each use).
 //! - `state`: `AppState`, what every handler, server function and tool can reach.
 //! - `mcp`: the MCP endpoint `/mcp` (rmcp): the same operations as tools for agents.
 //! - `startup`: the router, and serving until a signal says stop.
@@ -65,6 +67,8 @@ pub mod api;
 pub mod model;
 pub mod ui;
 
+#[cfg(feature = "ssr")]
+pub mod assets;
 #[cfg(feature = "ssr")]
 pub mod bench;
 #[cfg(feature = "ssr")]

@@ -90,6 +90,10 @@ pub fn router(state: AppState) -> Router {
             AppState,
             _,
         >(headers::set_page_policy, shell))
+        .layer(middleware::from_fn_with_state(
+            state.site_files.clone(),
+            crate::assets::serve_site_files,
+        ))
         .layer(middleware::from_fn(
             crate::api::replies::bad_arguments_are_400,
         ))

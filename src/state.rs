@@ -9,6 +9,7 @@ use axum::extract::FromRef;
 use leptos::prelude::*;
 use sqlx::PgPool;
 
+use crate::assets::SiteFiles;
 use crate::config::Settings;
 use crate::domain::mail::{MailContext, Mailer};
 use crate::jobs::{JobClient, Registry, Signals};
@@ -29,6 +30,8 @@ const BOOKINGS_PER_HOUR: u32 = 10;
 #[derive(Clone)]
 pub struct AppState {
     pub leptos_options: LeptosOptions,
+    /// The browser's files by their hashed and plain names.
+    pub site_files: Arc<SiteFiles>,
     pub pool: PgPool,
     pub settings: Arc<Settings>,
     /// Failed sign-ins per client address, and the backoff per email.
@@ -63,6 +66,7 @@ impl AppState {
             .context("cannot read the Leptos configuration")?
             .leptos_options;
         leptos_options.site_addr = settings.site_addr;
+        let site_files = Arc::new(SiteFiles::configure(&mut leptos_options));
         let settings = Arc::new(settings);
         let signals = Signals::with_live_streams(settings.max_waiters, settings.max_live_clients);
         let mailer = Mailer::from_supplier(&settings.mail)?;
@@ -72,6 +76,7 @@ impl AppState {
         })?;
         Ok(AppState {
             leptos_options,
+            site_files,
             jobs: JobClient::new(pool.clone(), signals.clone()),
             pool,
             sign_in_limiter: Arc::new(GuessLimiter::new(

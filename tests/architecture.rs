@@ -23,6 +23,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("domain", 3),
     ("security", 4),
     ("error", 4),
+    ("assets", 4),
     ("state", 5),
     ("api", 6),
     ("ui", 7),

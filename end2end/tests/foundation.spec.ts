@@ -17,9 +17,30 @@ test("the home page is rendered on the server, with the shell and the visitor na
     expect(html).not.toContain(`href="${href}"`);
   }
   expect(html).toContain('role="status"');
-  // The hydration script and the stylesheet are referenced.
-  expect(html).toContain("/pkg/standmeet.js");
-  expect(html).toContain("/pkg/standmeet.css");
+  // The hydration script, the wasm and the stylesheet are referenced by names that
+  // carry their content's hash.
+  expect(html).toMatch(/\/pkg\/standmeet\.[\w-]{22}\.js/);
+  expect(html).toMatch(/\/pkg\/standmeet\.[\w-]{22}\.wasm/);
+  expect(html).toMatch(/\/pkg\/standmeet\.[\w-]{22}\.css/);
+});
+
+test("the hashed files are kept for a year, the plain names are checked before each use", async ({ request }) => {
+  const html = await (await request.get("/")).text();
+  for (const kind of ["js", "wasm", "css"]) {
+    const hashed = html.match(new RegExp(`/pkg/standmeet\\.[\\w-]{22}\\.${kind}`))![0];
+    const kept = await request.get(hashed);
+    expect(kept.status(), hashed).toBe(200);
+    expect(kept.headers()["cache-control"]).toBe("public, max-age=31536000, immutable");
+    // The plain name answers the same file, to be asked about again.
+    const plain = await request.get(`/pkg/standmeet.${kind}`);
+    expect(plain.status()).toBe(200);
+    expect(plain.headers()["cache-control"]).toBe("no-cache");
+    expect((await plain.body()).equals(await kept.body())).toBe(true);
+  }
+  // A name this release does not have is not kept.
+  const unknown = await request.get("/pkg/standmeet.AAAAAAAAAAAAAAAAAAAAAA.css");
+  expect(unknown.status()).toBe(404);
+  expect(unknown.headers()["cache-control"]).not.toContain("immutable");
 });
 
 test("after hydration, Check the service asks the server and shows a toast", async ({ page }) => {

@@ -76,7 +76,7 @@ pub use client::JobClient;
 pub use config::{CleanChore, EngineConfig, QueueConfig, worker_id};
 pub use engine::Engine;
 pub use insert::{InsertOptions, insert, insert_many_tx, insert_tx, insert_with};
-pub use kind::{Completed, JobContext, JobError, JobKind};
+pub use kind::{Completed, ErrorAction, JobContext, JobError, JobKind};
 pub use listener::{Signals, StopReason, spawn_listener, spawn_listener_on};
 pub use queues::{QueueError, QueueSummary};
 pub use registry::Registry;

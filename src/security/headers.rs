@@ -7,9 +7,9 @@
 //!
 //! Nothing but the static files may be kept by a browser or a proxy
 //! (`Cache-Control: no-store`): pages show who is signed in, and answers carry secrets
-//! (a webhook's signing secret, codes, links). The files under `/pkg/` may be kept but
-//! are checked again before each use (`no-cache`: their names do not change between
-//! releases). Over https, browsers are told to come
+//! (a webhook's signing secret, codes, links). The files under `/pkg/` may be kept:
+//! for a year under their hashed names (`crate::assets` says so), otherwise checked
+//! again before each use (`no-cache`). Over https, browsers are told to come
 //! back over https only (`Strict-Transport-Security`).
 
 use std::sync::Arc;
@@ -81,9 +81,9 @@ pub async fn add_security_headers(
     if !cacheable {
         headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
     } else if path.starts_with("/pkg/") && !headers.contains_key(CACHE_CONTROL) {
-        // The wasm, its JS and the CSS keep their names from one release to the next:
-        // a browser may keep them but must ask (a cheap 304) before using them, or it
-        // would run an old wasm against a new page after a deploy.
+        // A name without a hash stays from one release to the next: a browser may keep
+        // the file but must ask (a cheap 304) before using it, or it would run an old
+        // wasm against a new page after a deploy.
         headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     }
     if settings.is_https() {

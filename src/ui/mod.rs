@@ -7,7 +7,7 @@ pub mod layout;
 pub mod pages;
 
 use leptos::prelude::*;
-use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
+use leptos_meta::{HashedStylesheet, MetaTags, Title, provide_meta_context};
 use leptos_router::components::{Route, Router, Routes};
 use leptos_router::{SsrMode, path};
 
@@ -47,6 +47,9 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
                 <link rel="icon" type="image/svg+xml" href="/favicon.svg"/>
                 <AutoReload options=options.clone()/>
+                // The files' names carry their hash when the build made them so
+                // (src/assets.rs).
+                <HashedStylesheet options=options.clone() id="leptos"/>
                 <HydrationScripts options/>
                 <MetaTags/>
             </head>
@@ -67,7 +70,6 @@ pub fn App() -> impl IntoView {
     Effect::new(|_| crate::ui::components::focus::install());
 
     view! {
-        <Stylesheet id="leptos" href="/pkg/standmeet.css"/>
         <Title formatter=|page: String| {
             if page.is_empty() { "StandMeet".to_string() } else { format!("{page} · StandMeet") }
         }/>

@@ -70,25 +70,8 @@ impl FetchSource {
             settings.public_url
         );
         let allow_private = settings.fetch_allow_private;
-        // At most 5 redirects, none to an address the guard refuses (names are checked
-        // by the client's resolver; an address written in the new URL is checked here).
-        let redirects = reqwest::redirect::Policy::custom(move |attempt| {
-            if attempt.previous().len() >= 5 {
-                attempt.error("too many redirects")
-            } else if let Some(refused) = outbound::refusal(attempt.url(), allow_private) {
-                attempt.error(refused)
-            } else {
-                attempt.follow()
-            }
-        });
-        let client = outbound::client_builder(allow_private)
-            .user_agent(agent)
-            .connect_timeout(CONNECT_TIMEOUT)
-            .timeout(TOTAL_TIMEOUT)
-            .redirect(redirects)
-            .build()?;
         Ok(FetchSource {
-            client,
+            client: http_client(&agent, allow_private)?,
             allow_private,
         })
     }
@@ -145,6 +128,27 @@ impl FetchSource {
         }
         Ok(body)
     }
+}
+
+/// The client every fetch uses: names resolve through the guard's resolver, at most 5
+/// redirects, none to an address the guard refuses (names are checked by the resolver,
+/// an address written in the new URL here), and the time limits.
+fn http_client(agent: &str, allow_private: bool) -> reqwest::Result<reqwest::Client> {
+    let redirects = reqwest::redirect::Policy::custom(move |attempt| {
+        if attempt.previous().len() >= 5 {
+            attempt.error("too many redirects")
+        } else if let Some(refused) = outbound::refusal(attempt.url(), allow_private) {
+            attempt.error(refused)
+        } else {
+            attempt.follow()
+        }
+    });
+    outbound::client_builder(allow_private)
+        .user_agent(agent)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .timeout(TOTAL_TIMEOUT)
+        .redirect(redirects)
+        .build()
 }
 
 fn too_large() -> JobError {
@@ -319,4 +323,97 @@ async fn upsert(
         .await?;
     }
     Ok((listing_id, inserted))
+}
+
+#[cfg(test)]
+mod tests {
+    //! The guard at fetch time, with `STANDMEET_FETCH_ALLOW_PRIVATE` off. A board on
+    //! loopback is refused before any request, so the redirects are watched by sending
+    //! the fetch's own client (its resolver and redirect policy) to a board fixture on
+    //! loopback by address, which the client itself does not refuse (only the fetch's
+    //! check before the request does, shown first).
+
+    use super::*;
+    use crate::jobs::ErrorAction;
+    use axum::Router;
+    use axum::response::Redirect;
+    use axum::routing::get;
+
+    /// A board on loopback that sends every `/to?url=…` to `url`, and has a feed.
+    async fn board() -> String {
+        let app = Router::new()
+            .route("/feed", get(|| async { "<rss/>" }))
+            .route(
+                "/to",
+                get(
+                    |axum::extract::Query(to): axum::extract::Query<
+                        std::collections::HashMap<String, String>,
+                    >| async move { Redirect::temporary(&to["url"]) },
+                ),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        format!("http://{address}")
+    }
+
+    fn redirect_to(board: &str, target: &str) -> Url {
+        let mut url = Url::parse(&format!("{board}/to")).unwrap();
+        url.query_pairs_mut().append_pair("url", target);
+        url
+    }
+
+    #[tokio::test]
+    async fn a_board_on_loopback_is_refused_before_any_request() {
+        let board = board().await;
+        let fetch = FetchSource {
+            client: http_client("test", false).unwrap(),
+            allow_private: false,
+        };
+        let url = Url::parse(&format!("{board}/feed")).unwrap();
+        let refused = fetch.download(&url, SourceKind::Rss).await.unwrap_err();
+        assert!(matches!(refused.action, ErrorAction::Discard), "{refused:?}");
+        assert!(refused.message.contains("STANDMEET_FETCH_ALLOW_PRIVATE"), "{refused:?}");
+    }
+
+    #[tokio::test]
+    async fn a_redirect_to_a_private_address_is_not_followed() {
+        let board = board().await;
+        let port = Url::parse(&board).unwrap().port().unwrap();
+        let client = http_client("test", false).unwrap();
+        for target in [
+            "http://10.0.0.1/feed".to_string(),
+            "http://10.255.1.2:8080/feed".to_string(),
+            "http://169.254.169.254/latest/meta-data".to_string(),
+            format!("http://127.0.0.1:{port}/feed"),
+            format!("http://localhost:{port}/feed"),
+            "http://[::1]/feed".to_string(),
+        ] {
+            let err = client
+                .get(redirect_to(&board, &target))
+                .send()
+                .await
+                .expect_err(&target);
+            let refused = transport_error(err);
+            assert!(matches!(refused.action, ErrorAction::Discard), "{target}: {refused:?}");
+            assert!(
+                refused.message.starts_with("the board's redirect was not followed")
+                    && refused.message.contains("STANDMEET_FETCH_ALLOW_PRIVATE"),
+                "{target}: {refused:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn with_private_addresses_allowed_the_redirect_is_followed() {
+        let board = board().await;
+        let client = http_client("test", true).unwrap();
+        let answer = client
+            .get(redirect_to(&board, &format!("{board}/feed")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), reqwest::StatusCode::OK);
+        assert_eq!(answer.text().await.unwrap(), "<rss/>");
+    }
 }

@@ -1,0 +1,197 @@
+//! The browser's files under `/pkg/` (the wasm, its JS and the CSS), served under names
+//! that change with their contents, so that browsers may keep them for a year.
+//!
+//! `cargo leptos build` (with `hash-files` in `Cargo.toml`) renames them to
+//! `standmeet.<hash>.js` and so on and writes the hashes to `hash.txt` beside the
+//! server binary, where Leptos looks for them when it writes the page's `<script>` and
+//! `<link>`. A page only ever names the files of its own release, so a file with a
+//! hash in its name never changes: it is answered with
+//! `Cache-Control: public, max-age=31536000, immutable`, and a browser does not ask
+//! again until a release brings new names.
+//!
+//! The plain names (`/pkg/standmeet.css`) keep working for whoever wrote them down:
+//! they answer the current file, checked again before each use (`no-cache`).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::header::CACHE_CONTROL;
+use axum::http::{HeaderValue, Uri};
+use axum::middleware::Next;
+use axum::response::Response;
+use leptos::config::LeptosOptions;
+
+/// What a file with its hash in its name may be kept for.
+pub const IMMUTABLE: &str = "public, max-age=31536000, immutable";
+
+/// The files of this release by their plain names and by their hashed ones.
+#[derive(Clone, Debug, Default)]
+pub struct SiteFiles {
+    /// Where the files are served from, such as `/pkg`.
+    pkg_path: String,
+    /// `standmeet.css` → `standmeet.<hash>.css`, and so on for the JS and the wasm.
+    hashed_names: HashMap<String, String>,
+}
+
+impl SiteFiles {
+    /// Finds the hash file that `cargo leptos build` wrote beside this binary and turns
+    /// Leptos' `hash_files` on when it is there (unless `LEPTOS_HASH_FILES` says
+    /// otherwise). Without one, the plain names are used, as before.
+    pub fn configure(options: &mut LeptosOptions) -> SiteFiles {
+        let explicit = std::env::var("LEPTOS_HASH_FILES").ok();
+        let hash_file = std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(Path::to_path_buf))
+            .unwrap_or_default()
+            .join(options.hash_file.as_ref());
+        let hashes = std::fs::read_to_string(&hash_file).ok();
+        options.hash_files = match explicit.as_deref() {
+            Some(value) => value.trim() == "true",
+            None => hashes.is_some(),
+        };
+        let files = match (&hashes, options.hash_files) {
+            (Some(text), true) => SiteFiles::from_hash_file(
+                text,
+                &options.output_name,
+                &format!("/{}", options.site_pkg_dir.trim_matches('/')),
+            ),
+            _ => SiteFiles::default(),
+        };
+        files.warn_when_names_disagree(options, &hash_file);
+        files
+    }
+
+    /// The names in a hash file (`js: <hash>` lines, as cargo-leptos writes them) for
+    /// files called `output_name` served under `pkg_path`.
+    pub fn from_hash_file(text: &str, output_name: &str, pkg_path: &str) -> SiteFiles {
+        let mut hashed_names = HashMap::new();
+        for line in text.lines() {
+            let Some((kind, hash)) = line.trim().split_once(':') else {
+                continue;
+            };
+            let (kind, hash) = (kind.trim(), hash.trim());
+            // The hash is base64url; anything else would make a path of its own.
+            let well_formed = !hash.is_empty()
+                && hash
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+            if matches!(kind, "js" | "wasm" | "css") && well_formed {
+                hashed_names.insert(
+                    format!("{output_name}.{kind}"),
+                    format!("{output_name}.{hash}.{kind}"),
+                );
+            }
+        }
+        SiteFiles {
+            pkg_path: pkg_path.to_string(),
+            hashed_names,
+        }
+    }
+
+    /// Whether this release's files have hashed names.
+    pub fn are_hashed(&self) -> bool {
+        !self.hashed_names.is_empty()
+    }
+
+    /// The hashed name of a file requested by its plain name at `path`.
+    fn hashed_path(&self, path: &str) -> Option<String> {
+        let name = path.strip_prefix(&self.pkg_path)?.strip_prefix('/')?;
+        let hashed = self.hashed_names.get(name)?;
+        Some(format!("{}/{hashed}", self.pkg_path))
+    }
+
+    /// Whether `path` is one of this release's files by its hashed name.
+    fn is_hashed_path(&self, path: &str) -> bool {
+        path.strip_prefix(&self.pkg_path)
+            .and_then(|rest| rest.strip_prefix('/'))
+            .is_some_and(|name| self.hashed_names.values().any(|hashed| hashed == name))
+    }
+
+    /// An operator who copied the site but not the hash file gets pages that name
+    /// files the site does not have; say so once, at the start, with the remedy.
+    fn warn_when_names_disagree(&self, options: &LeptosOptions, hash_file: &Path) {
+        let pkg_dir = PathBuf::from(options.site_root.as_ref()).join(options.site_pkg_dir.as_ref());
+        let plain_css = pkg_dir.join(format!("{}.css", options.output_name));
+        if !self.are_hashed() && pkg_dir.is_dir() && !plain_css.exists() {
+            tracing::warn!(
+                hash_file = %hash_file.display(),
+                site = %pkg_dir.display(),
+                "the site's files have hashed names but there is no hash file beside this \
+                 binary, so pages will name files that do not exist; copy the hash.txt that \
+                 `cargo leptos build` wrote beside the binary it built"
+            );
+        }
+    }
+}
+
+/// Serves a plain name as this release's hashed file (checked again before each use)
+/// and lets browsers keep a hashed file for a year.
+pub async fn serve_site_files(
+    State(files): State<Arc<SiteFiles>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let path = request.uri().path();
+    if let Some(hashed) = files.hashed_path(path) {
+        if let Ok(uri) = hashed.parse::<Uri>() {
+            *request.uri_mut() = uri;
+        }
+        let mut response = next.run(request).await;
+        response
+            .headers_mut()
+            .insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        return response;
+    }
+    let hashed = files.is_hashed_path(path);
+    let mut response = next.run(request).await;
+    if hashed && response.status().is_success() {
+        response
+            .headers_mut()
+            .insert(CACHE_CONTROL, HeaderValue::from_static(IMMUTABLE));
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HASH_FILE: &str = "js: AbC-12_x\nwasm: Zz9\ncss: Q_w-e\n";
+
+    #[test]
+    fn the_hash_file_names_each_file() {
+        let files = SiteFiles::from_hash_file(HASH_FILE, "standmeet", "/pkg");
+        assert!(files.are_hashed());
+        assert_eq!(
+            files.hashed_path("/pkg/standmeet.css").as_deref(),
+            Some("/pkg/standmeet.Q_w-e.css")
+        );
+        assert_eq!(
+            files.hashed_path("/pkg/standmeet.wasm").as_deref(),
+            Some("/pkg/standmeet.Zz9.wasm")
+        );
+        assert!(files.is_hashed_path("/pkg/standmeet.AbC-12_x.js"));
+        assert!(!files.is_hashed_path("/pkg/standmeet.js"));
+        assert!(!files.is_hashed_path("/pkg/standmeet.old.js"));
+        assert_eq!(files.hashed_path("/favicon.svg"), None);
+        assert_eq!(files.hashed_path("/pkg/other.css"), None);
+    }
+
+    #[test]
+    fn a_malformed_line_names_nothing() {
+        let files = SiteFiles::from_hash_file(
+            "js: ../../etc\ncss:\nnonsense\nwasm: ok\n",
+            "standmeet",
+            "/pkg",
+        );
+        assert_eq!(files.hashed_path("/pkg/standmeet.js"), None);
+        assert_eq!(files.hashed_path("/pkg/standmeet.css"), None);
+        assert_eq!(
+            files.hashed_path("/pkg/standmeet.wasm").as_deref(),
+            Some("/pkg/standmeet.ok.wasm")
+        );
+        assert!(SiteFiles::from_hash_file("", "standmeet", "/pkg").hashed_names.is_empty());
+    }
+}
