@@ -168,7 +168,7 @@ async fn write_one_by_one(context: &CompleterContext, batch: &[Outcome]) -> Vec<
 
 /// Whether the database refused the statement for its data (SQLSTATE class 22, data
 /// exception, or 23, integrity constraint violation): the same write fails every time.
-fn refused_for_good(err: &sqlx::Error) -> bool {
+pub(crate) fn refused_for_good(err: &sqlx::Error) -> bool {
     err.as_database_error()
         .and_then(|db| db.code())
         .is_some_and(|code| code.starts_with("22") || code.starts_with("23"))

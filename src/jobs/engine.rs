@@ -6,6 +6,7 @@ use std::sync::Arc;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
+use super::claim::{self, ClaimContext};
 use super::completer::CompleterContext;
 use super::config::EngineConfig;
 use super::executor::ExecutorContext;
@@ -59,12 +60,16 @@ impl Engine {
                 registry,
                 signals: signals.clone(),
                 retry_base: config.retry_base,
-                worker_id,
+                worker_id: worker_id.clone(),
             },
             kinds: kinds.as_ref().clone(),
-            worker_id: config.worker_id.clone(),
-            lease: config.lease,
             shutdown_grace: config.shutdown_grace,
+            claim: Arc::new(ClaimContext {
+                signals: signals.clone(),
+                worker_id,
+                lease: config.lease,
+                window: claim::WINDOW,
+            }),
         });
         let producers = config
             .queues

@@ -9,6 +9,7 @@ use std::time::Duration;
 use sqlx::PgPool;
 use tracing::Instrument;
 
+use super::claim::Claim;
 use super::kind::{JobContext, JobError};
 use super::listener::{Signals, StopReason};
 use super::registry::Registry;
@@ -36,7 +37,12 @@ const NO_HANDLER_WAIT: Duration = Duration::from_secs(60);
 /// Runs one attempt of `job` and answers what to write (`None`: the handler already
 /// completed the job in its own transaction, or this process lost the job; either way
 /// the attempt is no longer held here).
-pub(crate) async fn execute(job: FetchedJob, context: &ExecutorContext) -> Option<Outcome> {
+/// `claim` is the claim the attempt runs in (see `claim`), if any.
+pub(crate) async fn execute(
+    job: FetchedJob,
+    context: &ExecutorContext,
+    claim: Option<Arc<Claim>>,
+) -> Option<Outcome> {
     let span = tracing::info_span!(
         "job",
         job.id = job.id.0,
@@ -45,7 +51,7 @@ pub(crate) async fn execute(job: FetchedJob, context: &ExecutorContext) -> Optio
     );
     async {
         let started = std::time::Instant::now();
-        let result = run_attempt(&job, context).await;
+        let result = run_attempt(&job, context, claim).await;
         log_result(&result, started.elapsed());
         if result == AttemptResult::CompletedInTransaction {
             // The handler committed its completion: wake this process's waiters now.
@@ -76,7 +82,11 @@ pub(crate) async fn execute(job: FetchedJob, context: &ExecutorContext) -> Optio
     .await
 }
 
-async fn run_attempt(job: &FetchedJob, context: &ExecutorContext) -> AttemptResult {
+async fn run_attempt(
+    job: &FetchedJob,
+    context: &ExecutorContext,
+    claim: Option<Arc<Claim>>,
+) -> AttemptResult {
     let Some(handler) = context.registry.handler(&job.kind) else {
         // Never a discard: another StandMeet (a newer version) may know the kind.
         return AttemptResult::Failed(JobError::snooze(
@@ -98,6 +108,7 @@ async fn run_attempt(job: &FetchedJob, context: &ExecutorContext) -> AttemptResu
         worker_id: context.worker_id.clone(),
         cancel: running.token.clone(),
         completed_in_tx: completed_in_tx.clone(),
+        claim,
     };
     let timeout = handler.timeout();
     let future = handler.run(job_context, job.args.clone());

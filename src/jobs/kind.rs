@@ -54,6 +54,8 @@ pub struct JobContext {
     pub(crate) worker_id: Arc<str>,
     pub(crate) cancel: CancellationToken,
     pub(crate) completed_in_tx: Arc<AtomicBool>,
+    /// The claim this attempt runs in, until it is written (see `claim`).
+    pub(crate) claim: Option<Arc<super::claim::Claim>>,
 }
 
 impl JobContext {
@@ -85,6 +87,15 @@ impl JobContext {
     ) -> Result<Completed, JobError> {
         let output = serde_json::to_value(output)
             .map_err(|err| JobError::discard(format!("the output cannot be stored: {err}")))?;
+        // A job still in its claim is `available` to every snapshot until the claim
+        // commits: have it written `running` first.
+        if let Some(claim) = &self.claim
+            && !claim.until_written().await
+        {
+            return Err(JobError::retry(
+                "the job's claim could not be written (the database went away)",
+            ));
+        }
         let changed =
             store::job_complete_in_tx(tx, self.id, self.attempt, &self.worker_id, &output).await?;
         if !changed {

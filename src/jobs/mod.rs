@@ -8,14 +8,16 @@
 //! ## States, and who moves jobs between them
 //!
 //! - `available`: ready to run. In: [`insert`] (due now), the scheduler (a `scheduled`
-//!   or `retryable` job came due), an admin's retry. Out: a producer's fetch, in a
+//!   or `retryable` job came due), an admin's retry. Out: a producer's claim, in a
 //!   process that has a handler for its kind (the others leave it where it is).
 //! - `scheduled`: waiting for `scheduled_at`. In: [`insert`] with a later time, a
 //!   handler's snooze (which gives its attempt number back: a snooze is not a try).
 //!   Out: the scheduler; an admin's cancel.
 //! - `running`: held by one worker process (`attempted_by`) under a lease it renews for
-//!   exactly the attempts it still has in flight. In: a producer's fetch (attempt + 1 in
-//!   the same statement). Out: the completer (fenced: only while still `running` at
+//!   exactly the attempts it still has in flight. In: a producer's claim, for an
+//!   attempt still going when the claim is written (attempt + 1 in the same
+//!   statement; a quick attempt goes from `available` straight to its outcome, see
+//!   [`claim`]). Out: the completer (fenced: only while still `running` at
 //!   that attempt under that process), the rescuer when the lease ran out (the old
 //!   holder's renewal then finds the job gone and stops the attempt), `complete_tx`
 //!   inside a handler's own transaction.
@@ -39,7 +41,9 @@
 //! - [`retry`]: the backoff, and what an attempt's outcome makes of a job.
 //! - [`registry`]: the handlers this process can run, by kind.
 //! - [`executor`]: one attempt: span, timeout, panic capture, cancellation.
-//! - [`producer`]: one per queue: fetches in batches, runs up to N at once.
+//! - [`producer`]: one per queue: claims in batches, runs up to N at once.
+//! - [`claim`]: a batch of jobs that run inside the transaction that claimed them, so
+//!   that a quick job is written once (its outcome) and a slow one `running` first.
 //! - [`queues`]: each queue's figures, and the pause every process obeys.
 //! - [`completer`]: writes outcomes, batching them when busy.
 //! - [`maintenance`]: the scheduler, rescuer, cleaner and lease renewal.
@@ -52,6 +56,7 @@
 //! - [`builtin`]: `system.noop` and `system.sleep`.
 
 pub mod builtin;
+mod claim;
 mod client;
 mod completer;
 mod config;

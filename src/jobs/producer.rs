@@ -1,5 +1,5 @@
-//! One producer per queue: fetches available jobs in batches, as many as it has free
-//! workers, and runs them. It wakes when the queue gets work (a notification), when a
+//! One producer per queue: claims available jobs in batches, as many as it has free
+//! workers, and runs them inside the claim's transaction (see `claim`). It wakes when the queue gets work (a notification), when a
 //! worker frees up, or at its poll interval, whichever comes first.
 //!
 //! On shutdown it stops fetching, lets running attempts finish until the grace period
@@ -12,19 +12,24 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::claim::{self, ClaimContext};
 use super::config::QueueConfig;
 use super::executor::{self, ExecutorContext};
 use super::listener::StopReason;
-use super::store::{self, HeldAttempt, Outcome};
+use super::store::Outcome;
 
 pub(crate) struct ProducerContext {
     pub executor: ExecutorContext,
     /// The kinds this process has handlers for: the only ones it fetches.
     pub kinds: Vec<String>,
-    pub worker_id: String,
-    pub lease: Duration,
     pub shutdown_grace: Duration,
+    /// What the claims need to write themselves.
+    pub claim: Arc<ClaimContext>,
 }
+
+/// Claims of one queue being run and written at once. While one claim's outcomes are
+/// written and committed, the next one's jobs run: both cores stay busy in a drain.
+const CLAIMS_IN_FLIGHT: usize = 2;
 
 pub(crate) async fn run(
     queue: QueueConfig,
@@ -34,6 +39,7 @@ pub(crate) async fn run(
 ) {
     let wakeup = context.executor.signals.queue_wakeup(&queue.name);
     let mut running: JoinSet<()> = JoinSet::new();
+    let mut claims: JoinSet<()> = JoinSet::new();
     let mut fetch_failures = 0u32;
 
     while !stop.is_cancelled() {
@@ -41,40 +47,42 @@ pub(crate) async fn run(
         // finished tasks until they are joined, and uncounted room would make the
         // next fetch needlessly small.
         while running.try_join_next().is_some() {}
+        while claims.try_join_next().is_some() {}
         let room = queue.workers.saturating_sub(running.len());
         let mut fetched_full_batch = false;
-        if room > 0 {
-            match store::job_fetch_available(
+        if room > 0 && claims.len() < CLAIMS_IN_FLIGHT {
+            match claim::open(
                 &context.executor.pool,
                 &queue.name,
                 room as i64,
-                &context.worker_id,
-                context.lease,
                 &context.kinds,
             )
             .await
             {
-                Ok(jobs) => {
-                    tracing::trace!(queue = %queue.name, room, fetched = jobs.len(), "fetched");
+                Ok(claimed) => {
                     fetch_failures = 0;
-                    fetched_full_batch = jobs.len() == room;
-                    // Ours until recorded: the lease renewal covers exactly these.
-                    context
-                        .executor
-                        .signals
-                        .hold(jobs.iter().map(|job| HeldAttempt {
-                            id: job.id,
-                            attempt: job.attempt,
-                        }));
-                    for job in jobs {
-                        let context = context.clone();
-                        let outcomes = outcomes.clone();
-                        running.spawn(async move {
-                            if let Some(outcome) = executor::execute(job, &context.executor).await {
-                                // Fails only when the completer is gone, i.e. never before we are.
-                                let _ = outcomes.send(outcome).await;
-                            }
-                        });
+                    let fetched = claimed.as_ref().map_or(0, |(_, jobs, _)| jobs.len());
+                    tracing::trace!(queue = %queue.name, room, fetched, "claimed");
+                    fetched_full_batch = fetched == room;
+                    if let Some((tx, jobs, this_claim)) = claimed {
+                        for job in jobs {
+                            let context = context.clone();
+                            let outcomes = outcomes.clone();
+                            let this_claim = this_claim.clone();
+                            running.spawn(async move {
+                                let id = job.id;
+                                let outcome =
+                                    executor::execute(job, &context.executor, Some(this_claim.clone()))
+                                        .await;
+                                this_claim.attempt_ended(id, outcome, &outcomes).await;
+                            });
+                        }
+                        claims.spawn(claim::finish(
+                            tx,
+                            this_claim,
+                            context.claim.clone(),
+                            outcomes.clone(),
+                        ));
                     }
                 }
                 Err(err) => {
@@ -83,7 +91,7 @@ pub(crate) async fn run(
                 }
             }
         }
-        if fetched_full_batch && running.len() < queue.workers {
+        if fetched_full_batch && running.len() < queue.workers && claims.len() < CLAIMS_IN_FLIGHT {
             continue;
         }
         // After a failed fetch, wait longer (up to 5 s) before the next try.
@@ -97,6 +105,7 @@ pub(crate) async fn run(
             _ = wakeup.notified() => {}
             _ = tokio::time::sleep(pause) => {}
             Some(_) = running.join_next(), if !running.is_empty() => {}
+            Some(_) = claims.join_next(), if !claims.is_empty() => {}
         }
     }
 
@@ -117,4 +126,6 @@ pub(crate) async fn run(
             .stop_all_running(StopReason::Shutdown);
         while running.join_next().await.is_some() {}
     }
+    // The claims write what their attempts came to, and commit.
+    while claims.join_next().await.is_some() {}
 }

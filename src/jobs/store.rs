@@ -47,7 +47,7 @@ impl JobRow {
     }
 }
 
-/// A job a producer just fetched (now `running`, held by this process).
+/// A job a producer just fetched or claimed, with the number of the attempt it starts.
 #[derive(Clone, Debug)]
 pub struct FetchedJob {
     pub id: JobId,
@@ -167,6 +167,95 @@ pub async fn job_fetch_available(
     .await
 }
 
+/// Claims up to `limit` available jobs of `queue` inside the caller's transaction `tx`,
+/// by row lock alone (`FOR UPDATE SKIP LOCKED`): nothing is written, so a claim costs
+/// no row version and no index entry. The jobs come back with the number of the
+/// attempt about to start (`attempt + 1`); [`job_record_claimed`] writes what became
+/// of them in the same transaction. Should the process die first, the transaction
+/// ends with its connection and the jobs are `available` again, unchanged.
+///
+/// Only jobs of `kinds` are taken, never from a paused queue (as in
+/// [`job_fetch_available`]).
+pub async fn job_claim(
+    tx: &mut PgConnection,
+    queue: &str,
+    limit: i64,
+    kinds: &[String],
+) -> Result<Vec<FetchedJob>, sqlx::Error> {
+    sqlx::query_as!(
+        FetchedJob,
+        r#"
+        SELECT id AS "id: JobId", kind, args, attempt + 1 AS "attempt!: i16", max_attempts
+        FROM jobs
+        WHERE state = 'available' AND queue = $1 AND scheduled_at <= now()
+          AND kind = ANY($3)
+          AND NOT EXISTS (SELECT FROM job_queue_pauses p WHERE p.queue = $1)
+        ORDER BY priority, scheduled_at, id
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+        "#,
+        queue,
+        limit,
+        kinds,
+    )
+    .fetch_all(tx)
+    .await
+}
+
+/// Writes, in the transaction that claimed them ([`job_claim`]), what became of
+/// claimed jobs, in one statement: the attempts that ended get their outcome (as
+/// [`job_record_outcomes`] would write it), the ones `still_running` become `running`
+/// under `worker` with a lease, for the completer to finish later. Either way the
+/// attempt counts (`attempt` is the claimed attempt's number) unless the outcome gives
+/// it back. Answers the ids it changed (all of them: the claim's lock kept them as
+/// they were).
+pub async fn job_record_claimed(
+    tx: &mut PgConnection,
+    worker: &str,
+    lease: Duration,
+    outcomes: &[Outcome],
+    still_running: &[HeldAttempt],
+) -> Result<Vec<JobId>, sqlx::Error> {
+    let mut c = OutcomeColumns::with_capacity(outcomes.len() + still_running.len());
+    outcomes.iter().for_each(|o| c.push_outcome(o));
+    still_running.iter().for_each(|held| c.push_running(held));
+    sqlx::query_scalar!(
+        r#"
+        UPDATE jobs AS j
+        SET state = c.state::job_state,
+            attempt = CASE WHEN c.give_back THEN greatest(c.attempt - 1, 0) ELSE c.attempt END,
+            attempted_at = now(),
+            attempted_by = CASE WHEN c.state = 'running' THEN $8 END,
+            lease_expires_at = CASE WHEN c.state = 'running'
+                                    THEN now() + $9 * interval '1 millisecond' END,
+            cancel_requested_at = NULL,
+            output = CASE WHEN c.output IS NULL THEN j.output ELSE c.output::jsonb END,
+            errors = CASE WHEN c.error IS NULL THEN j.errors
+                          ELSE j.errors || jsonb_build_array(jsonb_build_object(
+                                   'attempt', c.attempt, 'at', now(), 'error', c.error)) END,
+            scheduled_at = CASE WHEN c.delay_ms IS NULL THEN j.scheduled_at
+                                ELSE now() + c.delay_ms * interval '1 millisecond' END,
+            finalized_at = CASE WHEN c.state IN ('completed', 'discarded', 'cancelled')
+                                THEN now() END
+        FROM unnest($1::bigint[], $2::smallint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bool[])
+             AS c(id, attempt, state, output, error, delay_ms, give_back)
+        WHERE j.id = c.id AND j.state = 'available' AND j.attempt = c.attempt - 1
+        RETURNING j.id AS "id: JobId"
+        "#,
+        &c.ids,
+        &c.attempts,
+        &c.states,
+        &c.outputs as &[Option<String>],
+        &c.errors as &[Option<String>],
+        &c.delays as &[Option<i64>],
+        &c.give_back,
+        worker,
+        lease.as_millis() as f64,
+    )
+    .fetch_all(tx)
+    .await
+}
+
 /// Completes a job inside the caller's transaction, fenced: only while it is still
 /// `running` at `attempt` and held by `worker`. Answers whether it did.
 pub async fn job_complete_in_tx(
@@ -268,6 +357,52 @@ fn delay_millis(delay: Duration) -> i64 {
     delay.min(MAX_DELAY).as_millis() as i64
 }
 
+/// Outcomes as the parallel arrays that `unnest` turns back into rows.
+struct OutcomeColumns {
+    ids: Vec<i64>,
+    attempts: Vec<i16>,
+    states: Vec<String>,
+    outputs: Vec<Option<String>>,
+    errors: Vec<Option<String>>,
+    delays: Vec<Option<i64>>,
+    give_back: Vec<bool>,
+}
+
+impl OutcomeColumns {
+    fn with_capacity(count: usize) -> Self {
+        OutcomeColumns {
+            ids: Vec::with_capacity(count),
+            attempts: Vec::with_capacity(count),
+            states: Vec::with_capacity(count),
+            outputs: Vec::with_capacity(count),
+            errors: Vec::with_capacity(count),
+            delays: Vec::with_capacity(count),
+            give_back: Vec::with_capacity(count),
+        }
+    }
+
+    fn push_outcome(&mut self, o: &Outcome) {
+        self.ids.push(o.id.0);
+        self.attempts.push(o.attempt);
+        self.states.push(o.state.as_str().to_string());
+        self.outputs.push(o.output.as_ref().map(clean_json_text));
+        self.errors.push(o.error.as_deref().map(clean_error));
+        self.delays.push(o.delay.map(delay_millis));
+        self.give_back.push(o.give_back_attempt);
+    }
+
+    /// An attempt that goes on: `running`, nothing else to write.
+    fn push_running(&mut self, held: &HeldAttempt) {
+        self.ids.push(held.id.0);
+        self.attempts.push(held.attempt);
+        self.states.push(JobState::Running.as_str().to_string());
+        self.outputs.push(None);
+        self.errors.push(None);
+        self.delays.push(None);
+        self.give_back.push(false);
+    }
+}
+
 /// Writes many outcomes of `worker`'s attempts in one statement, each fenced: a job no
 /// longer `running` at that attempt under `worker` (rescued, cancelled) is left alone.
 /// An admin's cancel that the attempt did not see wins over a retry or a snooze: such
@@ -277,22 +412,8 @@ pub async fn job_record_outcomes(
     worker: &str,
     outcomes: &[Outcome],
 ) -> Result<Vec<JobId>, sqlx::Error> {
-    let ids: Vec<i64> = outcomes.iter().map(|o| o.id.0).collect();
-    let attempts: Vec<i16> = outcomes.iter().map(|o| o.attempt).collect();
-    let states: Vec<String> = outcomes
-        .iter()
-        .map(|o| o.state.as_str().to_string())
-        .collect();
-    let outputs: Vec<Option<String>> = outcomes
-        .iter()
-        .map(|o| o.output.as_ref().map(clean_json_text))
-        .collect();
-    let errors: Vec<Option<String>> = outcomes
-        .iter()
-        .map(|o| o.error.as_deref().map(clean_error))
-        .collect();
-    let delays: Vec<Option<i64>> = outcomes.iter().map(|o| o.delay.map(delay_millis)).collect();
-    let give_back: Vec<bool> = outcomes.iter().map(|o| o.give_back_attempt).collect();
+    let mut c = OutcomeColumns::with_capacity(outcomes.len());
+    outcomes.iter().for_each(|o| c.push_outcome(o));
     sqlx::query_scalar!(
         r#"
         UPDATE jobs AS j
@@ -317,13 +438,13 @@ pub async fn job_record_outcomes(
         WHERE j.id = c.id AND j.state = 'running' AND j.attempt = c.attempt AND j.attempted_by = $8
         RETURNING j.id AS "id: JobId"
         "#,
-        &ids,
-        &attempts,
-        &states,
-        &outputs as &[Option<String>],
-        &errors as &[Option<String>],
-        &delays as &[Option<i64>],
-        &give_back,
+        &c.ids,
+        &c.attempts,
+        &c.states,
+        &c.outputs as &[Option<String>],
+        &c.errors as &[Option<String>],
+        &c.delays as &[Option<i64>],
+        &c.give_back,
         worker,
     )
     .fetch_all(executor)

@@ -1,0 +1,314 @@
+//! A claim: a batch of jobs that run while the transaction that took them is still
+//! open, so that a quick job's whole life after its insert is one row version and one
+//! commit.
+//!
+//! A producer claims jobs by row lock ([`store::job_claim`]: `FOR UPDATE SKIP LOCKED`,
+//! nothing written) and starts their attempts. The claim then waits, up to
+//! [`WINDOW`], for the attempts to end, and
+//! writes in the same transaction, in one statement ([`store::job_record_claimed`]):
+//! the outcome of each attempt that ended, and `running` with a lease for each one
+//! still going, which the completer finishes later like any other. A drain of quick
+//! jobs so writes one row version per job instead of two (`running`, then the
+//! outcome), with one commit instead of two, and a waiter hears of its job one commit
+//! sooner.
+//!
+//! What holds it together:
+//! - Until the commit, the database still says `available`, and every other
+//!   statement's snapshot says so too. So nothing that needs the job `running` may
+//!   reach the database before the commit: an outcome that arrives while the claim is
+//!   being written waits and goes to the completer after it; a handler's
+//!   [`complete_tx`](super::JobContext::complete_tx) asks the claim to commit at once
+//!   and waits for it; the lease renewal learns of the still-running attempts only
+//!   after the commit.
+//! - A process that dies before the commit loses nothing: its connection's transaction
+//!   ends, the locks go, and the jobs are `available` with their attempt count as it
+//!   was, for any process to run again (at least once, as always).
+//! - A claim whose write fails (the database went away) leaves the jobs `available`
+//!   likewise; its attempts still running are stopped, their outcomes dropped.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sqlx::{Acquire, PgPool, Postgres, Transaction};
+use tokio::sync::{Notify, mpsc, watch};
+
+use super::JobId;
+use super::completer::refused_for_good;
+use super::listener::{Signals, StopReason};
+use super::store::{self, FetchedJob, HeldAttempt, Outcome};
+
+/// How long a claim waits for its attempts before it writes the rest `running`: long
+/// enough for a quick job (a local mail, an index update, a no-op) to end inside it,
+/// short enough that a slow job shows `running` at once to a person.
+pub(crate) const WINDOW: Duration = Duration::from_millis(20);
+
+/// Where the claim is in its life.
+enum Stage {
+    /// The attempts are running; those that end leave their outcome here.
+    Collecting { ended: Vec<Outcome> },
+    /// The claim is being written; outcomes that arrive now wait for the commit.
+    Writing { late: Vec<Outcome> },
+    /// Written: outcomes go to the completer.
+    Written,
+    /// The write failed: the jobs are `available` again; outcomes are dropped.
+    Failed,
+}
+
+/// One claim: its jobs, its stage, and who waits on it.
+pub(crate) struct Claim {
+    jobs: Vec<HeldAttempt>,
+    stage: Mutex<Stage>,
+    /// Attempts that have not ended yet while collecting.
+    unfinished: Mutex<HashSet<JobId>>,
+    /// Wakes the claim: every attempt ended, or a handler needs its job `running`.
+    wake: Notify,
+    /// A handler asked for the commit now (`complete_tx`).
+    hurry: std::sync::atomic::AtomicBool,
+    /// `None` until written; then whether the write committed.
+    written: watch::Sender<Option<bool>>,
+}
+
+impl Claim {
+    fn new(jobs: &[FetchedJob]) -> Arc<Claim> {
+        Arc::new(Claim {
+            jobs: jobs
+                .iter()
+                .map(|job| HeldAttempt {
+                    id: job.id,
+                    attempt: job.attempt,
+                })
+                .collect(),
+            stage: Mutex::new(Stage::Collecting { ended: Vec::new() }),
+            unfinished: Mutex::new(jobs.iter().map(|job| job.id).collect()),
+            wake: Notify::new(),
+            hurry: std::sync::atomic::AtomicBool::new(false),
+            written: watch::channel(None).0,
+        })
+    }
+
+    /// An attempt of this claim ended with `outcome` (`None`: nothing to write, e.g.
+    /// the handler completed the job in its own transaction). Before the write the
+    /// outcome is kept for it; after, it goes to the completer.
+    pub(crate) async fn attempt_ended(
+        &self,
+        id: JobId,
+        outcome: Option<Outcome>,
+        completer: &mpsc::Sender<Outcome>,
+    ) {
+        let forward = {
+            let mut stage = self.stage.lock().expect("not poisoned");
+            match &mut *stage {
+                Stage::Collecting { ended } => {
+                    ended.extend(outcome);
+                    let mut unfinished = self.unfinished.lock().expect("not poisoned");
+                    unfinished.remove(&id);
+                    if unfinished.is_empty() {
+                        self.wake.notify_one();
+                    }
+                    None
+                }
+                Stage::Writing { late } => {
+                    late.extend(outcome);
+                    None
+                }
+                Stage::Written => outcome,
+                Stage::Failed => None,
+            }
+        };
+        if let Some(outcome) = forward {
+            // Fails only when the completer is gone, i.e. never before we are.
+            let _ = completer.send(outcome).await;
+        }
+    }
+
+    /// For a handler about to complete its job in its own transaction, which needs the
+    /// job `running`: asks for the commit now and waits for it. Answers whether the job
+    /// is `running` under this process now.
+    pub(crate) async fn until_written(&self) -> bool {
+        self.hurry.store(true, std::sync::atomic::Ordering::Release);
+        self.wake.notify_one();
+        let mut written = self.written.subscribe();
+        match written.wait_for(Option::is_some).await {
+            Ok(result) => result.unwrap_or(false),
+            Err(_) => false,
+        }
+    }
+}
+
+/// What a claim needs to write itself.
+pub(crate) struct ClaimContext {
+    pub signals: Arc<Signals>,
+    pub worker_id: Arc<str>,
+    pub lease: Duration,
+    /// How long the claim waits for its attempts before it writes the rest `running`.
+    pub window: Duration,
+}
+
+/// Opens a transaction and claims up to `limit` jobs of `queue` in it. `None` when
+/// there were none (the transaction is closed again).
+pub(crate) async fn open(
+    pool: &PgPool,
+    queue: &str,
+    limit: i64,
+    kinds: &[String],
+) -> Result<Option<(Transaction<'static, Postgres>, Vec<FetchedJob>, Arc<Claim>)>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let jobs = store::job_claim(&mut tx, queue, limit, kinds).await?;
+    if jobs.is_empty() {
+        tx.rollback().await?;
+        return Ok(None);
+    }
+    let claim = Claim::new(&jobs);
+    Ok(Some((tx, jobs, claim)))
+}
+
+/// Waits for the claim's attempts (up to the window, or until a handler hurries it),
+/// writes what became of its jobs and commits, then hands the late outcomes to the
+/// completer.
+pub(crate) async fn finish(
+    mut tx: Transaction<'static, Postgres>,
+    claim: Arc<Claim>,
+    context: Arc<ClaimContext>,
+    completer: mpsc::Sender<Outcome>,
+) {
+    let deadline = tokio::time::Instant::now() + context.window;
+    loop {
+        let all_ended = claim.unfinished.lock().expect("not poisoned").is_empty();
+        if all_ended || claim.hurry.load(std::sync::atomic::Ordering::Acquire) {
+            break;
+        }
+        tokio::select! {
+            _ = claim.wake.notified() => {}
+            _ = tokio::time::sleep_until(deadline) => break,
+        }
+    }
+
+    let ended = {
+        let mut stage = claim.stage.lock().expect("not poisoned");
+        match std::mem::replace(&mut *stage, Stage::Writing { late: Vec::new() }) {
+            Stage::Collecting { ended } => ended,
+            _ => unreachable!("only this function moves a claim past collecting"),
+        }
+    };
+    let ended_ids: HashSet<JobId> = ended.iter().map(|outcome| outcome.id).collect();
+    let still_running: Vec<HeldAttempt> = {
+        let unfinished = claim.unfinished.lock().expect("not poisoned");
+        claim
+            .jobs
+            .iter()
+            .filter(|held| unfinished.contains(&held.id) && !ended_ids.contains(&held.id))
+            .copied()
+            .collect()
+    };
+
+    let result = write(&mut tx, &context, &ended, &still_running).await;
+    let result = match result {
+        Ok(written) => tx.commit().await.map(|()| written),
+        Err(err) => Err(err),
+    };
+    match result {
+        Ok(Written::All(written)) => {
+            let written: HashSet<JobId> = written.into_iter().collect();
+            // From now on the still-running attempts are this process's under a lease.
+            context.signals.hold(still_running.iter().copied());
+            context.signals.add_recorded(ended.len() as u64);
+            for outcome in ended
+                .iter()
+                .filter(|o| o.state.is_terminal() && written.contains(&o.id))
+            {
+                context.signals.waiters.job_finished(outcome.id);
+            }
+            hand_over_late(&claim, Vec::new(), &completer).await;
+        }
+        Ok(Written::AllRunning) => {
+            // The ended attempts' outcomes go the completer's way, which writes an
+            // outcome the database refuses as a failed attempt.
+            context.signals.hold(still_running.iter().copied());
+            context.signals.hold(ended.iter().map(|o| HeldAttempt {
+                id: o.id,
+                attempt: o.attempt,
+            }));
+            hand_over_late(&claim, ended, &completer).await;
+        }
+
+        Err(err) => {
+            tracing::warn!(error = %err, jobs = claim.jobs.len(), "cannot write a claim of jobs; they are available again");
+            *claim.stage.lock().expect("not poisoned") = Stage::Failed;
+            claim.written.send_replace(Some(false));
+            for held in &still_running {
+                context
+                    .signals
+                    .stop_attempt(held.id, held.attempt, StopReason::LeaseLost);
+            }
+        }
+    }
+}
+
+/// How a claim was written.
+enum Written {
+    /// Every outcome and every `running`; the ids changed.
+    All(Vec<JobId>),
+    /// The database refused an outcome (bad data, a broken constraint), so all of the
+    /// claim's jobs were written `running`, and the outcomes go to the completer.
+    AllRunning,
+}
+
+/// Writes the claim: its outcomes and its still-running attempts in one statement,
+/// inside a savepoint so that an outcome the database refuses for good does not undo
+/// the claim (the attempts ran); then everything is written `running` instead.
+async fn write(
+    tx: &mut Transaction<'static, Postgres>,
+    context: &ClaimContext,
+    ended: &[Outcome],
+    still_running: &[HeldAttempt],
+) -> Result<Written, sqlx::Error> {
+    let mut savepoint = tx.begin().await?;
+    match store::job_record_claimed(
+        &mut savepoint,
+        &context.worker_id,
+        context.lease,
+        ended,
+        still_running,
+    )
+    .await
+    {
+        Ok(written) => {
+            savepoint.commit().await?;
+            Ok(Written::All(written))
+        }
+        Err(err) if refused_for_good(&err) => {
+            savepoint.rollback().await?;
+            tracing::warn!(error = %err, jobs = ended.len(), "the database refused an outcome in a claim; the completer writes them");
+            let everything: Vec<HeldAttempt> = ended
+                .iter()
+                .map(|o| HeldAttempt {
+                    id: o.id,
+                    attempt: o.attempt,
+                })
+                .chain(still_running.iter().copied())
+                .collect();
+            store::job_record_claimed(tx, &context.worker_id, context.lease, &[], &everything)
+                .await?;
+            Ok(Written::AllRunning)
+        }
+        Err(err) => Err(err),
+    }
+}
+
+/// After the commit: says so to whoever waits for it, and hands `first` and the
+/// outcomes that arrived during the write to the completer.
+async fn hand_over_late(claim: &Claim, first: Vec<Outcome>, completer: &mpsc::Sender<Outcome>) {
+    let late = {
+        let mut stage = claim.stage.lock().expect("not poisoned");
+        match std::mem::replace(&mut *stage, Stage::Written) {
+            Stage::Writing { late } => late,
+            _ => Vec::new(),
+        }
+    };
+    claim.written.send_replace(Some(true));
+    for outcome in first.into_iter().chain(late) {
+        // Fails only when the completer is gone, i.e. never before we are.
+        let _ = completer.send(outcome).await;
+    }
+}
