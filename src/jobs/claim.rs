@@ -25,12 +25,16 @@
 //!   was, for any process to run again (at least once, as always).
 //! - A claim whose write fails (the database went away) leaves the jobs `available`
 //!   likewise; its attempts still running are stopped, their outcomes dropped.
+//! - An outcome the database refuses (bad data, a broken constraint) must not undo the
+//!   others: the claim is rolled back, its jobs are claimed again by id and written
+//!   `running`, and the completer writes the outcomes, a refused one as a failed
+//!   attempt (see `completer`).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sqlx::{Acquire, PgPool, Postgres, Transaction};
+use sqlx::{PgPool, Postgres, Transaction};
 use tokio::sync::{Notify, mpsc, watch};
 
 use super::JobId;
@@ -138,6 +142,7 @@ impl Claim {
 
 /// What a claim needs to write itself.
 pub(crate) struct ClaimContext {
+    pub pool: PgPool,
     pub signals: Arc<Signals>,
     pub worker_id: Arc<str>,
     pub lease: Duration,
@@ -167,7 +172,7 @@ pub(crate) async fn open(
 /// writes what became of its jobs and commits, then hands the late outcomes to the
 /// completer.
 pub(crate) async fn finish(
-    mut tx: Transaction<'static, Postgres>,
+    tx: Transaction<'static, Postgres>,
     claim: Arc<Claim>,
     context: Arc<ClaimContext>,
     completer: mpsc::Sender<Outcome>,
@@ -202,11 +207,7 @@ pub(crate) async fn finish(
             .collect()
     };
 
-    let result = write(&mut tx, &context, &ended, &still_running).await;
-    let result = match result {
-        Ok(written) => tx.commit().await.map(|()| written),
-        Err(err) => Err(err),
-    };
+    let result = write(tx, &context, &ended, &still_running).await;
     match result {
         Ok(Written::All(written)) => {
             let written: HashSet<JobId> = written.into_iter().collect();
@@ -221,17 +222,26 @@ pub(crate) async fn finish(
             }
             hand_over_late(&claim, Vec::new(), &completer).await;
         }
-        Ok(Written::AllRunning) => {
-            // The ended attempts' outcomes go the completer's way, which writes an
-            // outcome the database refuses as a failed attempt.
-            context.signals.hold(still_running.iter().copied());
-            context.signals.hold(ended.iter().map(|o| HeldAttempt {
-                id: o.id,
-                attempt: o.attempt,
-            }));
-            hand_over_late(&claim, ended, &completer).await;
+        Ok(Written::Running(ours)) => {
+            context.signals.hold(ours.iter().copied());
+            let ours: HashSet<HeldAttempt> = ours.into_iter().collect();
+            // Taken by another process meanwhile: it runs them again; stop ours.
+            for held in still_running.iter().filter(|held| !ours.contains(held)) {
+                context
+                    .signals
+                    .stop_attempt(held.id, held.attempt, StopReason::LeaseLost);
+            }
+            let first = ended
+                .into_iter()
+                .filter(|o| {
+                    ours.contains(&HeldAttempt {
+                        id: o.id,
+                        attempt: o.attempt,
+                    })
+                })
+                .collect();
+            hand_over_late(&claim, first, &completer).await;
         }
-
         Err(err) => {
             tracing::warn!(error = %err, jobs = claim.jobs.len(), "cannot write a claim of jobs; they are available again");
             *claim.stage.lock().expect("not poisoned") = Stage::Failed;
@@ -249,23 +259,25 @@ pub(crate) async fn finish(
 enum Written {
     /// Every outcome and every `running`; the ids changed.
     All(Vec<JobId>),
-    /// The database refused an outcome (bad data, a broken constraint), so all of the
-    /// claim's jobs were written `running`, and the outcomes go to the completer.
-    AllRunning,
+    /// The database refused an outcome (bad data, a broken constraint), so the claim
+    /// was rolled back, and these of its attempts (those no other process took
+    /// meanwhile) were claimed again and written `running`: their outcomes go to the
+    /// completer, which writes one the database refuses as a failed attempt.
+    Running(Vec<HeldAttempt>),
 }
 
-/// Writes the claim: its outcomes and its still-running attempts in one statement,
-/// inside a savepoint so that an outcome the database refuses for good does not undo
-/// the claim (the attempts ran); then everything is written `running` instead.
+/// Writes the claim, its outcomes and its still-running attempts in one statement, and
+/// commits. Should the database refuse an outcome for good, the claim is rolled back
+/// (the attempts ran all the same) and its jobs are taken again, by id, to be written
+/// `running` instead.
 async fn write(
-    tx: &mut Transaction<'static, Postgres>,
+    mut tx: Transaction<'static, Postgres>,
     context: &ClaimContext,
     ended: &[Outcome],
     still_running: &[HeldAttempt],
 ) -> Result<Written, sqlx::Error> {
-    let mut savepoint = tx.begin().await?;
-    match store::job_record_claimed(
-        &mut savepoint,
+    let refused = match store::job_record_claimed(
+        &mut tx,
         &context.worker_id,
         context.lease,
         ended,
@@ -274,26 +286,27 @@ async fn write(
     .await
     {
         Ok(written) => {
-            savepoint.commit().await?;
-            Ok(Written::All(written))
+            tx.commit().await?;
+            return Ok(Written::All(written));
         }
-        Err(err) if refused_for_good(&err) => {
-            savepoint.rollback().await?;
-            tracing::warn!(error = %err, jobs = ended.len(), "the database refused an outcome in a claim; the completer writes them");
-            let everything: Vec<HeldAttempt> = ended
-                .iter()
-                .map(|o| HeldAttempt {
-                    id: o.id,
-                    attempt: o.attempt,
-                })
-                .chain(still_running.iter().copied())
-                .collect();
-            store::job_record_claimed(tx, &context.worker_id, context.lease, &[], &everything)
-                .await?;
-            Ok(Written::AllRunning)
-        }
-        Err(err) => Err(err),
-    }
+        Err(err) if refused_for_good(&err) => err,
+        Err(err) => return Err(err),
+    };
+    tx.rollback().await?;
+    tracing::warn!(error = %refused, jobs = ended.len(), "the database refused an outcome in a claim; the completer writes them");
+    let everything: Vec<HeldAttempt> = ended
+        .iter()
+        .map(|o| HeldAttempt {
+            id: o.id,
+            attempt: o.attempt,
+        })
+        .chain(still_running.iter().copied())
+        .collect();
+    let mut tx = context.pool.begin().await?;
+    let ours = store::job_claim_again(&mut tx, &everything).await?;
+    store::job_record_claimed(&mut tx, &context.worker_id, context.lease, &[], &ours).await?;
+    tx.commit().await?;
+    Ok(Written::Running(ours))
 }
 
 /// After the commit: says so to whoever waits for it, and hands `first` and the

@@ -65,6 +65,7 @@ impl Engine {
             kinds: kinds.as_ref().clone(),
             shutdown_grace: config.shutdown_grace,
             claim: Arc::new(ClaimContext {
+                pool: pool.clone(),
                 signals: signals.clone(),
                 worker_id,
                 lease: config.lease,

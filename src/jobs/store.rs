@@ -357,6 +357,35 @@ fn delay_millis(delay: Duration) -> i64 {
     delay.min(MAX_DELAY).as_millis() as i64
 }
 
+/// Claims again, inside `tx`, those of `attempts` whose jobs are still `available` at
+/// the attempt before (a claim rolled back; no other process took them meanwhile), by
+/// row lock like [`job_claim`]. Answers those it claimed.
+pub async fn job_claim_again(
+    tx: &mut PgConnection,
+    attempts: &[HeldAttempt],
+) -> Result<Vec<HeldAttempt>, sqlx::Error> {
+    let ids: Vec<i64> = attempts.iter().map(|held| held.id.0).collect();
+    let rows = sqlx::query!(
+        r#"
+        SELECT id AS "id: JobId", attempt + 1 AS "attempt!: i16"
+        FROM jobs
+        WHERE id = ANY($1) AND state = 'available'
+        FOR UPDATE SKIP LOCKED
+        "#,
+        &ids,
+    )
+    .fetch_all(tx)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| HeldAttempt {
+            id: row.id,
+            attempt: row.attempt,
+        })
+        .filter(|held| attempts.contains(held))
+        .collect())
+}
+
 /// Outcomes as the parallel arrays that `unnest` turns back into rows.
 struct OutcomeColumns {
     ids: Vec<i64>,
