@@ -511,6 +511,7 @@ impl Settings {
             worker_id: crate::jobs::worker_id(),
             also_clean: Vec::new(),
             listen_database_url: self.listen_database_url.clone(),
+            claim_window: crate::jobs::CLAIM_WINDOW,
         }
     }
 

@@ -89,6 +89,75 @@ async fn a_noop_job_completes_with_its_args_as_output_and_no_errors(pool: PgPool
     assert_eq!(row.attempted_by, None, "released by its worker");
 }
 
+/// Every change of a job's state, as the database saw it, in order.
+async fn record_transitions(pool: &PgPool) {
+    sqlx::raw_sql(
+        "CREATE TABLE transitions (n bigserial, job bigint, old job_state, new job_state);
+         CREATE FUNCTION note_transition() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+           INSERT INTO transitions (job, old, new) VALUES (NEW.id, OLD.state, NEW.state);
+           RETURN NULL;
+         END $$;
+         CREATE TRIGGER note_transition AFTER UPDATE OF state ON jobs
+           FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state)
+           EXECUTE FUNCTION note_transition();",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
+async fn transitions_of(pool: &PgPool, id: JobId) -> Vec<(String, String)> {
+    sqlx::query_as(
+        "SELECT old::text, new::text FROM transitions WHERE job = $1 ORDER BY n",
+    )
+    .bind(id.0)
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+#[sqlx::test]
+async fn a_quick_job_is_written_once_and_a_slow_one_is_running_first(pool: PgPool) {
+    record_transitions(&pool).await;
+    // A window far longer than 20 no-ops take on a busy machine, and shorter than the
+    // slow job.
+    let config = standmeet::jobs::EngineConfig {
+        claim_window: Duration::from_millis(1_000),
+        ..quick_config(8)
+    };
+    let _engine = start_engine(&pool, registry(), config).await;
+    // Ends inside its claim: from available straight to completed, one write.
+    let quick: Vec<JobId> = {
+        let mut tx = pool.begin().await.unwrap();
+        let mut ids = Vec::new();
+        for n in 0..20 {
+            ids.push(insert_tx::<Noop>(&mut tx, &json!({ "n": n })).await.unwrap());
+        }
+        tx.commit().await.unwrap();
+        ids
+    };
+    // Outlasts its claim's window: written running, then completed by the completer.
+    let slow = insert::<Sleep>(&pool, &SleepArgs { ms: 1_500 }).await.unwrap();
+    for id in &quick {
+        let row = wait_for_state(&pool, *id, JobState::Completed).await;
+        assert_eq!(row.attempt, 1, "{row:?}");
+        assert_eq!(
+            transitions_of(&pool, *id).await,
+            vec![("available".to_string(), "completed".to_string())]
+        );
+    }
+    let row = wait_for_state(&pool, slow, JobState::Completed).await;
+    assert_eq!(row.attempt, 1, "{row:?}");
+    assert_eq!(
+        transitions_of(&pool, slow).await,
+        vec![
+            ("available".to_string(), "running".to_string()),
+            ("running".to_string(), "completed".to_string())
+        ]
+    );
+}
+
 #[sqlx::test]
 async fn a_job_inserted_by_plain_sql_is_picked_up_at_once(pool: PgPool) {
     // The default queue polls only every 10 s here: pickup within the wait below

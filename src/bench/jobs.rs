@@ -66,6 +66,7 @@ fn bench_config() -> EngineConfig {
         worker_id: crate::jobs::worker_id(),
         also_clean: Vec::new(),
         listen_database_url: None,
+        claim_window: crate::jobs::CLAIM_WINDOW,
     }
 }
 

@@ -4,7 +4,7 @@
 //!
 //! A producer claims jobs by row lock ([`store::job_claim`]: `FOR UPDATE SKIP LOCKED`,
 //! nothing written) and starts their attempts. The claim then waits, up to
-//! [`WINDOW`], for the attempts to end, and
+//! `EngineConfig::claim_window`, for the attempts to end, and
 //! writes in the same transaction, in one statement ([`store::job_record_claimed`]):
 //! the outcome of each attempt that ended, and `running` with a lease for each one
 //! still going, which the completer finishes later like any other. A drain of quick
@@ -41,11 +41,6 @@ use super::JobId;
 use super::completer::refused_for_good;
 use super::listener::{Signals, StopReason};
 use super::store::{self, FetchedJob, HeldAttempt, Outcome};
-
-/// How long a claim waits for its attempts before it writes the rest `running`: long
-/// enough for a quick job (a local mail, an index update, a no-op) to end inside it,
-/// short enough that a slow job shows `running` at once to a person.
-pub(crate) const WINDOW: Duration = Duration::from_millis(20);
 
 /// Where the claim is in its life.
 enum Stage {

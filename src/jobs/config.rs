@@ -71,7 +71,15 @@ pub struct EngineConfig {
     /// Where the LISTEN connection goes, when not where the pool goes
     /// (`STANDMEET_LISTEN_DATABASE_URL`).
     pub listen_database_url: Option<String>,
+    /// How long a claim waits for its attempts before it writes the rest `running`
+    /// ([`CLAIM_WINDOW`] unless a test needs otherwise; see `claim`).
+    pub claim_window: Duration,
 }
+
+/// A claim's usual window: long enough for a quick job (a local mail, an index update,
+/// a no-op) to end inside it, short enough that a slow job shows `running` at once to
+/// a person.
+pub const CLAIM_WINDOW: Duration = Duration::from_millis(20);
 
 impl EngineConfig {
     /// The queues StandMeet uses. Callers wait on `mail`, `index` and `fetch`, so those

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
-use super::claim::{self, ClaimContext};
+use super::claim::ClaimContext;
 use super::completer::CompleterContext;
 use super::config::EngineConfig;
 use super::executor::ExecutorContext;
@@ -69,7 +69,7 @@ impl Engine {
                 signals: signals.clone(),
                 worker_id,
                 lease: config.lease,
-                window: claim::WINDOW,
+                window: config.claim_window,
             }),
         });
         let producers = config

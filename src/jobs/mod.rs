@@ -78,7 +78,7 @@ pub mod testing;
 mod waiters;
 
 pub use client::JobClient;
-pub use config::{CleanChore, EngineConfig, QueueConfig, worker_id};
+pub use config::{CLAIM_WINDOW, CleanChore, EngineConfig, QueueConfig, worker_id};
 pub use engine::Engine;
 pub use insert::{InsertOptions, insert, insert_many_tx, insert_tx, insert_with};
 pub use kind::{Completed, ErrorAction, JobContext, JobError, JobKind};

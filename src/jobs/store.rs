@@ -208,7 +208,9 @@ pub async fn job_claim(
 /// under `worker` with a lease, for the completer to finish later. Either way the
 /// attempt counts (`attempt` is the claimed attempt's number) unless the outcome gives
 /// it back. Answers the ids it changed (all of them: the claim's lock kept them as
-/// they were).
+/// they were). `attempted_at` is the claim's start (`now()`, the transaction's time);
+/// the lease, the end and a delay count from the write (`clock_timestamp()`), so that
+/// the window does not eat into the lease.
 pub async fn job_record_claimed(
     tx: &mut PgConnection,
     worker: &str,
@@ -227,16 +229,16 @@ pub async fn job_record_claimed(
             attempted_at = now(),
             attempted_by = CASE WHEN c.state = 'running' THEN $8 END,
             lease_expires_at = CASE WHEN c.state = 'running'
-                                    THEN now() + $9 * interval '1 millisecond' END,
+                                    THEN clock_timestamp() + $9 * interval '1 millisecond' END,
             cancel_requested_at = NULL,
             output = CASE WHEN c.output IS NULL THEN j.output ELSE c.output::jsonb END,
             errors = CASE WHEN c.error IS NULL THEN j.errors
                           ELSE j.errors || jsonb_build_array(jsonb_build_object(
-                                   'attempt', c.attempt, 'at', now(), 'error', c.error)) END,
+                                   'attempt', c.attempt, 'at', clock_timestamp(), 'error', c.error)) END,
             scheduled_at = CASE WHEN c.delay_ms IS NULL THEN j.scheduled_at
-                                ELSE now() + c.delay_ms * interval '1 millisecond' END,
+                                ELSE clock_timestamp() + c.delay_ms * interval '1 millisecond' END,
             finalized_at = CASE WHEN c.state IN ('completed', 'discarded', 'cancelled')
-                                THEN now() END
+                                THEN clock_timestamp() END
         FROM unnest($1::bigint[], $2::smallint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bool[])
              AS c(id, attempt, state, output, error, delay_ms, give_back)
         WHERE j.id = c.id AND j.state = 'available' AND j.attempt = c.attempt - 1

@@ -83,6 +83,7 @@ pub fn quick_config(workers: usize) -> EngineConfig {
         worker_id: standmeet::jobs::worker_id(),
         also_clean: Vec::new(),
         listen_database_url: None,
+        claim_window: standmeet::jobs::CLAIM_WINDOW,
     }
 }
 
