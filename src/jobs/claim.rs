@@ -30,7 +30,7 @@
 //!   `running`, and the completer writes the outcomes, a refused one as a failed
 //!   attempt (see `completer`).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -44,8 +44,12 @@ use super::store::{self, FetchedJob, HeldAttempt, Outcome};
 
 /// Where the claim is in its life.
 enum Stage {
-    /// The attempts are running; those that end leave their outcome here.
-    Collecting { ended: Vec<Outcome> },
+    /// The attempts are running; those that end leave their outcome here and leave
+    /// `unfinished` (job → attempt number).
+    Collecting {
+        ended: Vec<Outcome>,
+        unfinished: HashMap<JobId, i16>,
+    },
     /// The claim is being written; outcomes that arrive now wait for the commit.
     Writing { late: Vec<Outcome> },
     /// Written: outcomes go to the completer.
@@ -54,12 +58,9 @@ enum Stage {
     Failed,
 }
 
-/// One claim: its jobs, its stage, and who waits on it.
+/// One claim: its stage, and who waits on it.
 pub(crate) struct Claim {
-    jobs: Vec<HeldAttempt>,
     stage: Mutex<Stage>,
-    /// Attempts that have not ended yet while collecting.
-    unfinished: Mutex<HashSet<JobId>>,
     /// Wakes the claim: every attempt ended, or a handler needs its job `running`.
     wake: Notify,
     /// A handler asked for the commit now (`complete_tx`).
@@ -71,15 +72,10 @@ pub(crate) struct Claim {
 impl Claim {
     fn new(jobs: &[FetchedJob]) -> Arc<Claim> {
         Arc::new(Claim {
-            jobs: jobs
-                .iter()
-                .map(|job| HeldAttempt {
-                    id: job.id,
-                    attempt: job.attempt,
-                })
-                .collect(),
-            stage: Mutex::new(Stage::Collecting { ended: Vec::new() }),
-            unfinished: Mutex::new(jobs.iter().map(|job| job.id).collect()),
+            stage: Mutex::new(Stage::Collecting {
+                ended: Vec::new(),
+                unfinished: jobs.iter().map(|job| (job.id, job.attempt)).collect(),
+            }),
             wake: Notify::new(),
             hurry: std::sync::atomic::AtomicBool::new(false),
             written: watch::channel(None).0,
@@ -98,9 +94,8 @@ impl Claim {
         let forward = {
             let mut stage = self.stage.lock().expect("not poisoned");
             match &mut *stage {
-                Stage::Collecting { ended } => {
+                Stage::Collecting { ended, unfinished } => {
                     ended.extend(outcome);
-                    let mut unfinished = self.unfinished.lock().expect("not poisoned");
                     unfinished.remove(&id);
                     if unfinished.is_empty() {
                         self.wake.notify_one();
@@ -174,7 +169,10 @@ pub(crate) async fn finish(
 ) {
     let deadline = tokio::time::Instant::now() + context.window;
     loop {
-        let all_ended = claim.unfinished.lock().expect("not poisoned").is_empty();
+        let all_ended = matches!(
+            &*claim.stage.lock().expect("not poisoned"),
+            Stage::Collecting { unfinished, .. } if unfinished.is_empty()
+        );
         if all_ended || claim.hurry.load(std::sync::atomic::Ordering::Acquire) {
             break;
         }
@@ -184,23 +182,17 @@ pub(crate) async fn finish(
         }
     }
 
-    let ended = {
+    let (ended, unfinished) = {
         let mut stage = claim.stage.lock().expect("not poisoned");
         match std::mem::replace(&mut *stage, Stage::Writing { late: Vec::new() }) {
-            Stage::Collecting { ended } => ended,
+            Stage::Collecting { ended, unfinished } => (ended, unfinished),
             _ => unreachable!("only this function moves a claim past collecting"),
         }
     };
-    let ended_ids: HashSet<JobId> = ended.iter().map(|outcome| outcome.id).collect();
-    let still_running: Vec<HeldAttempt> = {
-        let unfinished = claim.unfinished.lock().expect("not poisoned");
-        claim
-            .jobs
-            .iter()
-            .filter(|held| unfinished.contains(&held.id) && !ended_ids.contains(&held.id))
-            .copied()
-            .collect()
-    };
+    let still_running: Vec<HeldAttempt> = unfinished
+        .into_iter()
+        .map(|(id, attempt)| HeldAttempt { id, attempt })
+        .collect();
 
     let result = write(tx, &context, &ended, &still_running).await;
     match result {
@@ -238,7 +230,7 @@ pub(crate) async fn finish(
             hand_over_late(&claim, first, &completer).await;
         }
         Err(err) => {
-            tracing::warn!(error = %err, jobs = claim.jobs.len(), "cannot write a claim of jobs; they are available again");
+            tracing::warn!(error = %err, jobs = ended.len() + still_running.len(), "cannot write a claim of jobs; they are available again");
             *claim.stage.lock().expect("not poisoned") = Stage::Failed;
             claim.written.send_replace(Some(false));
             for held in &still_running {

@@ -112,7 +112,9 @@ pub async fn job_insert_many(
     .await
 }
 
-/// Takes up to `limit` available jobs of `queue` for `worker`, in priority order: one
+/// Takes up to `limit` available jobs of `queue` for `worker`, marked `running` at
+/// once. The producers claim instead ([`job_claim`]); this is how the tests take jobs
+/// as another process holding them would (`jobs::testing`). In priority order: one
 /// statement marks them `running`, counts the attempt and starts the lease, and
 /// `SKIP LOCKED` lets other workers take the next ones at the same moment. A paused
 /// queue (a row in `job_queue_pauses`) gives nothing: the check is one primary-key
@@ -378,13 +380,14 @@ pub async fn job_claim_again(
     )
     .fetch_all(tx)
     .await?;
+    let wanted: std::collections::HashSet<&HeldAttempt> = attempts.iter().collect();
     Ok(rows
         .into_iter()
         .map(|row| HeldAttempt {
             id: row.id,
             attempt: row.attempt,
         })
-        .filter(|held| attempts.contains(held))
+        .filter(|held| wanted.contains(held))
         .collect())
 }
 

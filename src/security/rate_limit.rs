@@ -91,6 +91,22 @@ struct FailureWindow {
     failures: u32,
 }
 
+/// Keeps `map` under `max` entries before one more goes in: first it forgets the
+/// entries that are no longer `current`, then, under a flood of fresh keys, all of them
+/// (a limiter that forgets is better than one that runs out of memory).
+fn make_room<K, V>(
+    map: &mut std::collections::HashMap<K, V>,
+    max: usize,
+    current: impl Fn(&V) -> bool,
+) {
+    if map.len() >= max {
+        map.retain(|_, value| current(value));
+        if map.len() >= max {
+            map.clear();
+        }
+    }
+}
+
 /// How many addresses [`FailedAttempts`] remembers at most; past that it forgets the
 /// windows that are over (and, under a flood from more addresses, all of them).
 const MAX_REMEMBERED_ADDRESSES: usize = 100_000;
@@ -116,12 +132,9 @@ impl FailedAttempts {
     /// Counts one failure of `address`.
     pub fn failed(&self, address: IpAddr) {
         let mut windows = self.windows.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if windows.len() >= MAX_REMEMBERED_ADDRESSES {
-            windows.retain(|_, window| window.started.elapsed() < FAILURE_WINDOW);
-            if windows.len() >= MAX_REMEMBERED_ADDRESSES {
-                windows.clear();
-            }
-        }
+        make_room(&mut windows, MAX_REMEMBERED_ADDRESSES, |window| {
+            window.started.elapsed() < FAILURE_WINDOW
+        });
         let now = std::time::Instant::now();
         let window = windows.entry(address).or_insert(FailureWindow {
             started: now,
@@ -215,12 +228,9 @@ impl GuessLimiter {
             return;
         }
         let mut subjects = self.by_subject.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if subjects.len() >= MAX_REMEMBERED_SUBJECTS {
-            subjects.retain(|_, record| record.last.elapsed() < SUBJECT_MEMORY);
-            if subjects.len() >= MAX_REMEMBERED_SUBJECTS {
-                subjects.clear();
-            }
-        }
+        make_room(&mut subjects, MAX_REMEMBERED_SUBJECTS, |record| {
+            record.last.elapsed() < SUBJECT_MEMORY
+        });
         let now = std::time::Instant::now();
         let record = subjects.entry(key).or_insert(SubjectFailures { failures: 0, last: now });
         if record.last.elapsed() >= SUBJECT_MEMORY {
