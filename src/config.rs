@@ -31,48 +31,187 @@ pub enum MailSupplier {
 /// Every setting StandMeet reads: its name, its default, and what it does, for
 /// `standmeet --help` (a test keeps this list and [`Settings::from_lookup`] alike).
 pub const SETTINGS: &[(&str, &str, &str)] = &[
-    ("DATABASE_URL", "unset: a private cluster", "the PostgreSQL database to use"),
-    ("STANDMEET_DATA_DIR", ".standmeet", "where the private cluster lives (<dir>/pg)"),
-    ("LEPTOS_SITE_ADDR", "127.0.0.1:3000", "the address the server listens on"),
-    ("STANDMEET_PUBLIC_URL", "http://<LEPTOS_SITE_ADDR>", "how people reach StandMeet (links in mail, cookies)"),
-    ("STANDMEET_MAIL", "log", "log, none, smtp://host:port, smtps://host:port or smtp+insecure://user:password@host:port"),
-    ("STANDMEET_MAIL_FROM", "standmeet@<public host>", "the sender of every mail"),
-    ("STANDMEET_OWNER_EMAIL", "the first admin", "the owner's address"),
-    ("STANDMEET_ADMIN_EMAIL", "unset", "an admin created or updated at start (with the password)"),
-    ("STANDMEET_ADMIN_PASSWORD", "unset", "that admin's password (8 characters or more)"),
-    ("STANDMEET_MCP_TOKEN", "unset: MCP off", "the bearer token of /mcp, 32 characters or more"),
-    ("STANDMEET_APPROVE_WAIT_MS", "2000", "how long an approval waits for its mail"),
-    ("STANDMEET_FETCH_WAIT_MS", "20000", "how long \"fetch new listings\" waits"),
-    ("STANDMEET_INDEX_WAIT_MS", "2000", "how long a corpus write waits for its index job"),
-    ("STANDMEET_MAX_WAITERS", "64", "callers that may wait for jobs at once"),
-    ("STANDMEET_MAX_LIVE_CLIENTS", "256", "live streams (/api/live) one process serves at once"),
-    ("STANDMEET_RETRY_BASE_MS", "1000", "the retry backoff unit (base × attempt⁴)"),
-    ("STANDMEET_MAIL_PER_RECIPIENT_PER_HOUR", "5", "mails one address gets at most an hour"),
-    ("STANDMEET_CONFIRM_LINK_HOURS", "24", "how long an address confirmation link works"),
-    ("STANDMEET_JOB_LEASE_MS", "30000", "how long a running job stays its worker's without renewal"),
-    ("STANDMEET_KEEP_COMPLETED_HOURS", "24", "how long completed and cancelled jobs are kept"),
-    ("STANDMEET_KEEP_DISCARDED_HOURS", "168", "how long discarded jobs are kept"),
-    ("STANDMEET_LOGIN_ATTEMPTS_PER_MINUTE", "10", "failed sign-ins (and access codes) per client address a minute"),
-    ("STANDMEET_FETCH_ALLOW_PRIVATE", "false", "let job boards and webhooks be on private addresses"),
-    ("STANDMEET_WEBHOOK_TIMEOUT_MS", "10000", "how long one webhook delivery attempt may take"),
-    ("STANDMEET_KEEP_EVENTS_DAYS", "30", "how long events and their deliveries are kept"),
-    ("STANDMEET_LISTEN_DATABASE_URL", "DATABASE_URL", "where the one LISTEN connection goes (behind a transaction-pooling PgBouncer: a direct URL)"),
-    ("STANDMEET_LOG_FORMAT", "text", "text, or json: one JSON object per line with the span fields"),
-    ("STANDMEET_MCP_TOOL_NAMES", "dots", "dots (access_requests.list) or underscore (access_requests_list) in MCP tool names"),
-    ("STANDMEET_METRICS_TOKEN", "unset: loopback only", "the bearer token of /metrics"),
-    ("STANDMEET_DB_POOL_SIZE", "16", "database connections for requests (the job engine has its own 10 and the listener 1)"),
-    ("STANDMEET_TRUSTED_PROXIES", "unset: none", "reverse proxies (CIDRs) whose X-Forwarded-For names the client"),
-    ("STANDMEET_TIMEZONE", "UTC", "the owner's IANA time zone, for the booking windows"),
-    ("STANDMEET_BOOKING", "access", "who may book: access, open or off"),
+    (
+        "DATABASE_URL",
+        "unset: a private cluster",
+        "the PostgreSQL database to use",
+    ),
+    (
+        "STANDMEET_DATA_DIR",
+        ".standmeet",
+        "where the private cluster lives (<dir>/pg)",
+    ),
+    (
+        "LEPTOS_SITE_ADDR",
+        "127.0.0.1:3000",
+        "the address the server listens on",
+    ),
+    (
+        "STANDMEET_PUBLIC_URL",
+        "http://<LEPTOS_SITE_ADDR>",
+        "how people reach StandMeet (links in mail, cookies)",
+    ),
+    (
+        "STANDMEET_MAIL",
+        "log",
+        "log, none, smtp://host:port, smtps://host:port or smtp+insecure://user:password@host:port",
+    ),
+    (
+        "STANDMEET_MAIL_FROM",
+        "standmeet@<public host>",
+        "the sender of every mail",
+    ),
+    (
+        "STANDMEET_OWNER_EMAIL",
+        "the first admin",
+        "the owner's address",
+    ),
+    (
+        "STANDMEET_ADMIN_EMAIL",
+        "unset",
+        "an admin created or updated at start (with the password)",
+    ),
+    (
+        "STANDMEET_ADMIN_PASSWORD",
+        "unset",
+        "that admin's password (8 characters or more)",
+    ),
+    (
+        "STANDMEET_MCP_TOKEN",
+        "unset: MCP off",
+        "the bearer token of /mcp, 32 characters or more",
+    ),
+    (
+        "STANDMEET_APPROVE_WAIT_MS",
+        "2000",
+        "how long an approval waits for its mail",
+    ),
+    (
+        "STANDMEET_FETCH_WAIT_MS",
+        "20000",
+        "how long \"fetch new listings\" waits",
+    ),
+    (
+        "STANDMEET_INDEX_WAIT_MS",
+        "2000",
+        "how long a corpus write waits for its index job",
+    ),
+    (
+        "STANDMEET_MAX_WAITERS",
+        "64",
+        "callers that may wait for jobs at once",
+    ),
+    (
+        "STANDMEET_MAX_LIVE_CLIENTS",
+        "256",
+        "live streams (/api/live) one process serves at once",
+    ),
+    (
+        "STANDMEET_RETRY_BASE_MS",
+        "1000",
+        "the retry backoff unit (base × attempt⁴)",
+    ),
+    (
+        "STANDMEET_MAIL_PER_RECIPIENT_PER_HOUR",
+        "5",
+        "mails one address gets at most an hour",
+    ),
+    (
+        "STANDMEET_CONFIRM_LINK_HOURS",
+        "24",
+        "how long an address confirmation link works",
+    ),
+    (
+        "STANDMEET_JOB_LEASE_MS",
+        "30000",
+        "how long a running job stays its worker's without renewal",
+    ),
+    (
+        "STANDMEET_KEEP_COMPLETED_HOURS",
+        "24",
+        "how long completed and cancelled jobs are kept",
+    ),
+    (
+        "STANDMEET_KEEP_DISCARDED_HOURS",
+        "168",
+        "how long discarded jobs are kept",
+    ),
+    (
+        "STANDMEET_LOGIN_ATTEMPTS_PER_MINUTE",
+        "10",
+        "failed sign-ins (and access codes) per client address a minute",
+    ),
+    (
+        "STANDMEET_FETCH_ALLOW_PRIVATE",
+        "false",
+        "let job boards and webhooks be on private addresses",
+    ),
+    (
+        "STANDMEET_WEBHOOK_TIMEOUT_MS",
+        "10000",
+        "how long one webhook delivery attempt may take",
+    ),
+    (
+        "STANDMEET_KEEP_EVENTS_DAYS",
+        "30",
+        "how long events and their deliveries are kept",
+    ),
+    (
+        "STANDMEET_LISTEN_DATABASE_URL",
+        "DATABASE_URL",
+        "where the one LISTEN connection goes (behind a transaction-pooling PgBouncer: a direct URL)",
+    ),
+    (
+        "STANDMEET_LOG_FORMAT",
+        "text",
+        "text, or json: one JSON object per line with the span fields",
+    ),
+    (
+        "STANDMEET_MCP_TOOL_NAMES",
+        "dots",
+        "dots (access_requests.list) or underscore (access_requests_list) in MCP tool names",
+    ),
+    (
+        "STANDMEET_METRICS_TOKEN",
+        "unset: loopback only",
+        "the bearer token of /metrics",
+    ),
+    (
+        "STANDMEET_DB_POOL_SIZE",
+        "16",
+        "database connections for requests (the job engine has its own 10 and the listener 1)",
+    ),
+    (
+        "STANDMEET_TRUSTED_PROXIES",
+        "unset: none",
+        "reverse proxies (CIDRs) whose X-Forwarded-For names the client",
+    ),
+    (
+        "STANDMEET_TIMEZONE",
+        "UTC",
+        "the owner's IANA time zone, for the booking windows",
+    ),
+    (
+        "STANDMEET_BOOKING",
+        "access",
+        "who may book: access, open or off",
+    ),
     ("RUST_LOG", DEFAULT_LOG_FILTER, "the log filter"),
 ];
 
 /// The settings as `standmeet --help` lists them.
 pub fn settings_help() -> String {
-    let width = SETTINGS.iter().map(|(name, _, _)| name.len()).max().unwrap_or(0);
-    let mut text = String::from("Settings (from the environment; a bad value stops the start, naming it):\n");
+    let width = SETTINGS
+        .iter()
+        .map(|(name, _, _)| name.len())
+        .max()
+        .unwrap_or(0);
+    let mut text =
+        String::from("Settings (from the environment; a bad value stops the start, naming it):\n");
     for (name, default, meaning) in SETTINGS {
-        text.push_str(&format!("  {name:<width$}  {meaning} [default: {default}]\n"));
+        text.push_str(&format!(
+            "  {name:<width$}  {meaning} [default: {default}]\n"
+        ));
     }
     text
 }
@@ -393,7 +532,10 @@ impl Settings {
         let mcp_tool_names = parse_choice(
             &get,
             "STANDMEET_MCP_TOOL_NAMES",
-            &[("dots", ToolNames::Dots), ("underscore", ToolNames::Underscore)],
+            &[
+                ("dots", ToolNames::Dots),
+                ("underscore", ToolNames::Underscore),
+            ],
             "it must be dots (access_requests.list) or underscore (access_requests_list)",
         )?;
         let metrics_token = get("STANDMEET_METRICS_TOKEN")
@@ -512,6 +654,7 @@ impl Settings {
             also_clean: Vec::new(),
             listen_database_url: self.listen_database_url.clone(),
             claim_window: crate::jobs::CLAIM_WINDOW,
+            final_notification: true,
         }
     }
 
@@ -767,9 +910,16 @@ mod tests {
         assert_eq!(s.timezone, jiff::tz::TimeZone::UTC);
         assert_eq!(s.booking, BookingMode::Access);
         assert_eq!(s.db_pool_size, 16);
-        assert_eq!(settings(&[("STANDMEET_DB_POOL_SIZE", "40")]).unwrap().db_pool_size, 40);
         assert_eq!(
-            settings(&[("STANDMEET_DB_POOL_SIZE", "0")]).unwrap_err().setting,
+            settings(&[("STANDMEET_DB_POOL_SIZE", "40")])
+                .unwrap()
+                .db_pool_size,
+            40
+        );
+        assert_eq!(
+            settings(&[("STANDMEET_DB_POOL_SIZE", "0")])
+                .unwrap_err()
+                .setting,
             "STANDMEET_DB_POOL_SIZE"
         );
     }
@@ -782,7 +932,11 @@ mod tests {
         // (`parse_*(&get, "…"` may break its line after `&get,`.)
         let read: std::collections::BTreeSet<&str> = ["get(", "lookup(", "&get,"]
             .iter()
-            .flat_map(|call| source.match_indices(call).map(move |(at, _)| at + call.len()))
+            .flat_map(|call| {
+                source
+                    .match_indices(call)
+                    .map(move |(at, _)| at + call.len())
+            })
             .filter_map(|start| {
                 let rest = source[start..].trim_start();
                 rest.strip_prefix('"')?.split('"').next()
@@ -793,7 +947,10 @@ mod tests {
             SETTINGS.iter().map(|(name, _, _)| *name).collect();
         assert_eq!(read, listed, "config.rs reads what --help lists");
         let help = settings_help();
-        assert!(help.contains("STANDMEET_BOOKING") && help.contains("[default: access]"), "{help}");
+        assert!(
+            help.contains("STANDMEET_BOOKING") && help.contains("[default: access]"),
+            "{help}"
+        );
     }
 
     #[test]
@@ -815,15 +972,31 @@ mod tests {
     fn a_short_mcp_token_stops_the_start() {
         let err = settings(&[("STANDMEET_MCP_TOKEN", "short-token")]).unwrap_err();
         assert_eq!(err.setting, "STANDMEET_MCP_TOKEN");
-        assert!(err.problem.contains("at least 32 characters"), "{}", err.problem);
-        assert!(!err.to_string().contains("short-token"), "never echoed: {err}");
+        assert!(
+            err.problem.contains("at least 32 characters"),
+            "{}",
+            err.problem
+        );
+        assert!(
+            !err.to_string().contains("short-token"),
+            "never echoed: {err}"
+        );
         let long = "x".repeat(32);
-        assert_eq!(settings(&[("STANDMEET_MCP_TOKEN", &long)]).unwrap().mcp_token, Some(long));
+        assert_eq!(
+            settings(&[("STANDMEET_MCP_TOKEN", &long)])
+                .unwrap()
+                .mcp_token,
+            Some(long)
+        );
     }
 
     #[test]
     fn trusted_proxies_are_cidrs_or_addresses() {
-        let s = settings(&[("STANDMEET_TRUSTED_PROXIES", "10.0.0.0/8, 192.0.2.7,2001:db8::/32")]).unwrap();
+        let s = settings(&[(
+            "STANDMEET_TRUSTED_PROXIES",
+            "10.0.0.0/8, 192.0.2.7,2001:db8::/32",
+        )])
+        .unwrap();
         assert_eq!(s.trusted_proxies.len(), 3);
         assert_eq!(s.trusted_proxies[1].to_string(), "192.0.2.7/32");
         assert!(settings(&[]).unwrap().trusted_proxies.is_empty());

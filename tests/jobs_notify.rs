@@ -128,6 +128,27 @@ async fn every_path_into_a_terminal_state_notifies_exactly_once_and_a_rollback_n
     tx.rollback().await.unwrap();
     assert_eq!(job(&pool, rolled_back).await.state, JobState::Available);
 
+    // A move whose statement fails after the notifying trigger ran (it runs before the
+    // row is written; here a CHECK then refuses the row), in a savepoint rolled back
+    // inside a transaction that commits: nobody hears of it.
+    let refused = insert::<Noop>(&pool, &json!({})).await.unwrap();
+    let mut tx = pool.begin().await.unwrap();
+    sqlx::query("SAVEPOINT before_the_move")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let failed = sqlx::query("UPDATE jobs SET state = 'completed', errors = '{}' WHERE id = $1")
+        .bind(refused.0)
+        .execute(&mut *tx)
+        .await;
+    assert!(failed.is_err(), "errors must be an array");
+    sqlx::query("ROLLBACK TO SAVEPOINT before_the_move")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(job(&pool, refused).await.state, JobState::Available);
+
     // An update that leaves a terminal job terminal does not notify again.
     sqlx::query("UPDATE jobs SET state = 'cancelled' WHERE id = $1")
         .bind(by_hand.0)

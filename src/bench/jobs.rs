@@ -54,7 +54,9 @@ impl Sizes {
 /// takes up to a thousand jobs at once (a local queue) and completions batch up.
 fn bench_config() -> EngineConfig {
     EngineConfig {
-        queues: vec![QueueConfig::new("default", 1_000, Duration::from_secs(1))],
+        queues: vec![
+            QueueConfig::new("default", 1_000, Duration::from_secs(1)).with_claims_in_flight(4),
+        ],
         retry_base: Duration::from_secs(1),
         lease: Duration::from_secs(30),
         schedule_interval: Duration::from_millis(250),
@@ -67,14 +69,34 @@ fn bench_config() -> EngineConfig {
         also_clean: Vec::new(),
         listen_database_url: None,
         claim_window: crate::jobs::CLAIM_WINDOW,
+        final_notification: true,
     }
 }
 
 pub(super) async fn start_jobs(pool: &PgPool, signals: &Arc<Signals>) -> JobRuntime {
+    start_engine(pool, signals, Notification::On).await
+}
+
+/// Whether finished jobs are told of (`standmeet_job_final`), by the claims and by the
+/// trigger; off only to measure what that costs.
+#[derive(Clone, Copy, PartialEq)]
+pub(super) enum Notification {
+    On,
+    Off,
+}
+
+async fn start_engine(
+    pool: &PgPool,
+    signals: &Arc<Signals>,
+    notification: Notification,
+) -> JobRuntime {
     JobRuntime::start(
         pool,
         crate::jobs::builtin::registry(),
-        bench_config(),
+        EngineConfig {
+            final_notification: notification == Notification::On,
+            ..bench_config()
+        },
         signals.clone(),
     )
     .await
@@ -105,7 +127,7 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
             "bench: (b) round {round}: draining {} no-op jobs, notification on",
             sizes.drain
         );
-        on.push(drain(&pool, &signals, sizes.drain).await?);
+        on.push(drain(&pool, &signals, sizes.drain, Notification::On).await?);
         sqlx::query("ALTER TABLE jobs DISABLE TRIGGER jobs_notify_final_on_update")
             .execute(&pool)
             .await?;
@@ -113,7 +135,7 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
             "bench: (b) round {round}: draining {} no-op jobs, notification off",
             sizes.drain
         );
-        let result = drain(&pool, &signals, sizes.drain).await;
+        let result = drain(&pool, &signals, sizes.drain, Notification::Off).await;
         sqlx::query("ALTER TABLE jobs ENABLE TRIGGER jobs_notify_final_on_update")
             .execute(&pool)
             .await?;
@@ -169,11 +191,13 @@ pub(super) async fn commit_to_woken(
 }
 
 /// Queues `count` no-op jobs with no engine running, then starts one and measures how
-/// fast it drains them.
+/// fast it drains them. With the notification `Off`, the caller has disabled the
+/// trigger; the engine's claims are told here.
 pub(super) async fn drain(
     pool: &PgPool,
     signals: &Arc<Signals>,
     count: usize,
+    notification: Notification,
 ) -> anyhow::Result<f64> {
     queue_noops(pool, count).await?;
 
@@ -181,7 +205,7 @@ pub(super) async fn drain(
     // load the database it measures.
     let before = signals.recorded();
     let started = Instant::now();
-    let running = start_jobs(pool, signals).await;
+    let running = start_engine(pool, signals, notification).await;
     while signals.recorded() - before < count as u64 {
         if started.elapsed() > Duration::from_secs(600) {
             bail!(

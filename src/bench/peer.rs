@@ -22,7 +22,7 @@ use serde_json::json;
 use sqlx::PgPool;
 use tokio::process::{Child, Command};
 
-use super::jobs::{commit_to_woken, drain, start_jobs, warm_up};
+use super::jobs::{Notification, commit_to_woken, drain, start_jobs, warm_up};
 use super::{helper, median, ms, percentile};
 use crate::db::{self, PrivateCluster};
 use crate::jobs::Signals;
@@ -92,7 +92,7 @@ pub async fn compare(cluster: &PrivateCluster, pool: &PgPool, quick: bool) -> an
         sqlx::query("TRUNCATE graphile_worker._private_jobs")
             .execute(&graphile_pool)
             .await?;
-        let ours = drain(pool, &signals, sizes.drain).await?;
+        let ours = drain(pool, &signals, sizes.drain, Notification::On).await?;
         sqlx::query("TRUNCATE jobs CASCADE").execute(pool).await?;
         eprintln!(
             "bench: round {round}: graphile-worker drains {} no-op jobs",

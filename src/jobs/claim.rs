@@ -40,7 +40,7 @@ use tokio::sync::{Notify, mpsc, watch};
 use super::JobId;
 use super::completer::refused_for_good;
 use super::listener::{Signals, StopReason};
-use super::store::{self, FetchedJob, HeldAttempt, Outcome};
+use super::store::{self, ClaimedRows, FetchedJob, HeldAttempt, Outcome};
 
 /// Where the claim is in its life.
 enum Stage {
@@ -67,10 +67,12 @@ pub(crate) struct Claim {
     hurry: std::sync::atomic::AtomicBool,
     /// `None` until written; then whether the write committed.
     written: watch::Sender<Option<bool>>,
+    /// Where the claimed rows lie, for the write.
+    rows: ClaimedRows,
 }
 
 impl Claim {
-    fn new(jobs: &[FetchedJob]) -> Arc<Claim> {
+    fn new(jobs: &[FetchedJob], rows: ClaimedRows) -> Arc<Claim> {
         Arc::new(Claim {
             stage: Mutex::new(Stage::Collecting {
                 ended: Vec::new(),
@@ -79,6 +81,7 @@ impl Claim {
             wake: Notify::new(),
             hurry: std::sync::atomic::AtomicBool::new(false),
             written: watch::channel(None).0,
+            rows,
         })
     }
 
@@ -138,6 +141,9 @@ pub(crate) struct ClaimContext {
     pub lease: Duration,
     /// How long the claim waits for its attempts before it writes the rest `running`.
     pub window: Duration,
+    /// Whether the write tells waiters of the jobs it finishes (see
+    /// `EngineConfig::final_notification`).
+    pub notify: bool,
 }
 
 /// Opens a transaction and claims up to `limit` jobs of `queue` in it. `None` when
@@ -149,12 +155,12 @@ pub(crate) async fn open(
     kinds: &[String],
 ) -> Result<Option<(Transaction<'static, Postgres>, Vec<FetchedJob>, Arc<Claim>)>, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    let jobs = store::job_claim(&mut tx, queue, limit, kinds).await?;
+    let (jobs, rows) = store::job_claim(&mut tx, queue, limit, kinds).await?;
     if jobs.is_empty() {
         tx.rollback().await?;
         return Ok(None);
     }
-    let claim = Claim::new(&jobs);
+    let claim = Claim::new(&jobs, rows);
     Ok(Some((tx, jobs, claim)))
 }
 
@@ -194,7 +200,7 @@ pub(crate) async fn finish(
         .map(|(id, attempt)| HeldAttempt { id, attempt })
         .collect();
 
-    let result = write(tx, &context, &ended, &still_running).await;
+    let result = write(tx, &context, &ended, &still_running, &claim.rows).await;
     match result {
         Ok(Written::All(written)) => {
             let written: HashSet<JobId> = written.into_iter().collect();
@@ -262,6 +268,7 @@ async fn write(
     context: &ClaimContext,
     ended: &[Outcome],
     still_running: &[HeldAttempt],
+    rows: &ClaimedRows,
 ) -> Result<Written, sqlx::Error> {
     let refused = match store::job_record_claimed(
         &mut tx,
@@ -269,6 +276,8 @@ async fn write(
         context.lease,
         ended,
         still_running,
+        rows,
+        context.notify,
     )
     .await
     {
@@ -290,8 +299,17 @@ async fn write(
         .chain(still_running.iter().copied())
         .collect();
     let mut tx = context.pool.begin().await?;
-    let ours = store::job_claim_again(&mut tx, &everything).await?;
-    store::job_record_claimed(&mut tx, &context.worker_id, context.lease, &[], &ours).await?;
+    let (ours, rows) = store::job_claim_again(&mut tx, &everything).await?;
+    store::job_record_claimed(
+        &mut tx,
+        &context.worker_id,
+        context.lease,
+        &[],
+        &ours,
+        &rows,
+        context.notify,
+    )
+    .await?;
     tx.commit().await?;
     Ok(Written::Running(ours))
 }

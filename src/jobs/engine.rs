@@ -70,6 +70,7 @@ impl Engine {
                 worker_id,
                 lease: config.lease,
                 window: config.claim_window,
+                notify: config.final_notification,
             }),
         });
         let producers = config

@@ -1,11 +1,14 @@
-//! One attempt of one job: find its handler, run it in its own task (so a panic is
-//! caught as an error, not lost with the worker), within its timeout, stoppable by an
+//! One attempt of one job: find its handler, run it (a panic is caught as an error,
+//! not lost with the worker), within its timeout, stoppable by an
 //! admin's cancel or by shutdown; then decide what to write.
 
+use std::any::Any;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use sqlx::PgPool;
 use tracing::Instrument;
 
@@ -111,44 +114,47 @@ async fn run_attempt(
         claim,
     };
     let timeout = handler.timeout();
-    let future = handler.run(job_context, job.args.clone());
-    let mut task = tokio::spawn(future.in_current_span());
-
-    let finished = |joined: Result<Result<serde_json::Value, JobError>, tokio::task::JoinError>| {
-        match joined {
-            Ok(Ok(_)) if completed_in_tx.load(Ordering::Acquire) => {
-                AttemptResult::CompletedInTransaction
-            }
-            Ok(Ok(output)) => AttemptResult::Succeeded(output),
-            Ok(Err(error)) => AttemptResult::Failed(error),
-            Err(join_error) if join_error.is_panic() => AttemptResult::Failed(JobError::retry(
-                format!("the handler panicked: {}", panic_message(join_error)),
-            )),
-            Err(_) => AttemptResult::Failed(JobError::retry("the handler was aborted")),
+    let finished = |ran: Result<Result<serde_json::Value, JobError>, Box<dyn Any + Send>>| match ran
+    {
+        Ok(Ok(_)) if completed_in_tx.load(Ordering::Acquire) => {
+            AttemptResult::CompletedInTransaction
         }
+        Ok(Ok(output)) => AttemptResult::Succeeded(output),
+        Ok(Err(error)) => AttemptResult::Failed(error),
+        Err(panic) => AttemptResult::Failed(JobError::retry(format!(
+            "the handler panicked: {}",
+            panic_message(panic)
+        ))),
     };
 
-    let result = tokio::select! {
-        joined = &mut task => finished(joined),
-        _ = tokio::time::sleep(timeout) => {
-            task.abort();
-            AttemptResult::Failed(JobError::retry(format!("timed out after {timeout:?}")))
-        }
-        _ = running.token.cancelled() => {
-            // The handler sees the cancel too; give it a moment to finish on its own.
-            let result = match tokio::time::timeout(CANCEL_GRACE, &mut task).await {
-                Ok(joined) => finished(joined),
-                Err(_) => {
-                    task.abort();
-                    AttemptResult::Failed(JobError::cancel("stopped"))
+    // A handler that timed out or would not stop is dropped at the end of this block,
+    // before the attempt counts as ended.
+    let result = {
+        // The handler runs in this task, its panic caught as a failed attempt (not lost
+        // with the worker): what a task of its own would give, without a second task for
+        // every job.
+        let mut handler_run = std::pin::pin!(
+            AssertUnwindSafe(handler.run(job_context, job.args.clone())).catch_unwind()
+        );
+
+        tokio::select! {
+            ran = handler_run.as_mut() => finished(ran),
+            _ = tokio::time::sleep(timeout) => {
+                AttemptResult::Failed(JobError::retry(format!("timed out after {timeout:?}")))
+            }
+            _ = running.token.cancelled() => {
+                // The handler sees the cancel too; give it a moment to finish on its own.
+                let result = match tokio::time::timeout(CANCEL_GRACE, handler_run.as_mut()).await {
+                    Ok(ran) => finished(ran),
+                    Err(_) => AttemptResult::Failed(JobError::cancel("stopped")),
+                };
+                match (result, running.reason()) {
+                    // It finished its work after all: that stands.
+                    (done @ (AttemptResult::Succeeded(_) | AttemptResult::CompletedInTransaction), _) => done,
+                    (_, StopReason::Shutdown) => AttemptResult::Interrupted,
+                    (_, StopReason::LeaseLost) => AttemptResult::LeaseLost,
+                    _ => AttemptResult::CancelledWhileRunning,
                 }
-            };
-            match (result, running.reason()) {
-                // It finished its work after all: that stands.
-                (done @ (AttemptResult::Succeeded(_) | AttemptResult::CompletedInTransaction), _) => done,
-                (_, StopReason::Shutdown) => AttemptResult::Interrupted,
-                (_, StopReason::LeaseLost) => AttemptResult::LeaseLost,
-                _ => AttemptResult::CancelledWhileRunning,
             }
         }
     };
@@ -156,8 +162,7 @@ async fn run_attempt(
     result
 }
 
-fn panic_message(error: tokio::task::JoinError) -> String {
-    let payload = error.into_panic();
+fn panic_message(payload: Box<dyn Any + Send>) -> String {
     if let Some(text) = payload.downcast_ref::<&str>() {
         text.to_string()
     } else if let Some(text) = payload.downcast_ref::<String>() {

@@ -26,7 +26,8 @@
 //!   cancel.
 //! - `completed`, `discarded`, `cancelled`: terminal. In: the completer, the rescuer
 //!   (out of attempts), an admin's cancel, an operator's SQL. Every move into them sends
-//!   `pg_notify('standmeet_job_final', id)` in the same transaction (a trigger). Out:
+//!   `pg_notify('standmeet_job_final', id)` in the same transaction (a trigger; a
+//!   claim's write sends it itself, which costs less, and the trigger stands aside). Out:
 //!   only an admin's retry (`discarded`, `cancelled`), and the cleaner, which deletes
 //!   them after their retention.
 //!

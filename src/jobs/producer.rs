@@ -27,10 +27,6 @@ pub(crate) struct ProducerContext {
     pub claim: Arc<ClaimContext>,
 }
 
-/// Claims of one queue being run and written at once. While one claim's outcomes are
-/// written and committed, the next one's jobs run: both cores stay busy in a drain.
-const CLAIMS_IN_FLIGHT: usize = 2;
-
 pub(crate) async fn run(
     queue: QueueConfig,
     context: Arc<ProducerContext>,
@@ -50,7 +46,7 @@ pub(crate) async fn run(
         while claims.try_join_next().is_some() {}
         let room = queue.workers.saturating_sub(running.len());
         let mut fetched_full_batch = false;
-        if room > 0 && claims.len() < CLAIMS_IN_FLIGHT {
+        if room > 0 && claims.len() < queue.claims_in_flight {
             match claim::open(
                 &context.executor.pool,
                 &queue.name,
@@ -71,9 +67,12 @@ pub(crate) async fn run(
                             let this_claim = this_claim.clone();
                             running.spawn(async move {
                                 let id = job.id;
-                                let outcome =
-                                    executor::execute(job, &context.executor, Some(this_claim.clone()))
-                                        .await;
+                                let outcome = executor::execute(
+                                    job,
+                                    &context.executor,
+                                    Some(this_claim.clone()),
+                                )
+                                .await;
                                 this_claim.attempt_ended(id, outcome, &outcomes).await;
                             });
                         }
@@ -91,7 +90,10 @@ pub(crate) async fn run(
                 }
             }
         }
-        if fetched_full_batch && running.len() < queue.workers && claims.len() < CLAIMS_IN_FLIGHT {
+        if fetched_full_batch
+            && running.len() < queue.workers
+            && claims.len() < queue.claims_in_flight
+        {
             continue;
         }
         // After a failed fetch, wait longer (up to 5 s) before the next try.

@@ -84,6 +84,7 @@ pub fn quick_config(workers: usize) -> EngineConfig {
         also_clean: Vec::new(),
         listen_database_url: None,
         claim_window: standmeet::jobs::CLAIM_WINDOW,
+        final_notification: true,
     }
 }
 
