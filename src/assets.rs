@@ -192,6 +192,10 @@ mod tests {
             files.hashed_path("/pkg/standmeet.wasm").as_deref(),
             Some("/pkg/standmeet.ok.wasm")
         );
-        assert!(SiteFiles::from_hash_file("", "standmeet", "/pkg").hashed_names.is_empty());
+        assert!(
+            SiteFiles::from_hash_file("", "standmeet", "/pkg")
+                .hashed_names
+                .is_empty()
+        );
     }
 }

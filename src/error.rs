@@ -179,7 +179,9 @@ impl From<WebhookError> for AppError {
 impl From<BookingError> for AppError {
     fn from(err: BookingError) -> Self {
         match err {
-            BookingError::Closed | BookingError::NeedsAccess => AppError::Forbidden(err.to_string()),
+            BookingError::Closed | BookingError::NeedsAccess => {
+                AppError::Forbidden(err.to_string())
+            }
             BookingError::Invalid(_) => AppError::BadRequest(err.to_string()),
             BookingError::Taken | BookingError::AlreadyCancelled(_) => {
                 AppError::Conflict(err.to_string())

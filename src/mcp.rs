@@ -771,7 +771,8 @@ impl Tools {
         let until = from
             .checked_add(jiff::SignedDuration::from_hours(24 * days))
             .unwrap_or(jiff::Timestamp::MAX);
-        let slots = bookings::free_slots(&state.pool, &state.settings.timezone, from, until).await?;
+        let slots =
+            bookings::free_slots(&state.pool, &state.settings.timezone, from, until).await?;
         Ok(json!({
             "slots": slots
                 .iter()
@@ -855,11 +856,15 @@ impl Tools {
 /// MCP clients that refuse dots in tool names (`STANDMEET_MCP_TOOL_NAMES=underscore`);
 /// descriptions that name other tools name them the same way.
 fn with_underscore_names(router: ToolRouter<Tools>) -> ToolRouter<Tools> {
-    let dotted: Vec<String> = router.list_all().into_iter().map(|tool| tool.name.to_string()).collect();
+    let dotted: Vec<String> = router
+        .list_all()
+        .into_iter()
+        .map(|tool| tool.name.to_string())
+        .collect();
     let rename = |text: &str| {
-        dotted
-            .iter()
-            .fold(text.to_string(), |text, name| text.replace(name.as_str(), &name.replace('.', "_")))
+        dotted.iter().fold(text.to_string(), |text, name| {
+            text.replace(name.as_str(), &name.replace('.', "_"))
+        })
     };
     let mut renamed = ToolRouter::new();
     for mut route in router {
@@ -949,7 +954,11 @@ struct TokenCheck {
 
 /// 401 unless `Authorization: Bearer <STANDMEET_MCP_TOKEN>`; 429 for an address that
 /// failed too often this minute.
-async fn require_token(State(check): State<Arc<TokenCheck>>, request: Request, next: Next) -> Response {
+async fn require_token(
+    State(check): State<Arc<TokenCheck>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let address = request
         .extensions()
         .get::<crate::security::client::ClientAddress>()
@@ -968,7 +977,9 @@ async fn require_token(State(check): State<Arc<TokenCheck>>, request: Request, n
         .and_then(|value| value.to_str().ok())
         .and_then(bearer_token);
     match given {
-        Some(given) if constant_time_eq(given.as_bytes(), check.token.as_bytes()) => next.run(request).await,
+        Some(given) if constant_time_eq(given.as_bytes(), check.token.as_bytes()) => {
+            next.run(request).await
+        }
         _ => {
             if let Some(address) = address {
                 check.failures.failed(address);

@@ -111,7 +111,9 @@ pub fn router(state: AppState) -> Router {
             headers::add_security_headers,
         ))
         .layer(middleware::from_fn_with_state(
-            Arc::new(client::TrustedProxies(state.settings.trusted_proxies.clone())),
+            Arc::new(client::TrustedProxies(
+                state.settings.trusted_proxies.clone(),
+            )),
             client::find_client_address,
         ))
         // Bounded work per process: at most this many requests at once (more wait their
@@ -207,7 +209,9 @@ pub async fn set_admin_password(
     .await;
     close_database(source).await?;
     if !changed? {
-        anyhow::bail!("there is no admin {email}; STANDMEET_ADMIN_EMAIL and STANDMEET_ADMIN_PASSWORD create one at start");
+        anyhow::bail!(
+            "there is no admin {email}; STANDMEET_ADMIN_EMAIL and STANDMEET_ADMIN_PASSWORD create one at start"
+        );
     }
     println!("standmeet: the password of {email} is set; its sessions are ended");
     Ok(())

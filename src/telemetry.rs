@@ -22,7 +22,9 @@ pub fn init(filter: &str, format: LogFormat) {
         .with_target(true)
         .with_writer(std::io::stderr);
     let _ = match format {
-        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).try_init(),
+        LogFormat::Text => builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .try_init(),
         LogFormat::Json => builder
             .json()
             .with_current_span(true)

@@ -192,7 +192,10 @@ mod tests {
         ] {
             if let Ok(address) = EmailAddress::parse(candidate) {
                 let mailbox: Result<lettre::message::Mailbox, _> = address.as_str().parse();
-                assert!(mailbox.is_ok(), "{candidate} was accepted but cannot be mailed");
+                assert!(
+                    mailbox.is_ok(),
+                    "{candidate} was accepted but cannot be mailed"
+                );
             }
         }
     }

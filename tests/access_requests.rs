@@ -485,14 +485,25 @@ async fn wrong_codes_from_one_address_do_not_lock_the_visitor_out(pool: PgPool) 
         let reply = app
             .post_form(
                 "/api/redeem_access",
-                &[("email", "ada@example.com"), ("code", &format!("AAAA-BBBB-{n:04}"))],
+                &[
+                    ("email", "ada@example.com"),
+                    ("code", &format!("AAAA-BBBB-{n:04}")),
+                ],
                 None,
             )
             .await;
         statuses.push(reply.status);
     }
-    assert_eq!(statuses[..10], [StatusCode::UNAUTHORIZED; 10], "{statuses:?}");
-    assert_eq!(statuses[10..], [StatusCode::TOO_MANY_REQUESTS; 2], "{statuses:?}");
+    assert_eq!(
+        statuses[..10],
+        [StatusCode::UNAUTHORIZED; 10],
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses[10..],
+        [StatusCode::TOO_MANY_REQUESTS; 2],
+        "{statuses:?}"
+    );
     // Ada, from her own address (a real connection from loopback), still gets in.
     let reply = reqwest::Client::new()
         .post(app.url("/api/redeem_access"))

@@ -99,15 +99,24 @@ async fn the_session_cookie_is_secure_when_the_public_url_is_https(pool: PgPool)
     let set_cookie = reply.session_set_cookie().expect("a session cookie");
     assert!(set_cookie.contains("Secure"), "{set_cookie}");
     // `__Host-`: Secure, Path=/ and no Domain, or browsers refuse it.
-    assert!(set_cookie.starts_with("__Host-standmeet_session="), "{set_cookie}");
+    assert!(
+        set_cookie.starts_with("__Host-standmeet_session="),
+        "{set_cookie}"
+    );
     assert!(set_cookie.contains("Path=/"), "{set_cookie}");
-    assert!(!set_cookie.to_lowercase().contains("domain="), "{set_cookie}");
+    assert!(
+        !set_cookie.to_lowercase().contains("domain="),
+        "{set_cookie}"
+    );
     // The session it names opens the admin pages (the server reads it back).
     let cookie = reply.session_cookie().unwrap();
     let page = common::get_with_cookie(&app, "/admin/tasks", &cookie).await;
     assert_eq!(page.status, StatusCode::OK);
     // Over https, browsers are told to stay on https.
-    assert_eq!(page.headers["strict-transport-security"], "max-age=63072000");
+    assert_eq!(
+        page.headers["strict-transport-security"],
+        "max-age=63072000"
+    );
 }
 
 #[sqlx::test]
@@ -227,8 +236,9 @@ async fn the_right_password_gets_in_while_another_address_hammers_the_same_email
     common::create_admin(&pool).await;
     let state = standmeet::state::AppState::new(pool.clone(), common::default_settings()).unwrap();
     // Two clients of one StandMeet: an attacker and the owner, from different addresses.
-    let attacker = standmeet::startup::router(state.clone())
-        .layer(MockConnectInfo(SocketAddr::from(([198, 51, 100, 66], 40000))));
+    let attacker = standmeet::startup::router(state.clone()).layer(MockConnectInfo(
+        SocketAddr::from(([198, 51, 100, 66], 40000)),
+    ));
     let owner = standmeet::startup::router(state)
         .layer(MockConnectInfo(SocketAddr::from(([192, 0, 2, 10], 40000))));
     let mut outcomes = Vec::new();
@@ -241,7 +251,10 @@ async fn the_right_password_gets_in_while_another_address_hammers_the_same_email
         .iter()
         .filter(|outcome| outcome.as_str() == "/login?error=rate_limited")
         .count();
-    assert_eq!(refused, 15, "ten failures, then the address is refused: {outcomes:?}");
+    assert_eq!(
+        refused, 15,
+        "ten failures, then the address is refused: {outcomes:?}"
+    );
     // The email is not locked: its owner, from an address that is not over its limit,
     // signs in (after the email's backoff, a few seconds at most).
     let reply = common::sign_in(&owner, common::ADMIN_EMAIL, common::ADMIN_PASSWORD).await;
@@ -250,7 +263,10 @@ async fn the_right_password_gets_in_while_another_address_hammers_the_same_email
     // Requests the attacker's address had refused did not count against the owner.
     let again = common::sign_in(&attacker, common::ADMIN_EMAIL, common::ADMIN_PASSWORD).await;
     assert!(
-        again.location().unwrap().starts_with("/login?error=rate_limited"),
+        again
+            .location()
+            .unwrap()
+            .starts_with("/login?error=rate_limited"),
         "the attacker's address stays refused for its minute, right password or not"
     );
 }
@@ -457,7 +473,13 @@ async fn wrong_sign_in_via(app: &axum::Router, forwarded_for: &str) -> String {
             .unwrap(),
     )
     .await;
-    reply.location().unwrap().split('&').next().unwrap().to_string()
+    reply
+        .location()
+        .unwrap()
+        .split('&')
+        .next()
+        .unwrap()
+        .to_string()
 }
 
 #[sqlx::test]
@@ -469,17 +491,32 @@ async fn forwarded_addresses_are_believed_only_from_trusted_proxies(pool: PgPool
         common::settings_with(&[("STANDMEET_TRUSTED_PROXIES", "203.0.113.0/24")]),
     );
     for _ in 0..10 {
-        assert_eq!(wrong_sign_in_via(&behind_proxy, "198.51.100.1").await, "/login?error=invalid");
+        assert_eq!(
+            wrong_sign_in_via(&behind_proxy, "198.51.100.1").await,
+            "/login?error=invalid"
+        );
     }
-    assert_eq!(wrong_sign_in_via(&behind_proxy, "198.51.100.1").await, "/login?error=rate_limited");
-    assert_eq!(wrong_sign_in_via(&behind_proxy, "198.51.100.2").await, "/login?error=invalid");
+    assert_eq!(
+        wrong_sign_in_via(&behind_proxy, "198.51.100.1").await,
+        "/login?error=rate_limited"
+    );
+    assert_eq!(
+        wrong_sign_in_via(&behind_proxy, "198.51.100.2").await,
+        "/login?error=invalid"
+    );
 
     // Without the setting the header is anybody's claim: the socket's peer counts.
     let direct = common::app(pool);
     for n in 0..10 {
-        assert_eq!(wrong_sign_in_via(&direct, &format!("198.51.100.{n}")).await, "/login?error=invalid");
+        assert_eq!(
+            wrong_sign_in_via(&direct, &format!("198.51.100.{n}")).await,
+            "/login?error=invalid"
+        );
     }
-    assert_eq!(wrong_sign_in_via(&direct, "198.51.100.99").await, "/login?error=rate_limited");
+    assert_eq!(
+        wrong_sign_in_via(&direct, "198.51.100.99").await,
+        "/login?error=rate_limited"
+    );
 }
 
 #[sqlx::test]
@@ -499,8 +536,14 @@ async fn a_session_in_use_slides_its_idle_expiry(pool: PgPool) {
     .fetch_one(&pool)
     .await
     .unwrap();
-    assert!(left > 7.9 * 3600.0, "used now, so eight hours from now: {left} s left");
-    assert!(page.session_set_cookie().is_some(), "the cookie's lifetime is renewed too");
+    assert!(
+        left > 7.9 * 3600.0,
+        "used now, so eight hours from now: {left} s left"
+    );
+    assert!(
+        page.session_set_cookie().is_some(),
+        "the cookie's lifetime is renewed too"
+    );
     // A fresh expiry is not written again on every request.
     let again = common::get_with_cookie(&app, "/admin/tasks", &cookie).await;
     assert!(again.session_set_cookie().is_none());
@@ -511,26 +554,42 @@ async fn a_changed_password_ends_the_admins_other_sessions(pool: PgPool) {
     let app = common::app(pool.clone());
     let cookie = common::signed_in_cookie(&app, &pool).await;
     assert_eq!(
-        common::get_with_cookie(&app, "/admin/tasks", &cookie).await.status,
+        common::get_with_cookie(&app, "/admin/tasks", &cookie)
+            .await
+            .status,
         StatusCode::OK
     );
     let email = standmeet::types::EmailAddress::parse(common::ADMIN_EMAIL).unwrap();
-    assert!(admins::set_password(&pool, &email, "a brand new password").await.unwrap());
+    assert!(
+        admins::set_password(&pool, &email, "a brand new password")
+            .await
+            .unwrap()
+    );
     let page = common::get_with_cookie(&app, "/admin/tasks", &cookie).await;
-    assert_eq!(page.status, StatusCode::SEE_OTHER, "the old session is over");
+    assert_eq!(
+        page.status,
+        StatusCode::SEE_OTHER,
+        "the old session is over"
+    );
     // Signing in again, with the new password, works; the old one does not.
     let old = common::sign_in(&app, common::ADMIN_EMAIL, common::ADMIN_PASSWORD).await;
     assert!(old.location().unwrap().starts_with("/login?error=invalid"));
     let new = common::sign_in(&app, common::ADMIN_EMAIL, "a brand new password").await;
     let fresh = new.session_cookie().expect("a new session");
     assert_eq!(
-        common::get_with_cookie(&app, "/admin/tasks", &fresh).await.status,
+        common::get_with_cookie(&app, "/admin/tasks", &fresh)
+            .await
+            .status,
         StatusCode::OK
     );
     // The same password given again at a restart ends nothing.
-    admins::admin_upsert(&pool, &email, "a brand new password").await.unwrap();
+    admins::admin_upsert(&pool, &email, "a brand new password")
+        .await
+        .unwrap();
     assert_eq!(
-        common::get_with_cookie(&app, "/admin/tasks", &fresh).await.status,
+        common::get_with_cookie(&app, "/admin/tasks", &fresh)
+            .await
+            .status,
         StatusCode::OK
     );
 }

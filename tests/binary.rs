@@ -188,7 +188,12 @@ fn check_config_validates_without_connecting_and_help_lists_every_setting() {
         .env("STANDMEET_TIMEZONE", "Europe/Berlin")
         .output()
         .unwrap();
-    assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
     let bad = standmeet()
         .arg("check-config")
         .env("STANDMEET_BOOKING", "sometimes")
@@ -201,7 +206,10 @@ fn check_config_validates_without_connecting_and_help_lists_every_setting() {
     let text = String::from_utf8_lossy(&help.stdout);
     for (name, default, _) in standmeet::config::SETTINGS {
         assert!(text.contains(name), "--help names {name}: {text}");
-        assert!(text.contains(&format!("[default: {default}]")), "{name}'s default: {text}");
+        assert!(
+            text.contains(&format!("[default: {default}]")),
+            "{name}'s default: {text}"
+        );
     }
     for command in ["migrate", "check-config"] {
         assert!(text.contains(command), "--help lists {command}: {text}");
@@ -216,13 +224,16 @@ async fn migrate_applies_the_migrations_and_exits() {
         .env("DATABASE_URL", url.as_str())
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let mut connection = PgConnection::connect(url.as_str()).await.unwrap();
-    let bookings: bool =
-        sqlx::query_scalar("SELECT to_regclass('public.bookings') IS NOT NULL")
-            .fetch_one(&mut connection)
-            .await
-            .unwrap();
+    let bookings: bool = sqlx::query_scalar("SELECT to_regclass('public.bookings') IS NOT NULL")
+        .fetch_one(&mut connection)
+        .await
+        .unwrap();
     assert!(bookings, "the newest migration is applied");
     connection.close().await.unwrap();
     drop_database(&admin_url, &url).await;
@@ -245,7 +256,11 @@ fn the_systemd_unit_verifies() {
     let dir = scratch_dir();
     let path = dir.path().join("standmeet.service");
     std::fs::write(&path, unit).unwrap();
-    let output = Command::new(verifier).arg("verify").arg(&path).output().unwrap();
+    let output = Command::new(verifier)
+        .arg("verify")
+        .arg(&path)
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert!(stderr.trim().is_empty(), "systemd-analyze verify: {stderr}");
@@ -307,15 +322,28 @@ async fn admin_set_password_reads_stdin_and_ends_the_sessions() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        child.stdin.take().unwrap().write_all(line.as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(line.as_bytes())
+            .unwrap();
         child.wait_with_output().unwrap()
     };
     let output = run("owner@example.com", "a+new password%20\n");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let signed_in = standmeet::domain::admins::authenticate(&pool, "owner@example.com", "a+new password%20")
-        .await
-        .unwrap();
-    assert!(signed_in.is_some(), "the line, as typed, is the new password");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let signed_in =
+        standmeet::domain::admins::authenticate(&pool, "owner@example.com", "a+new password%20")
+            .await
+            .unwrap();
+    assert!(
+        signed_in.is_some(),
+        "the line, as typed, is the new password"
+    );
     let ended: bool = sqlx::query_scalar(
         "SELECT sessions_valid_after IS NOT NULL FROM admins WHERE email = 'owner@example.com'",
     )

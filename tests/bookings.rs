@@ -66,7 +66,11 @@ async fn fifty_visitors_racing_for_one_slot_leave_one_booking_and_forty_nine_409
         .spawn()
         .await;
     open_all_week(&app).await;
-    let start = free_starts(&app).await.into_iter().next().expect("a free slot");
+    let start = free_starts(&app)
+        .await
+        .into_iter()
+        .next()
+        .expect("a free slot");
 
     // Fifty visitors, each from an address of its own (all of 127.0.0.0/8 is loopback),
     // over real HTTP, at once.
@@ -93,7 +97,10 @@ async fn fifty_visitors_racing_for_one_slot_leave_one_booking_and_forty_nine_409
         }
     });
     let answers = futures_util::future::join_all(attempts).await;
-    let won: Vec<_> = answers.iter().filter(|(status, _)| status.is_success()).collect();
+    let won: Vec<_> = answers
+        .iter()
+        .filter(|(status, _)| status.is_success())
+        .collect();
     let lost: Vec<_> = answers
         .iter()
         .filter(|(status, _)| *status == reqwest::StatusCode::CONFLICT)
@@ -107,19 +114,27 @@ async fn fifty_visitors_racing_for_one_slot_leave_one_booking_and_forty_nine_409
     assert_eq!(count(&pool, "SELECT count(*) FROM bookings").await, 1);
     assert_eq!(count(&pool, "SELECT count(*) FROM jobs").await, 2);
     assert_eq!(
-        count(&pool, "SELECT count(*) FROM events WHERE type = 'booking.created'").await,
+        count(
+            &pool,
+            "SELECT count(*) FROM events WHERE type = 'booking.created'"
+        )
+        .await,
         1
     );
-    assert!(!free_starts(&app).await.contains(&start), "the slot is taken");
+    assert!(
+        !free_starts(&app).await.contains(&start),
+        "the slot is taken"
+    );
 }
 
 /// The body of the MIME part whose content type starts with `content_type`, with its
 /// transfer encoding undone.
 fn mime_part(mail: &str, content_type: &str) -> Option<String> {
     let mail = mail.replace("\r\n", "\n");
-    let at = mail
-        .to_ascii_lowercase()
-        .find(&format!("content-type: {}", content_type.to_ascii_lowercase()))?;
+    let at = mail.to_ascii_lowercase().find(&format!(
+        "content-type: {}",
+        content_type.to_ascii_lowercase()
+    ))?;
     let part = &mail[at..];
     let (headers, rest) = part.split_once("\n\n")?;
     let body = rest.split("\n--").next().unwrap_or(rest);
@@ -191,29 +206,40 @@ async fn a_booking_mails_an_invitation_and_its_link_cancels_it_with_the_same_uid
         .await;
     let smtp = app.smtp();
     open_all_week(&app).await;
-    let start = free_starts(&app).await.into_iter().nth(2).expect("a free slot");
+    let start = free_starts(&app)
+        .await
+        .into_iter()
+        .nth(2)
+        .expect("a free slot");
 
     let reply = app
-        .post_form("/api/book", &booking_form(&start, "Ada Lovelace", "ada@example.com"), None)
+        .post_form(
+            "/api/book",
+            &booking_form(&start, "Ada Lovelace", "ada@example.com"),
+            None,
+        )
         .await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     let booked = reply.json();
     assert_eq!(booked["start"], start.as_str());
     let id = booked["id"].as_i64().unwrap();
-    let (notify, confirmation): (i64, i64) = sqlx::query_as(
-        "SELECT notify_job_id, confirmation_job_id FROM bookings WHERE id = $1",
-    )
-    .bind(id)
-    .fetch_one(&pool)
-    .await
-    .unwrap();
+    let (notify, confirmation): (i64, i64) =
+        sqlx::query_as("SELECT notify_job_id, confirmation_job_id FROM bookings WHERE id = $1")
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
     wait_for_state(&pool, JobId(notify), JobState::Completed).await;
     wait_for_state(&pool, JobId(confirmation), JobState::Completed).await;
 
     // The owner was told, with the event for their own calendar.
     let owner_mails = smtp.mails_to(OWNER);
     assert_eq!(owner_mails.len(), 1);
-    assert!(owner_mails[0].text().contains("Ada Lovelace <ada@example.com> booked a meeting"));
+    assert!(
+        owner_mails[0]
+            .text()
+            .contains("Ada Lovelace <ada@example.com> booked a meeting")
+    );
     let published = parse_calendar(&mime_part(&owner_mails[0].data, "text/calendar").unwrap());
     assert_eq!(published.method, "PUBLISH");
 
@@ -222,7 +248,8 @@ async fn a_booking_mails_an_invitation_and_its_link_cancels_it_with_the_same_uid
     assert_eq!(invitations.len(), 1);
     let raw = &invitations[0].data;
     assert!(
-        raw.to_ascii_lowercase().contains("content-type: text/calendar; method=request"),
+        raw.to_ascii_lowercase()
+            .contains("content-type: text/calendar; method=request"),
         "{raw}"
     );
     let invite = parse_calendar(&mime_part(raw, "text/calendar").expect("a calendar part"));
@@ -248,7 +275,11 @@ async fn a_booking_mails_an_invitation_and_its_link_cancels_it_with_the_same_uid
     assert_eq!(page.status, StatusCode::OK);
     assert!(page.body.contains("Cancel booking"), "{}", page.body);
     assert_eq!(
-        count(&pool, "SELECT count(*) FROM bookings WHERE state = 'confirmed'").await,
+        count(
+            &pool,
+            "SELECT count(*) FROM bookings WHERE state = 'confirmed'"
+        )
+        .await,
         1
     );
 
@@ -283,7 +314,11 @@ async fn a_booking_mails_an_invitation_and_its_link_cancels_it_with_the_same_uid
         assert_eq!(cancel.uid, invite.uid, "{who}: the same event");
     }
     assert_eq!(
-        count(&pool, "SELECT count(*) FROM events WHERE type = 'booking.cancelled'").await,
+        count(
+            &pool,
+            "SELECT count(*) FROM events WHERE type = 'booking.cancelled'"
+        )
+        .await,
         1
     );
     // The time is free again.
@@ -318,9 +353,15 @@ async fn a_confirmation_whose_booking_was_cancelled_before_it_ran_sends_nothing(
 
     let _engine = start_app_engine(&pool, &app.state).await;
     let done = wait_for_state(&pool, confirmation, JobState::Completed).await;
-    assert_eq!(done.output, Some(json!({ "sent": false, "reason": "stale" })));
+    assert_eq!(
+        done.output,
+        Some(json!({ "sent": false, "reason": "stale" }))
+    );
     let told = wait_for_state(&pool, notify, JobState::Completed).await;
-    assert_eq!(told.output, Some(json!({ "sent": false, "reason": "stale" })));
+    assert_eq!(
+        told.output,
+        Some(json!({ "sent": false, "reason": "stale" }))
+    );
     let job: i64 = sqlx::query_scalar("SELECT cancellation_job_id FROM bookings WHERE id = $1")
         .bind(id)
         .fetch_one(&pool)
@@ -349,13 +390,26 @@ async fn who_may_book_follows_the_setting(pool: PgPool) {
     let start = free_starts(&app).await.into_iter().next().unwrap();
     let page = app.get("/api/book/page").await;
     assert_eq!(page.status, StatusCode::OK);
-    assert!(page.json()["refusal"].as_str().unwrap().contains("access code"));
+    assert!(
+        page.json()["refusal"]
+            .as_str()
+            .unwrap()
+            .contains("access code")
+    );
     assert_eq!(page.json()["slots"], json!([]));
     let refused = app
-        .post_form("/api/book", &booking_form(&start, "Eve", "eve@example.com"), None)
+        .post_form(
+            "/api/book",
+            &booking_form(&start, "Eve", "eve@example.com"),
+            None,
+        )
         .await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
-    assert!(refused.body.contains("needs an access code"), "{}", refused.body);
+    assert!(
+        refused.body.contains("needs an access code"),
+        "{}",
+        refused.body
+    );
     assert_eq!(count(&pool, "SELECT count(*) FROM bookings").await, 0);
     let by_agent = app
         .call_tool(
@@ -389,7 +443,11 @@ async fn who_may_book_follows_the_setting(pool: PgPool) {
     assert_eq!(page.json()["email"], "ada@example.com");
     let second = &free_starts(&app).await[0];
     let booked = app
-        .post_form("/api/book", &booking_form(second, "Ada", "ada@example.com"), Some(&session))
+        .post_form(
+            "/api/book",
+            &booking_form(second, "Ada", "ada@example.com"),
+            Some(&session),
+        )
         .await;
     assert_eq!(booked.status, StatusCode::OK, "{}", booked.body);
 
@@ -417,7 +475,10 @@ async fn who_may_book_follows_the_setting(pool: PgPool) {
     ] {
         let result = closed.call_tool(tool, arguments).await;
         assert_eq!(result["isError"], json!(true), "{tool}: {result}");
-        assert!(result.to_string().contains("Bookings are closed"), "{result}");
+        assert!(
+            result.to_string().contains("Bookings are closed"),
+            "{result}"
+        );
     }
     assert_eq!(count(&pool, "SELECT count(*) FROM bookings").await, 2);
 }
@@ -435,7 +496,11 @@ async fn bad_availability_and_bad_bookings_are_refused_in_words_and_change_nothi
     assert_eq!(before["buffer_minutes"], 0);
     assert_eq!(before["days_ahead"], 14);
     assert_eq!(before["timezone"], "UTC");
-    assert_eq!(before["windows"].as_array().unwrap().len(), 5, "weekdays 9 to 5");
+    assert_eq!(
+        before["windows"].as_array().unwrap().len(),
+        5,
+        "weekdays 9 to 5"
+    );
 
     for (arguments, words) in [
         (
@@ -449,10 +514,15 @@ async fn bad_availability_and_bad_bookings_are_refused_in_words_and_change_nothi
             ] }),
             "overlap",
         ),
-        (json!({ "slot_minutes": 0 }), "A slot must be 5 to 480 minutes long"),
+        (
+            json!({ "slot_minutes": 0 }),
+            "A slot must be 5 to 480 minutes long",
+        ),
         (json!({ "days_ahead": 0 }), "Days ahead must be 1 to 365"),
     ] {
-        let result = app.call_tool("bookings.availability", arguments.clone()).await;
+        let result = app
+            .call_tool("bookings.availability", arguments.clone())
+            .await;
         assert_eq!(result["isError"], json!(true), "{arguments}: {result}");
         assert!(result.to_string().contains(words), "{arguments}: {result}");
     }
@@ -477,9 +547,19 @@ async fn bad_availability_and_bad_bookings_are_refused_in_words_and_change_nothi
         .post_form("/api/bookings/availability", &form, Some(&cookie))
         .await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
-    assert!(reply.body.contains("Tuesday: write each window as"), "{}", reply.body);
-    assert!(reply.body.contains("The buffer must be a whole number"), "{}", reply.body);
-    let anonymous = app.post_form("/api/bookings/availability", &form, None).await;
+    assert!(
+        reply.body.contains("Tuesday: write each window as"),
+        "{}",
+        reply.body
+    );
+    assert!(
+        reply.body.contains("The buffer must be a whole number"),
+        "{}",
+        reply.body
+    );
+    let anonymous = app
+        .post_form("/api/bookings/availability", &form, None)
+        .await;
     assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED);
     let after = structured(&app.call_tool("bookings.availability", json!({})).await);
     assert_eq!(after, before, "nothing changed");
@@ -488,18 +568,40 @@ async fn bad_availability_and_bad_bookings_are_refused_in_words_and_change_nothi
     // address, a NUL in the name: 400 each, nothing written.
     open_all_week(&app).await;
     let first = free_starts(&app).await.into_iter().next().unwrap();
-    let off_grid = first.replace(":00:00Z", ":07:00Z").replace(":30:00Z", ":37:00Z");
+    let off_grid = first
+        .replace(":00:00Z", ":07:00Z")
+        .replace(":30:00Z", ":37:00Z");
     for (start, name, email, words) in [
-        (off_grid.as_str(), "Eve", "eve@example.com", "is not one of the times"),
-        ("2001-01-01T09:00:00Z", "Eve", "eve@example.com", "has passed"),
+        (
+            off_grid.as_str(),
+            "Eve",
+            "eve@example.com",
+            "is not one of the times",
+        ),
+        (
+            "2001-01-01T09:00:00Z",
+            "Eve",
+            "eve@example.com",
+            "has passed",
+        ),
         ("tomorrow at nine", "Eve", "eve@example.com", "RFC 3339"),
         (first.as_str(), "Eve", "not an address", "The email address"),
-        (first.as_str(), "E\0ve", "eve@example.com", "control characters"),
+        (
+            first.as_str(),
+            "E\0ve",
+            "eve@example.com",
+            "control characters",
+        ),
     ] {
         let reply = app
             .post_form("/api/book", &booking_form(start, name, email), None)
             .await;
-        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{start}: {}", reply.body);
+        assert_eq!(
+            reply.status,
+            StatusCode::BAD_REQUEST,
+            "{start}: {}",
+            reply.body
+        );
         assert!(reply.body.contains(words), "{start}: {}", reply.body);
     }
     assert_eq!(count(&pool, "SELECT count(*) FROM bookings").await, 0);
@@ -507,7 +609,11 @@ async fn bad_availability_and_bad_bookings_are_refused_in_words_and_change_nothi
 
     // The admin page shows a booking, with its chip.
     let made = app
-        .post_form("/api/book", &booking_form(&first, "Ada", "ada@example.com"), None)
+        .post_form(
+            "/api/book",
+            &booking_form(&first, "Ada", "ada@example.com"),
+            None,
+        )
         .await;
     assert_eq!(made.status, StatusCode::OK, "{}", made.body);
     let id = made.json()["id"].as_i64().unwrap();
@@ -522,7 +628,9 @@ async fn bad_availability_and_bad_bookings_are_refused_in_words_and_change_nothi
     let listed = structured(&app.call_tool("bookings.list", json!({})).await);
     assert_eq!(listed["bookings"][0]["id"], id);
     assert_eq!(listed["bookings"][0]["state"], "confirmed");
-    let bad_range = app.call_tool("bookings.list", json!({ "from": "yesterday" })).await;
+    let bad_range = app
+        .call_tool("bookings.list", json!({ "from": "yesterday" }))
+        .await;
     assert_eq!(bad_range["isError"], json!(true), "{bad_range}");
     let too_many_days = app.call_tool("bookings.slots", json!({ "days": 61 })).await;
     assert_eq!(too_many_days["isError"], json!(true), "{too_many_days}");

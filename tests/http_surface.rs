@@ -31,9 +31,10 @@ async fn metrics_are_prometheus_text_with_jobs_waiters_receipts_and_wake_latency
     let from_afar = common::get(&common::app(pool.clone()), "/metrics").await;
     assert_eq!(from_afar.status, StatusCode::FORBIDDEN);
     let state = standmeet::state::AppState::new(pool.clone(), common::default_settings()).unwrap();
-    let app = standmeet::startup::router(state).layer(
-        axum::extract::connect_info::MockConnectInfo(std::net::SocketAddr::from(([127, 0, 0, 1], 40000))),
-    );
+    let app =
+        standmeet::startup::router(state).layer(axum::extract::connect_info::MockConnectInfo(
+            std::net::SocketAddr::from(([127, 0, 0, 1], 40000)),
+        ));
     let reply = common::get(&app, "/metrics").await;
     assert_eq!(reply.status, StatusCode::OK);
     assert!(
@@ -75,7 +76,11 @@ async fn with_a_metrics_token_the_metrics_need_it_from_anywhere(pool: PgPool) {
             .header("authorization", authorization)
             .body(axum::body::Body::empty())
             .unwrap();
-        assert_eq!(common::send(&app, request).await.status, status, "{authorization}");
+        assert_eq!(
+            common::send(&app, request).await.status,
+            status,
+            "{authorization}"
+        );
     }
 }
 

@@ -108,13 +108,11 @@ async fn record_transitions(pool: &PgPool) {
 }
 
 async fn transitions_of(pool: &PgPool, id: JobId) -> Vec<(String, String)> {
-    sqlx::query_as(
-        "SELECT old::text, new::text FROM transitions WHERE job = $1 ORDER BY n",
-    )
-    .bind(id.0)
-    .fetch_all(pool)
-    .await
-    .unwrap()
+    sqlx::query_as("SELECT old::text, new::text FROM transitions WHERE job = $1 ORDER BY n")
+        .bind(id.0)
+        .fetch_all(pool)
+        .await
+        .unwrap()
 }
 
 #[sqlx::test]
@@ -132,13 +130,19 @@ async fn a_quick_job_is_written_once_and_a_slow_one_is_running_first(pool: PgPoo
         let mut tx = pool.begin().await.unwrap();
         let mut ids = Vec::new();
         for n in 0..20 {
-            ids.push(insert_tx::<Noop>(&mut tx, &json!({ "n": n })).await.unwrap());
+            ids.push(
+                insert_tx::<Noop>(&mut tx, &json!({ "n": n }))
+                    .await
+                    .unwrap(),
+            );
         }
         tx.commit().await.unwrap();
         ids
     };
     // Outlasts its claim's window: written running, then completed by the completer.
-    let slow = insert::<Sleep>(&pool, &SleepArgs { ms: 1_500 }).await.unwrap();
+    let slow = insert::<Sleep>(&pool, &SleepArgs { ms: 1_500 })
+        .await
+        .unwrap();
     for id in &quick {
         let row = wait_for_state(&pool, *id, JobState::Completed).await;
         assert_eq!(row.attempt, 1, "{row:?}");

@@ -81,7 +81,12 @@ async fn the_scheme_is_case_insensitive_and_wrong_tokens_are_limited_per_address
         assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "attempt {n}");
     }
     let blocked = call(format!("Bearer {TOKEN}")).await;
-    assert_eq!(blocked.status, StatusCode::TOO_MANY_REQUESTS, "{}", blocked.body);
+    assert_eq!(
+        blocked.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "{}",
+        blocked.body
+    );
     assert!(blocked.headers.contains_key("retry-after"));
     // Another address (a real connection from loopback) is not.
     let other = reqwest::Client::new()
@@ -105,18 +110,26 @@ async fn with_underscore_names_the_same_tools_answer_under_those_names(pool: PgP
     let (_, list) = rpc(&app.router, Some(TOKEN), "tools/list", json!({})).await;
     let mut tools = list["result"]["tools"].as_array().unwrap().clone();
     assert!(
-        tools.iter().all(|tool| !tool["name"].as_str().unwrap().contains('.')),
+        tools
+            .iter()
+            .all(|tool| !tool["name"].as_str().unwrap().contains('.')),
         "{tools:?}"
     );
     tools.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-    let golden_path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/mcp_tools_underscore.json");
+    let golden_path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/golden/mcp_tools_underscore.json"
+    );
     let actual = serde_json::to_string_pretty(&tools).unwrap() + "\n";
     if std::env::var("UPDATE_GOLDEN").is_ok() {
         std::fs::write(golden_path, &actual).unwrap();
     }
     let golden = std::fs::read_to_string(golden_path)
         .expect("tests/golden/mcp_tools_underscore.json exists (UPDATE_GOLDEN=1 writes it)");
-    assert_eq!(actual, golden, "the underscore tool list changed; UPDATE_GOLDEN=1 rewrites it");
+    assert_eq!(
+        actual, golden,
+        "the underscore tool list changed; UPDATE_GOLDEN=1 rewrites it"
+    );
     // The same operations: a call by the new name works, the dotted one is unknown.
     let listed = app.call_tool("access_requests_list", json!({})).await;
     assert_eq!(structured(&listed)["requests"], json!([]));
@@ -127,7 +140,10 @@ async fn with_underscore_names_the_same_tools_answer_under_those_names(pool: PgP
         json!({ "name": "access_requests.list", "arguments": {} }),
     )
     .await;
-    assert!(dotted.get("error").is_some() || dotted["result"]["isError"] == json!(true), "{dotted}");
+    assert!(
+        dotted.get("error").is_some() || dotted["result"]["isError"] == json!(true),
+        "{dotted}"
+    );
 }
 
 #[sqlx::test]

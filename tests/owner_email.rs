@@ -94,11 +94,17 @@ async fn a_confirmed_link_changes_the_address_once(pool: PgPool) {
         .get(&format!("/api/confirm_email/preview?token={token}"))
         .await;
     assert_eq!(previewed.json(), "new.owner@desk.example");
-    let by_get = app
-        .get(&format!("/api/confirm_email?token={token}"))
-        .await;
-    assert!(by_get.status.is_client_error(), "a GET cannot confirm: {}", by_get.status);
-    assert_eq!(owner_now(&app).await, OWNER, "opening the link changed nothing");
+    let by_get = app.get(&format!("/api/confirm_email?token={token}")).await;
+    assert!(
+        by_get.status.is_client_error(),
+        "a GET cannot confirm: {}",
+        by_get.status
+    );
+    assert_eq!(
+        owner_now(&app).await,
+        OWNER,
+        "opening the link changed nothing"
+    );
     let page = confirm(&app, &token).await;
     assert_eq!(page.status, StatusCode::OK);
     assert!(

@@ -374,7 +374,10 @@ async fn the_listen_connection_goes_where_it_is_told(pool: PgPool) {
     let stop = CancellationToken::new();
     let task =
         standmeet::jobs::spawn_listener_on(&pool, Some(direct), signals.clone(), stop.clone());
-    wait_until(Duration::from_secs(10), || async { signals.listener_connected() }).await;
+    wait_until(Duration::from_secs(10), || async {
+        signals.listener_connected()
+    })
+    .await;
     let listener_role: String = sqlx::query_scalar(
         "SELECT usename::text FROM pg_stat_activity WHERE application_name = 'standmeet-listener'",
     )
@@ -391,5 +394,8 @@ async fn the_listen_connection_goes_where_it_is_told(pool: PgPool) {
     assert!(matches!(outcome, Ok(WaitOutcome::Done(_))), "{outcome:?}");
     stop.cancel();
     task.await.unwrap();
-    sqlx::query(&format!("DROP ROLE {role}")).execute(&pool).await.ok();
+    sqlx::query(&format!("DROP ROLE {role}"))
+        .execute(&pool)
+        .await
+        .ok();
 }

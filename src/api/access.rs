@@ -106,7 +106,6 @@ pub(crate) mod server {
     use crate::error::AppError;
     use crate::security::guard::SESSION_ACCESS_GRANTED;
 
-
     pub async fn request_access(
         name: String,
         email: String,

@@ -31,8 +31,8 @@ pub use server::{require_admin, sign_in, sign_out};
 #[cfg(feature = "ssr")]
 mod server {
     use axum::extract::State;
-    use axum::{Extension, Form};
     use axum::response::Redirect;
+    use axum::{Extension, Form};
     use serde::Deserialize;
     use tower_sessions::Session;
 

@@ -132,7 +132,9 @@ pub async fn save_availability(
     days_ahead: String,
 ) -> Result<AvailabilityForm, ServerFnError> {
     server::save_availability(
-        [monday, tuesday, wednesday, thursday, friday, saturday, sunday],
+        [
+            monday, tuesday, wednesday, thursday, friday, saturday, sunday,
+        ],
         slot_minutes,
         buffer_minutes,
         days_ahead,
@@ -176,7 +178,6 @@ pub(crate) mod server {
             .ok()
             .flatten()
     }
-
 
     fn owner_when(state: &AppState, booking: &Booking) -> String {
         bookings::owner_when(&state.settings.timezone, booking)
@@ -357,12 +358,10 @@ pub(crate) mod server {
             .map(str::trim)
             .filter(|part| !part.is_empty())
             .map(|part| {
-                let (start, end) = part
-                    .split_once(['–', '—', '-'])
-                    .ok_or_else(|| {
-                        let shown: String = part.chars().take(40).collect();
-                        format!("{day}: write each window as 09:00–12:00; \"{shown}\" is not one.")
-                    })?;
+                let (start, end) = part.split_once(['–', '—', '-']).ok_or_else(|| {
+                    let shown: String = part.chars().take(40).collect();
+                    format!("{day}: write each window as 09:00–12:00; \"{shown}\" is not one.")
+                })?;
                 Ok(Window {
                     weekday,
                     start: start.trim().to_string(),
@@ -373,12 +372,10 @@ pub(crate) mod server {
     }
 
     fn parse_minutes(label: &str, text: &str) -> Result<i32, String> {
-        text.trim()
-            .parse::<i32>()
-            .map_err(|_| {
-                let shown: String = text.trim().chars().take(40).collect();
-                format!("{label} must be a whole number; it was \"{shown}\".")
-            })
+        text.trim().parse::<i32>().map_err(|_| {
+            let shown: String = text.trim().chars().take(40).collect();
+            format!("{label} must be a whole number; it was \"{shown}\".")
+        })
     }
 
     pub async fn save_availability(
@@ -431,7 +428,11 @@ pub(crate) mod server {
         let booking = bookings::cancel(&state.pool, id, Actor::Admin)
             .await
             .map_err(reply)?;
-        tracing::info!(admin.id = admin.id, booking.id = id, "an admin cancelled a booking");
+        tracing::info!(
+            admin.id = admin.id,
+            booking.id = id,
+            "an admin cancelled a booking"
+        );
         Ok(view(&state, booking))
     }
 }

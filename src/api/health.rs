@@ -32,7 +32,10 @@ pub struct Health {
 
 /// `GET /livez`.
 pub async fn livez() -> (StatusCode, Json<serde_json::Value>) {
-    (StatusCode::OK, Json(serde_json::json!({ "status": "live" })))
+    (
+        StatusCode::OK,
+        Json(serde_json::json!({ "status": "live" })),
+    )
 }
 
 /// `GET /readyz` and `GET /healthz`.

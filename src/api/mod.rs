@@ -34,8 +34,8 @@ pub const ARGUMENTS_DO_NOT_FIT: &str = "The request's fields do not fit this cal
 /// `security::client`), when the server knows it.
 #[cfg(feature = "ssr")]
 pub async fn client_address() -> Option<std::net::IpAddr> {
-    use axum::Extension;
     use crate::security::client::ClientAddress;
+    use axum::Extension;
     leptos_axum::extract::<Option<Extension<ClientAddress>>>()
         .await
         .ok()

@@ -216,7 +216,10 @@ const SERVER_FNS: &[ServerFn] = &[
             ("topic", Arg::Text("A probe.")),
         ],
     ),
-    get("book/cancel_view", &[("token", Arg::Text("not-a-real-token"))]),
+    get(
+        "book/cancel_view",
+        &[("token", Arg::Text("not-a-real-token"))],
+    ),
     post("book/cancel", &[("token", Arg::Text("not-a-real-token"))]),
     get("bookings/admin", &[]),
     post(

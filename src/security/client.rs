@@ -142,9 +142,20 @@ mod tests {
         let proxy: IpAddr = "10.1.2.3".parse().unwrap();
         let stranger: IpAddr = "198.51.100.9".parse().unwrap();
         let claim = headers(&[("x-forwarded-for", "203.0.113.5")]);
-        assert_eq!(trusted.client(proxy, &claim), "203.0.113.5".parse::<IpAddr>().unwrap());
-        assert_eq!(trusted.client(stranger, &claim), stranger, "anyone can send the header");
-        assert_eq!(proxies(&[]).client(proxy, &claim), proxy, "no proxies trusted by default");
+        assert_eq!(
+            trusted.client(proxy, &claim),
+            "203.0.113.5".parse::<IpAddr>().unwrap()
+        );
+        assert_eq!(
+            trusted.client(stranger, &claim),
+            stranger,
+            "anyone can send the header"
+        );
+        assert_eq!(
+            proxies(&[]).client(proxy, &claim),
+            proxy,
+            "no proxies trusted by default"
+        );
     }
 
     #[test]
@@ -153,9 +164,18 @@ mod tests {
         let proxy: IpAddr = "10.0.0.1".parse().unwrap();
         // The client claimed 1.2.3.4 itself; our proxies added what they saw.
         let chain = headers(&[("x-forwarded-for", "1.2.3.4, 203.0.113.5, 10.0.0.2")]);
-        assert_eq!(trusted.client(proxy, &chain), "203.0.113.5".parse::<IpAddr>().unwrap());
-        let forwarded = headers(&[("forwarded", "for=\"[2001:db8::7]:4711\", for=198.51.100.4;proto=https")]);
-        assert_eq!(trusted.client(proxy, &forwarded), "198.51.100.4".parse::<IpAddr>().unwrap());
+        assert_eq!(
+            trusted.client(proxy, &chain),
+            "203.0.113.5".parse::<IpAddr>().unwrap()
+        );
+        let forwarded = headers(&[(
+            "forwarded",
+            "for=\"[2001:db8::7]:4711\", for=198.51.100.4;proto=https",
+        )]);
+        assert_eq!(
+            trusted.client(proxy, &forwarded),
+            "198.51.100.4".parse::<IpAddr>().unwrap()
+        );
         let nonsense = headers(&[("x-forwarded-for", "unknown, not-an-address")]);
         assert_eq!(trusted.client(proxy, &nonsense), proxy);
     }

@@ -135,7 +135,10 @@ async fn signed_in_admin(pool: &PgPool, session: &Session) -> anyhow::Result<Opt
     if let Some(valid_after) = found.sessions_valid_after {
         let signed_in_at = session.get::<i64>(SESSION_SIGNED_IN_AT).await?.unwrap_or(0);
         if signed_in_at < unix_micros(valid_after) {
-            tracing::info!(admin.id = id, "a session from before a password change ended");
+            tracing::info!(
+                admin.id = id,
+                "a session from before a password change ended"
+            );
             session.flush().await?;
             return Ok(None);
         }
@@ -146,7 +149,9 @@ async fn signed_in_admin(pool: &PgPool, session: &Session) -> anyhow::Result<Opt
         .is_none_or(|expires| expires < now + SESSION_IDLE_TIMEOUT - SESSION_SLIDE_EVERY);
     if slide_due {
         // Marks the session changed: it is saved with a fresh expiry (and cookie).
-        session.set_expiry(Some(tower_sessions::Expiry::OnInactivity(SESSION_IDLE_TIMEOUT)));
+        session.set_expiry(Some(tower_sessions::Expiry::OnInactivity(
+            SESSION_IDLE_TIMEOUT,
+        )));
     }
     Ok(Some(found.admin))
 }

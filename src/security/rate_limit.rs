@@ -73,7 +73,12 @@ impl AttemptLimiter {
 /// A subject (an email) as a limiter's key: trimmed, lower case, at most 254 characters
 /// (the longest email), so a client cannot make the maps hold megabytes.
 fn subject_key(subject: &str) -> String {
-    subject.trim().chars().take(254).collect::<String>().to_lowercase()
+    subject
+        .trim()
+        .chars()
+        .take(254)
+        .collect::<String>()
+        .to_lowercase()
 }
 
 /// Failed attempts per client address, counted in one-minute windows: an address that
@@ -122,16 +127,21 @@ impl FailedAttempts {
 
     /// How long `address` must wait before it may try again, if it must.
     pub fn blocked(&self, address: IpAddr) -> Option<Duration> {
-        let windows = self.windows.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let windows = self
+            .windows
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let window = windows.get(&address)?;
         let age = window.started.elapsed();
-        (window.failures >= self.per_minute && age < FAILURE_WINDOW)
-            .then(|| FAILURE_WINDOW - age)
+        (window.failures >= self.per_minute && age < FAILURE_WINDOW).then(|| FAILURE_WINDOW - age)
     }
 
     /// Counts one failure of `address`.
     pub fn failed(&self, address: IpAddr) {
-        let mut windows = self.windows.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut windows = self
+            .windows
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         make_room(&mut windows, MAX_REMEMBERED_ADDRESSES, |window| {
             window.started.elapsed() < FAILURE_WINDOW
         });
@@ -207,7 +217,10 @@ impl GuessLimiter {
 
     /// How long a check of `subject` waits first, from its recent failures.
     pub fn backoff(&self, subject: &str) -> Duration {
-        let subjects = self.by_subject.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let subjects = self
+            .by_subject
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let Some(record) = subjects.get(&subject_key(subject)) else {
             return Duration::ZERO;
         };
@@ -227,12 +240,18 @@ impl GuessLimiter {
         if key.is_empty() {
             return;
         }
-        let mut subjects = self.by_subject.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut subjects = self
+            .by_subject
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         make_room(&mut subjects, MAX_REMEMBERED_SUBJECTS, |record| {
             record.last.elapsed() < SUBJECT_MEMORY
         });
         let now = std::time::Instant::now();
-        let record = subjects.entry(key).or_insert(SubjectFailures { failures: 0, last: now });
+        let record = subjects.entry(key).or_insert(SubjectFailures {
+            failures: 0,
+            last: now,
+        });
         if record.last.elapsed() >= SUBJECT_MEMORY {
             record.failures = 0;
         }
@@ -258,7 +277,11 @@ mod tests {
         let limiter = GuessLimiter::new(100, 2);
         let owner = "Owner@Example.com";
         for n in 0..FREE_FAILURES {
-            assert_eq!(limiter.backoff(owner), Duration::ZERO, "failure {n} is free");
+            assert_eq!(
+                limiter.backoff(owner),
+                Duration::ZERO,
+                "failure {n} is free"
+            );
             limiter.failed(Some(format!("198.51.100.{n}").parse().unwrap()), owner);
         }
         assert_eq!(limiter.backoff("owner@example.com"), BACKOFF_START);
@@ -275,7 +298,13 @@ mod tests {
         assert_eq!(limiter.backoff(owner), Duration::ZERO);
         // Keys are bounded: a megabyte subject is kept as 254 characters.
         limiter.failed(None, &"x".repeat(1_000_000));
-        let longest = limiter.by_subject.lock().unwrap().keys().map(String::len).max();
+        let longest = limiter
+            .by_subject
+            .lock()
+            .unwrap()
+            .keys()
+            .map(String::len)
+            .max();
         assert_eq!(longest, Some(254));
     }
 
@@ -303,7 +332,10 @@ mod tests {
         }
         failures.failed(a);
         let wait = failures.blocked(a).expect("blocked after three failures");
-        assert!(wait > Duration::from_secs(50) && wait <= FAILURE_WINDOW, "{wait:?}");
+        assert!(
+            wait > Duration::from_secs(50) && wait <= FAILURE_WINDOW,
+            "{wait:?}"
+        );
         assert!(failures.blocked(b).is_none(), "another address is not");
     }
 

@@ -126,9 +126,10 @@ impl Availability {
                 ));
                 continue;
             };
-            let (Some(start), Some(end)) =
-                (parse_clock(&window.start, false), parse_clock(&window.end, true))
-            else {
+            let (Some(start), Some(end)) = (
+                parse_clock(&window.start, false),
+                parse_clock(&window.end, true),
+            ) else {
                 let shown = |text: &str| text.trim().chars().take(20).collect::<String>();
                 problems.push(format!(
                     "{day} {}–{}: write times as HH:MM, such as 09:00 or 17:30.",
@@ -279,9 +280,9 @@ impl Availability {
             .filter(|slot| slot.start > now)
             .filter(|slot| {
                 let blocked_until = slot.end.checked_add(buffer).unwrap_or(Timestamp::MAX);
-                !busy
-                    .iter()
-                    .any(|(busy_start, busy_until)| slot.start < *busy_until && *busy_start < blocked_until)
+                !busy.iter().any(|(busy_start, busy_until)| {
+                    slot.start < *busy_until && *busy_start < blocked_until
+                })
             })
             .collect()
     }
@@ -405,21 +406,60 @@ mod tests {
     #[test]
     fn bad_windows_are_refused_with_every_problem_named() {
         let windows = vec![
-            Window { weekday: 2, start: "17:00".into(), end: "09:00".into() },
-            Window { weekday: 1, start: "09:00".into(), end: "12:00".into() },
-            Window { weekday: 1, start: "11:00".into(), end: "13:00".into() },
-            Window { weekday: 8, start: "09:00".into(), end: "10:00".into() },
-            Window { weekday: 3, start: "nine".into(), end: "10:00".into() },
+            Window {
+                weekday: 2,
+                start: "17:00".into(),
+                end: "09:00".into(),
+            },
+            Window {
+                weekday: 1,
+                start: "09:00".into(),
+                end: "12:00".into(),
+            },
+            Window {
+                weekday: 1,
+                start: "11:00".into(),
+                end: "13:00".into(),
+            },
+            Window {
+                weekday: 8,
+                start: "09:00".into(),
+                end: "10:00".into(),
+            },
+            Window {
+                weekday: 3,
+                start: "nine".into(),
+                end: "10:00".into(),
+            },
         ];
         let problems = Availability::checked(windows, 0, 0, 14).unwrap_err();
         let text = problems.join("\n");
-        assert!(text.contains("A slot must be 5 to 480 minutes long"), "{text}");
-        assert!(text.contains("Tuesday 17:00–09:00: the end must come after the start."), "{text}");
-        assert!(text.contains("Monday: 09:00–12:00 and 11:00–13:00 overlap."), "{text}");
-        assert!(text.contains("from 1 (Monday) to 7 (Sunday); it was 8"), "{text}");
-        assert!(text.contains("Wednesday nine–10:00: write times as HH:MM"), "{text}");
+        assert!(
+            text.contains("A slot must be 5 to 480 minutes long"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Tuesday 17:00–09:00: the end must come after the start."),
+            "{text}"
+        );
+        assert!(
+            text.contains("Monday: 09:00–12:00 and 11:00–13:00 overlap."),
+            "{text}"
+        );
+        assert!(
+            text.contains("from 1 (Monday) to 7 (Sunday); it was 8"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Wednesday nine–10:00: write times as HH:MM"),
+            "{text}"
+        );
         let ok = Availability::checked(
-            vec![Window { weekday: 5, start: "9:00".into(), end: "24:00".into() }],
+            vec![Window {
+                weekday: 5,
+                start: "9:00".into(),
+                end: "24:00".into(),
+            }],
             30,
             0,
             14,

@@ -71,15 +71,23 @@ pub fn calendar(meeting: &Meeting<'_>, method: Method, now: Timestamp) -> Calend
         .description(meeting.description)
         .sequence(sequence)
         .status(status)
-        .append_property(
-            Property::new("ORGANIZER", format!("mailto:{}", meeting.organizer)),
-        )
+        .append_property(Property::new(
+            "ORGANIZER",
+            format!("mailto:{}", meeting.organizer),
+        ))
         .append_property(
             Property::new("ATTENDEE", format!("mailto:{}", meeting.attendee_email))
                 .add_parameter("CN", &parameter(meeting.attendee_name))
                 .add_parameter("ROLE", "REQ-PARTICIPANT")
                 .add_parameter("PARTSTAT", "NEEDS-ACTION")
-                .add_parameter("RSVP", if method == Method::Request { "TRUE" } else { "FALSE" })
+                .add_parameter(
+                    "RSVP",
+                    if method == Method::Request {
+                        "TRUE"
+                    } else {
+                        "FALSE"
+                    },
+                )
                 .done(),
         );
     let mut calendar = Calendar::new();
@@ -113,16 +121,25 @@ mod tests {
         assert_eq!(invite.method, "REQUEST");
         let text = invite.ics.replace("\r\n ", "");
         assert!(text.contains("METHOD:REQUEST\r\n"), "{text}");
-        assert!(text.contains("UID:booking-7-abc@standmeet.example\r\n"), "{text}");
+        assert!(
+            text.contains("UID:booking-7-abc@standmeet.example\r\n"),
+            "{text}"
+        );
         assert!(text.contains("DTSTART:20261207T090000Z\r\n"), "{text}");
         assert!(text.contains("DTEND:20261207T093000Z\r\n"), "{text}");
-        assert!(text.contains("ORGANIZER:mailto:owner@example.com"), "{text}");
+        assert!(
+            text.contains("ORGANIZER:mailto:owner@example.com"),
+            "{text}"
+        );
         assert!(text.contains("CN=Ada 'the Countess' Lovelace"), "{text}");
         let cancel = calendar(&meeting, Method::Cancel, now);
         let text = cancel.ics.replace("\r\n ", "");
         assert!(text.contains("METHOD:CANCEL\r\n"), "{text}");
         assert!(text.contains("STATUS:CANCELLED\r\n"), "{text}");
         assert!(text.contains("SEQUENCE:1\r\n"), "{text}");
-        assert!(text.contains("UID:booking-7-abc@standmeet.example\r\n"), "{text}");
+        assert!(
+            text.contains("UID:booking-7-abc@standmeet.example\r\n"),
+            "{text}"
+        );
     }
 }

@@ -187,7 +187,11 @@ impl JobKind for Cancellation {
     type Args = BookingArgs;
     type Output = CancellationOutput;
 
-    async fn run(&self, job: JobContext, args: BookingArgs) -> Result<CancellationOutput, JobError> {
+    async fn run(
+        &self,
+        job: JobContext,
+        args: BookingArgs,
+    ) -> Result<CancellationOutput, JobError> {
         let booking = booking_for_job(&job, args.booking_id).await?;
         let told = sqlx::query!(
             r#"

@@ -190,7 +190,11 @@ pub fn owner_when(tz: &TimeZone, booking: &Booking) -> String {
         .to_zoned_datetime(tz.clone())
         .strftime("%H:%M")
         .to_string();
-    format!("{}–{end} ({})", owner_time(tz, booking.start()), zone_name(tz))
+    format!(
+        "{}–{end} ({})",
+        owner_time(tz, booking.start()),
+        zone_name(tz)
+    )
 }
 
 /// The zone's name as people know it ("Europe/Berlin", "UTC").
@@ -248,8 +252,8 @@ pub async fn set_availability(
         change.days_ahead.unwrap_or(current.days_ahead),
     )
     .map_err(|problems| BookingError::Invalid(problems.join(" ")))?;
-    let windows = serde_json::to_value(&checked.windows)
-        .map_err(|err| BookingError::Internal(err.into()))?;
+    let windows =
+        serde_json::to_value(&checked.windows).map_err(|err| BookingError::Internal(err.into()))?;
     sqlx::query!(
         r#"
         UPDATE booking_availability
@@ -287,8 +291,15 @@ pub async fn free_slots(
         SELECT starts_at, blocked_until FROM bookings
         WHERE state = 'confirmed' AND starts_at < $2 AND blocked_until > $1
         "#,
-        offset_date_time(from.checked_sub(jiff::SignedDuration::from_hours(24)).unwrap_or(from)),
-        offset_date_time(until.checked_add(jiff::SignedDuration::from_hours(24)).unwrap_or(until)),
+        offset_date_time(
+            from.checked_sub(jiff::SignedDuration::from_hours(24))
+                .unwrap_or(from)
+        ),
+        offset_date_time(
+            until
+                .checked_add(jiff::SignedDuration::from_hours(24))
+                .unwrap_or(until)
+        ),
     )
     .fetch_all(pool)
     .await?
@@ -309,7 +320,12 @@ pub struct NewBooking {
 
 impl NewBooking {
     /// Checks the fields a visitor (or an agent) gave; every problem at once.
-    pub fn parse(start: &str, name: &str, email: &str, topic: &str) -> Result<NewBooking, BookingError> {
+    pub fn parse(
+        start: &str,
+        name: &str,
+        email: &str,
+        topic: &str,
+    ) -> Result<NewBooking, BookingError> {
         let mut problems = Vec::new();
         let start = match parse_moment("The time", start) {
             Ok(start) => Some(start),
@@ -467,7 +483,13 @@ async fn insert_booking(
     let args = BookingArgs { booking_id: id };
     let notify = jobs::insert_tx::<NotifyOwner>(&mut tx, &args).await?;
     let confirmation = jobs::insert_tx::<Confirmation>(&mut tx, &args).await?;
-    let created = booking_event(EventType::BookingCreated, id, slot.start, slot.end, new.email.as_str());
+    let created = booking_event(
+        EventType::BookingCreated,
+        id,
+        slot.start,
+        slot.end,
+        new.email.as_str(),
+    );
     sqlx::query!(
         r#"
         UPDATE bookings SET notify_job_id = $2, confirmation_job_id = $3 WHERE id = $1
@@ -487,7 +509,13 @@ async fn insert_booking(
 }
 
 /// `booking.created|cancelled`: `{booking_id, start, end, email}`.
-fn booking_event(event_type: EventType, id: i64, start: Timestamp, end: Timestamp, email: &str) -> NewEvent {
+fn booking_event(
+    event_type: EventType,
+    id: i64,
+    start: Timestamp,
+    end: Timestamp,
+    email: &str,
+) -> NewEvent {
     NewEvent {
         event_type,
         subject_id: Some(id),

@@ -298,7 +298,11 @@ mod tests {
             {"id": 7, "title": "Numbered", "absolute_url": "https://boards.example/3"}
         ]}"#;
         let page = parse(SourceKind::Greenhouse, body.as_bytes(), &board_url()).unwrap();
-        let ids: Vec<&str> = page.listings.iter().map(|l| l.external_id.as_str()).collect();
+        let ids: Vec<&str> = page
+            .listings
+            .iter()
+            .map(|l| l.external_id.as_str())
+            .collect();
         assert_eq!(ids, ["ab", "7"]);
         assert_eq!(page.skipped, 1, "a posting without an id is skipped");
         assert_eq!(clean_id(&"x".repeat(600)).unwrap().len(), MAX_ID_CHARS);

@@ -372,8 +372,14 @@ mod tests {
         };
         let url = Url::parse(&format!("{board}/feed")).unwrap();
         let refused = fetch.download(&url, SourceKind::Rss).await.unwrap_err();
-        assert!(matches!(refused.action, ErrorAction::Discard), "{refused:?}");
-        assert!(refused.message.contains("STANDMEET_FETCH_ALLOW_PRIVATE"), "{refused:?}");
+        assert!(
+            matches!(refused.action, ErrorAction::Discard),
+            "{refused:?}"
+        );
+        assert!(
+            refused.message.contains("STANDMEET_FETCH_ALLOW_PRIVATE"),
+            "{refused:?}"
+        );
     }
 
     #[tokio::test]
@@ -395,9 +401,14 @@ mod tests {
                 .await
                 .expect_err(&target);
             let refused = transport_error(err);
-            assert!(matches!(refused.action, ErrorAction::Discard), "{target}: {refused:?}");
             assert!(
-                refused.message.starts_with("the board's redirect was not followed")
+                matches!(refused.action, ErrorAction::Discard),
+                "{target}: {refused:?}"
+            );
+            assert!(
+                refused
+                    .message
+                    .starts_with("the board's redirect was not followed")
                     && refused.message.contains("STANDMEET_FETCH_ALLOW_PRIVATE"),
                 "{target}: {refused:?}"
             );

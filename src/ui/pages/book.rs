@@ -10,12 +10,14 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
 use crate::api::bookings::{
-    Book, BookingOffer, Booked, CancelBookingByLink, SlotView, book_page,
-    booking_for_cancel_link,
+    Book, Booked, BookingOffer, CancelBookingByLink, SlotView, book_page, booking_for_cancel_link,
 };
-use crate::ui::components::form::{INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON, server_message, use_hydrated};
+use crate::ui::components::form::{
+    INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON, server_message, use_hydrated,
+};
 
-const ALERT: &str = "mt-4 rounded-md border border-rose-200 bg-rose-50 px-3 py-2 text-sm text-rose-900";
+const ALERT: &str =
+    "mt-4 rounded-md border border-rose-200 bg-rose-50 px-3 py-2 text-sm text-rose-900";
 
 #[component]
 pub fn BookPage() -> impl IntoView {
@@ -244,7 +246,10 @@ fn Booking(data: BookingOffer) -> impl IntoView {
 pub fn CancelBookingPage() -> impl IntoView {
     let query = use_query_map();
     let token = Memo::new(move |_| query.read().get("token").unwrap_or_default());
-    let booking = Resource::new(move || token.get(), |token| booking_for_cancel_link(Some(token)));
+    let booking = Resource::new(
+        move || token.get(),
+        |token| booking_for_cancel_link(Some(token)),
+    );
     let cancel = ServerAction::<CancelBookingByLink>::new();
     let hydrated = use_hydrated();
     view! {
@@ -339,7 +344,9 @@ mod browser {
             set(&time_options, "minute", "2-digit");
             set(&time_options, "hourCycle", "h23");
             let day: String = date.to_locale_date_string("en-GB", &day_options).into();
-            let time: String = date.to_locale_time_string_with_options("en-GB", &time_options).into();
+            let time: String = date
+                .to_locale_time_string_with_options("en-GB", &time_options)
+                .into();
             Some((day.replace(',', ""), time))
         }
         #[cfg(not(feature = "hydrate"))]

@@ -98,7 +98,11 @@ fn AvailabilityEditor(form: AvailabilityForm) -> impl IntoView {
 }
 
 fn state_tone(state: &str) -> Tone {
-    if state == "confirmed" { Tone::Success } else { Tone::Muted }
+    if state == "confirmed" {
+        Tone::Success
+    } else {
+        Tone::Muted
+    }
 }
 
 #[component]
@@ -201,7 +205,10 @@ fn follow_notifications(rows: RwSignal<Vec<RwSignal<BookingView>>>) {
         rows.with_untracked(|rows| {
             rows.iter()
                 .map(|row| row.get_untracked())
-                .filter(|row| row.notify_job_state.is_some_and(|state| !state.is_terminal()))
+                .filter(|row| {
+                    row.notify_job_state
+                        .is_some_and(|state| !state.is_terminal())
+                })
                 .filter_map(|row| row.notify_job_id)
                 .collect::<Vec<i64>>()
         })
@@ -210,7 +217,10 @@ fn follow_notifications(rows: RwSignal<Vec<RwSignal<BookingView>>>) {
         rows.with_untracked(|rows| {
             for row in rows {
                 let current = row.get_untracked();
-                let Some(job) = jobs.iter().find(|job| Some(job.id) == current.notify_job_id) else {
+                let Some(job) = jobs
+                    .iter()
+                    .find(|job| Some(job.id) == current.notify_job_id)
+                else {
                     continue;
                 };
                 if current.notify_job_state == Some(job.state) {
