@@ -138,10 +138,10 @@ async fn run_attempt(
         );
 
         tokio::select! {
-            ran = handler_run.as_mut() => finished(ran),
-            _ = tokio::time::sleep(timeout) => {
-                AttemptResult::Failed(JobError::retry(format!("timed out after {timeout:?}")))
-            }
+            // A stop first: a handler that ends because it saw the stop (a sleep that
+            // answers "stopped") is ready in the same poll, and its answer must be
+            // read for the stop's reason (a shutdown gives the attempt back).
+            biased;
             _ = running.token.cancelled() => {
                 // The handler sees the cancel too; give it a moment to finish on its own.
                 let result = match tokio::time::timeout(CANCEL_GRACE, handler_run.as_mut()).await {
@@ -155,6 +155,10 @@ async fn run_attempt(
                     (_, StopReason::LeaseLost) => AttemptResult::LeaseLost,
                     _ => AttemptResult::CancelledWhileRunning,
                 }
+            }
+            ran = handler_run.as_mut() => finished(ran),
+            _ = tokio::time::sleep(timeout) => {
+                AttemptResult::Failed(JobError::retry(format!("timed out after {timeout:?}")))
             }
         }
     };
