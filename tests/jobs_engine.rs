@@ -755,6 +755,100 @@ async fn two_engines_with_two_workers_each_run_two_thousand_jobs_exactly_once(po
     assert_eq!(workers, 0, "completed jobs are released");
 }
 
+/// `config` with one claim in flight per queue, i.e. one claim slot.
+fn one_claim_in_flight(config: standmeet::jobs::EngineConfig) -> standmeet::jobs::EngineConfig {
+    standmeet::jobs::EngineConfig {
+        queues: config
+            .queues
+            .iter()
+            .map(|queue| queue.clone().with_claims_in_flight(1))
+            .collect(),
+        ..config
+    }
+}
+
+/// `test.slots_held`: answers how many claim slots (two-key advisory locks) are held
+/// on the database while it runs, i.e. how many claims are open.
+struct SlotsHeld;
+
+impl standmeet::jobs::JobKind for SlotsHeld {
+    const KIND: &'static str = "test.slots_held";
+    type Args = serde_json::Value;
+    type Output = i64;
+
+    async fn run(
+        &self,
+        job: standmeet::jobs::JobContext,
+        _args: serde_json::Value,
+    ) -> Result<i64, standmeet::jobs::JobError> {
+        sqlx::query_scalar(
+            "SELECT count(*) FROM pg_locks
+             WHERE locktype = 'advisory' AND objsubid = 2 AND granted
+               AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        )
+        .fetch_one(job.pool())
+        .await
+        .map_err(|err| standmeet::jobs::JobError::retry(err.to_string()))
+    }
+}
+
+#[sqlx::test]
+async fn claims_in_flight_are_counted_across_engines_on_one_database(pool: PgPool) {
+    // Two engines, one claim in flight each: together they keep one claim open at a
+    // time, so every job runs while exactly one slot is held (its own claim's).
+    let config = || standmeet::jobs::EngineConfig {
+        // The claim stays open while its attempts run, however slow the machine.
+        claim_window: Duration::from_secs(10),
+        ..one_claim_in_flight(quick_config(8))
+    };
+    let first = start_engine(&pool, registry().register(SlotsHeld), config()).await;
+    let second = start_engine(&pool, registry().register(SlotsHeld), config()).await;
+    let args: Vec<serde_json::Value> = (0..300).map(|n| json!({ "n": n })).collect();
+    let mut tx = pool.begin().await.unwrap();
+    let ids = insert_many_tx::<SlotsHeld>(&mut tx, &args).await.unwrap();
+    tx.commit().await.unwrap();
+
+    wait_until(Duration::from_secs(60), || async {
+        common::count(&pool, "SELECT count(*) FROM jobs WHERE state = 'completed'").await == 300
+    })
+    .await;
+    first.shutdown().await;
+    second.shutdown().await;
+    let held: Vec<(i64, i64)> = sqlx::query_as(
+        "SELECT (output)::bigint AS held, count(*) FROM jobs WHERE id = ANY($1)
+         GROUP BY 1 ORDER BY 1",
+    )
+    .bind(ids.iter().map(|id| id.0).collect::<Vec<_>>())
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(held, vec![(1, 300)], "(slots held, jobs)");
+}
+
+#[sqlx::test]
+async fn a_claim_slot_held_elsewhere_for_too_long_does_not_stall_the_queue(pool: PgPool) {
+    // Someone holds the default queue's only claim slot and never lets go (a process
+    // cut off from the database keeps its locks until PostgreSQL notices).
+    let mut holder = pool.acquire().await.unwrap();
+    sqlx::query("SELECT pg_advisory_lock($1, 0)")
+        .bind(standmeet::jobs::testing::slot_lock_key("default"))
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let _engine = start_engine(&pool, registry(), one_claim_in_flight(quick_config(2))).await;
+    let started = std::time::Instant::now();
+    let id = insert::<Noop>(&pool, &json!({"n": 1})).await.unwrap();
+    let row = wait_for_state(&pool, id, JobState::Completed).await;
+    assert_eq!(row.attempt, 1);
+    // It waited for the slot, then went ahead without it.
+    assert!(
+        started.elapsed() >= standmeet::jobs::testing::SLOT_WAIT,
+        "done in {:?}: the slot did not hold it",
+        started.elapsed()
+    );
+    drop(holder);
+}
+
 #[sqlx::test]
 async fn a_lost_worker_s_job_is_rescued_and_run_by_a_live_engine(pool: PgPool) {
     let id = take_as_ghost(&pool).await;

@@ -29,6 +29,10 @@
 //!   others: the claim is rolled back, its jobs are claimed again by id and written
 //!   `running`, and the completer writes the outcomes, a refused one as a failed
 //!   attempt (see `completer`).
+//!
+//! A claim holds one of its queue's claim slots while open (an advisory lock taken
+//! with its `BEGIN`; see [`open`]), so that the claims open at once are counted for the
+//! whole database, however many processes run the queue.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -146,15 +150,19 @@ pub(crate) struct ClaimContext {
     pub notify: bool,
 }
 
-/// Opens a transaction and claims up to `limit` jobs of `queue` in it. `None` when
-/// there were none (the transaction is closed again).
+/// Opens a transaction holding one of the queue's `slots` claim slots (waiting for
+/// slot `mine` when all are taken; see [`begin_in_slot`]) and claims up to `limit`
+/// jobs of `queue` in it. `None` when there were none (the transaction is closed
+/// again, and the slot free).
 pub(crate) async fn open(
     pool: &PgPool,
     queue: &str,
+    slots: usize,
+    mine: usize,
     limit: i64,
     kinds: &[String],
 ) -> Result<Option<(Transaction<'static, Postgres>, Vec<FetchedJob>, Arc<Claim>)>, sqlx::Error> {
-    let mut tx = pool.begin().await?;
+    let mut tx = begin_in_slot(pool, queue, slots, mine).await?;
     let (jobs, rows) = store::job_claim(&mut tx, queue, limit, kinds).await?;
     if jobs.is_empty() {
         tx.rollback().await?;
@@ -162,6 +170,50 @@ pub(crate) async fn open(
     }
     let claim = Claim::new(&jobs, rows);
     Ok(Some((tx, jobs, claim)))
+}
+
+/// How long a claim waits for its slot before it goes ahead without it: far longer
+/// than a claim holds one (its window and a write), far shorter than a stuck holder
+/// (a process cut off from the database holds its locks until PostgreSQL notices)
+/// could hold up the queue.
+pub const SLOT_WAIT: Duration = Duration::from_secs(1);
+
+/// Begins a claim's transaction holding one of the claim slots of `queue` (there are
+/// `slots`; transaction-scoped advisory locks): the claims of a queue open at once are
+/// counted across every process on the database, not per process, so that N
+/// processes give PostgreSQL no more claims to juggle at once than one. (Each claim
+/// open beside another makes it skip its locked rows and contend for the same index
+/// pages: without this, four processes drained a sixth slower than one; README
+/// "Benchmarks".) The claim takes the first free slot; when all are taken it waits
+/// for slot `mine`, up to [`SLOT_WAIT`], then goes ahead without one (the SQL
+/// function `standmeet_claim_slot`, whose migration says why it is one). One round
+/// trip, like a plain `BEGIN`.
+async fn begin_in_slot(
+    pool: &PgPool,
+    queue: &str,
+    slots: usize,
+    mine: usize,
+) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+    // Integers only: the statement goes as simple text, without parameters (that is
+    // what makes it one round trip with the `BEGIN`), so nothing here is quoted.
+    pool.begin_with(format!(
+        "BEGIN; SELECT standmeet_claim_slot({key}, {slots}, {mine}, {wait})",
+        key = slot_lock_key(queue),
+        slots = slots.max(1),
+        wait = SLOT_WAIT.as_millis(),
+    ))
+    .await
+}
+
+/// The first half of a queue's claim-slot advisory locks: a stable hash (FNV-1a) of
+/// the queue's name, so that every process, whatever its build, agrees on it.
+pub fn slot_lock_key(queue: &str) -> i32 {
+    let hash = format!("standmeet.claim:{queue}")
+        .bytes()
+        .fold(0x811c_9dc5_u32, |hash, byte| {
+            (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+        });
+    hash as i32
 }
 
 /// Waits for the claim's attempts (up to the window, or until a handler hurries it),

@@ -20,6 +20,9 @@ pub struct QueueConfig {
     /// next ones' jobs run. Each holds a connection of the engine's pool while open,
     /// so the standard queues keep the default of two; a queue of many quick jobs
     /// drains faster with more (`bench` uses four for its queue of 1,000 workers).
+    /// The count holds for the whole database: processes running the same queue share
+    /// its claim slots (advisory locks), so that more processes do not make
+    /// PostgreSQL juggle more claims at once. Give every process the same number.
     pub claims_in_flight: usize,
 }
 

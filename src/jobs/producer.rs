@@ -5,6 +5,7 @@
 //! On shutdown it stops fetching, lets running attempts finish until the grace period
 //! ends, then stops the rest so that they become `retryable` (never lost).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,7 +36,9 @@ pub(crate) async fn run(
 ) {
     let wakeup = context.executor.signals.queue_wakeup(&queue.name);
     let mut running: JoinSet<()> = JoinSet::new();
+    // Open claims, each in one of the queue's claim slots (see `claim::open`).
     let mut claims: JoinSet<()> = JoinSet::new();
+    let mut slots: HashMap<tokio::task::Id, usize> = HashMap::new();
     let mut fetch_failures = 0u32;
 
     while !stop.is_cancelled() {
@@ -43,13 +46,20 @@ pub(crate) async fn run(
         // finished tasks until they are joined, and uncounted room would make the
         // next fetch needlessly small.
         while running.try_join_next().is_some() {}
-        while claims.try_join_next().is_some() {}
+        while let Some(ended) = claims.try_join_next_with_id() {
+            slots.remove(&ended.map_or_else(|err| err.id(), |(id, ())| id));
+        }
         let room = queue.workers.saturating_sub(running.len());
         let mut fetched_full_batch = false;
         if room > 0 && claims.len() < queue.claims_in_flight {
+            let slot = (0..queue.claims_in_flight)
+                .find(|slot| !slots.values().any(|taken| taken == slot))
+                .expect("fewer claims open than slots");
             match claim::open(
                 &context.executor.pool,
                 &queue.name,
+                queue.claims_in_flight,
+                slot,
                 room as i64,
                 &context.kinds,
             )
@@ -76,12 +86,13 @@ pub(crate) async fn run(
                                 this_claim.attempt_ended(id, outcome, &outcomes).await;
                             });
                         }
-                        claims.spawn(claim::finish(
+                        let finishing = claims.spawn(claim::finish(
                             tx,
                             this_claim,
                             context.claim.clone(),
                             outcomes.clone(),
                         ));
+                        slots.insert(finishing.id(), slot);
                     }
                 }
                 Err(err) => {
@@ -107,7 +118,9 @@ pub(crate) async fn run(
             _ = wakeup.notified() => {}
             _ = tokio::time::sleep(pause) => {}
             Some(_) = running.join_next(), if !running.is_empty() => {}
-            Some(_) = claims.join_next(), if !claims.is_empty() => {}
+            Some(ended) = claims.join_next_with_id(), if !claims.is_empty() => {
+                slots.remove(&ended.map_or_else(|err| err.id(), |(id, ())| id));
+            }
         }
     }
 

@@ -8,3 +8,5 @@ pub use super::store::{
     FINISHED_PER_MINUTE_SQL, MAX_DELAY, MAX_ERROR_CHARS, Outcome, job_delete_finished,
     job_fetch_available, job_record_outcomes, job_rescue_expired,
 };
+#[doc(hidden)]
+pub use super::claim::{SLOT_WAIT, slot_lock_key};
