@@ -7,12 +7,17 @@
 -- holder cut off from the database keeps its locks until PostgreSQL notices) goes
 -- ahead without one rather than stall the queue.
 --
--- A function rather than statements sent by the engine, because the timed-out wait
--- must not abort the claim's transaction: the exception block catches it (in a
--- subtransaction, entered only when every slot was taken), and the claim's
--- transaction goes on.
+-- A function rather than statements sent by the engine, because nothing here may
+-- fail the claim's transaction: it is begun in the same round trip
+-- (`BEGIN; SELECT standmeet_claim_slot(…)`), and a transaction that failed there would
+-- go back to the connection pool still open and failed. So every error (the wait
+-- timed out, a statement_timeout cancelled it, the lock table is full) is caught, and
+-- the claim goes on without a slot; the lock wait's own timeout is put back as the
+-- session had it.
 CREATE FUNCTION standmeet_claim_slot(key integer, slots integer, mine integer, wait_ms integer)
 RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+  session_lock_timeout text := current_setting('lock_timeout');
 BEGIN
   FOR slot IN 0 .. slots - 1 LOOP
     IF pg_try_advisory_xact_lock(key, slot) THEN
@@ -22,10 +27,12 @@ BEGIN
   BEGIN
     PERFORM set_config('lock_timeout', wait_ms || 'ms', true);
     PERFORM pg_advisory_xact_lock(key, mine);
-    -- Back to what the session had (a rolled-back subtransaction undoes it anyway).
-    SET LOCAL lock_timeout TO DEFAULT;
+    PERFORM set_config('lock_timeout', session_lock_timeout, true);
     RETURN true;
-  EXCEPTION WHEN lock_not_available THEN
+  EXCEPTION WHEN lock_not_available OR query_canceled OR others THEN
+    -- The block's rollback has put lock_timeout back.
     RETURN false;
   END;
+EXCEPTION WHEN others THEN
+  RETURN false;
 END $$;

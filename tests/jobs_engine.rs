@@ -767,12 +767,14 @@ fn one_claim_in_flight(config: standmeet::jobs::EngineConfig) -> standmeet::jobs
     }
 }
 
-/// `test.slots_held`: answers how many claim slots (two-key advisory locks) are held
-/// on the database while it runs, i.e. how many claims are open.
-struct SlotsHeld;
+/// `test.claims_open`: answers how many claims are open on the database while it runs:
+/// transactions that hold rows of `jobs` locked (`FOR UPDATE`) and wait (idle) for
+/// their attempts, its own claim's among them. The scheduler and the rescuer lock rows
+/// too, but only inside a running statement, never idle.
+struct ClaimsOpen;
 
-impl standmeet::jobs::JobKind for SlotsHeld {
-    const KIND: &'static str = "test.slots_held";
+impl standmeet::jobs::JobKind for ClaimsOpen {
+    const KIND: &'static str = "test.claims_open";
     type Args = serde_json::Value;
     type Output = i64;
 
@@ -782,9 +784,9 @@ impl standmeet::jobs::JobKind for SlotsHeld {
         _args: serde_json::Value,
     ) -> Result<i64, standmeet::jobs::JobError> {
         sqlx::query_scalar(
-            "SELECT count(*) FROM pg_locks
-             WHERE locktype = 'advisory' AND objsubid = 2 AND granted
-               AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            "SELECT count(DISTINCT l.pid) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+             WHERE l.relation = 'jobs'::regclass AND l.mode = 'RowShareLock' AND l.granted
+               AND a.state = 'idle in transaction'",
         )
         .fetch_one(job.pool())
         .await
@@ -795,17 +797,18 @@ impl standmeet::jobs::JobKind for SlotsHeld {
 #[sqlx::test]
 async fn claims_in_flight_are_counted_across_engines_on_one_database(pool: PgPool) {
     // Two engines, one claim in flight each: together they keep one claim open at a
-    // time, so every job runs while exactly one slot is held (its own claim's).
+    // time, so every job runs while exactly one claim is open (its own). Without the
+    // slots, the two engines' claims overlap.
     let config = || standmeet::jobs::EngineConfig {
         // The claim stays open while its attempts run, however slow the machine.
         claim_window: Duration::from_secs(10),
         ..one_claim_in_flight(quick_config(8))
     };
-    let first = start_engine(&pool, registry().register(SlotsHeld), config()).await;
-    let second = start_engine(&pool, registry().register(SlotsHeld), config()).await;
+    let first = start_engine(&pool, registry().register(ClaimsOpen), config()).await;
+    let second = start_engine(&pool, registry().register(ClaimsOpen), config()).await;
     let args: Vec<serde_json::Value> = (0..300).map(|n| json!({ "n": n })).collect();
     let mut tx = pool.begin().await.unwrap();
-    let ids = insert_many_tx::<SlotsHeld>(&mut tx, &args).await.unwrap();
+    let ids = insert_many_tx::<ClaimsOpen>(&mut tx, &args).await.unwrap();
     tx.commit().await.unwrap();
 
     wait_until(Duration::from_secs(60), || async {
@@ -814,15 +817,15 @@ async fn claims_in_flight_are_counted_across_engines_on_one_database(pool: PgPoo
     .await;
     first.shutdown().await;
     second.shutdown().await;
-    let held: Vec<(i64, i64)> = sqlx::query_as(
-        "SELECT (output)::bigint AS held, count(*) FROM jobs WHERE id = ANY($1)
+    let open: Vec<(i64, i64)> = sqlx::query_as(
+        "SELECT (output)::bigint AS claims, count(*) FROM jobs WHERE id = ANY($1)
          GROUP BY 1 ORDER BY 1",
     )
     .bind(ids.iter().map(|id| id.0).collect::<Vec<_>>())
     .fetch_all(&pool)
     .await
     .unwrap();
-    assert_eq!(held, vec![(1, 300)], "(slots held, jobs)");
+    assert_eq!(open, vec![(1, 300)], "(claims open, jobs)");
 }
 
 #[sqlx::test]
@@ -846,7 +849,11 @@ async fn a_claim_slot_held_elsewhere_for_too_long_does_not_stall_the_queue(pool:
         "done in {:?}: the slot did not hold it",
         started.elapsed()
     );
-    drop(holder);
+    sqlx::query("SELECT pg_advisory_unlock($1, 0)")
+        .bind(standmeet::jobs::testing::slot_lock_key("default"))
+        .execute(&mut *holder)
+        .await
+        .unwrap();
 }
 
 #[sqlx::test]
