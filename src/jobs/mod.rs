@@ -44,7 +44,8 @@
 //! - [`executor`]: one attempt: span, timeout, panic capture, cancellation.
 //! - [`producer`]: one per queue: claims in batches, runs up to N at once.
 //! - [`claim`]: a batch of jobs that run inside the transaction that claimed them, so
-//!   that a quick job is written once (its outcome) and a slow one `running` first.
+//!   that a quick job is written once (its outcome) and a slow one `running` first;
+//!   each holds one of its queue's claim slots, counted for the whole database.
 //! - [`queues`]: each queue's figures, and the pause every process obeys.
 //! - [`completer`]: writes outcomes, batching them when busy.
 //! - [`maintenance`]: the scheduler, rescuer, cleaner and lease renewal.
