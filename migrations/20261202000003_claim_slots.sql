@@ -13,8 +13,9 @@
 -- go back to the connection pool still open and failed. So every error (the wait
 -- timed out, a statement_timeout cancelled it, the lock table is full) is caught, and
 -- the claim goes on without a slot; the lock wait's own timeout is put back as the
--- session had it.
-CREATE FUNCTION standmeet_claim_slot(key integer, slots integer, mine integer, wait_ms integer)
+-- session had it. Going without a slot raises a WARNING, which StandMeet logs (sqlx
+-- logs a notice at its level) and the server log keeps: it names the queue.
+CREATE FUNCTION standmeet_claim_slot(queue text, key integer, slots integer, mine integer, wait_ms integer)
 RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
   session_lock_timeout text := current_setting('lock_timeout');
@@ -31,6 +32,8 @@ BEGIN
     RETURN true;
   EXCEPTION WHEN lock_not_available OR query_canceled OR others THEN
     -- The block's rollback has put lock_timeout back.
+    RAISE WARNING 'standmeet: the claim slots of queue % all stayed taken; this claim goes without one (%)',
+      queue, SQLERRM;
     RETURN false;
   END;
 EXCEPTION WHEN others THEN

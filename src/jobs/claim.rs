@@ -194,10 +194,19 @@ async fn begin_in_slot(
     slots: usize,
     mine: usize,
 ) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
-    // Integers only: the statement goes as simple text, without parameters (that is
-    // what makes it one round trip with the `BEGIN`), so nothing here is quoted.
+    // The statement goes as simple text, without parameters (that is what makes it
+    // one round trip with the `BEGIN`): integers, and the queue's name (for the
+    // warning) only when it needs no quoting.
+    let name = if queue
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    {
+        queue
+    } else {
+        "(unnamed)"
+    };
     pool.begin_with(format!(
-        "BEGIN; SELECT standmeet_claim_slot({key}, {slots}, {mine}, {wait})",
+        "BEGIN; SELECT standmeet_claim_slot('{name}', {key}, {slots}, {mine}, {wait})",
         key = slot_lock_key(queue),
         slots = slots.max(1),
         wait = SLOT_WAIT.as_millis(),
