@@ -217,8 +217,10 @@ async fn begin_in_slot(
 /// The first half of a queue's claim-slot advisory locks: a stable hash (FNV-1a) of
 /// the queue's name, so that every process, whatever its build, agrees on it.
 pub fn slot_lock_key(queue: &str) -> i32 {
-    let hash = format!("standmeet.claim:{queue}")
-        .bytes()
+    let hash = b"standmeet.claim:"
+        .iter()
+        .copied()
+        .chain(queue.bytes())
         .fold(0x811c_9dc5_u32, |hash, byte| {
             (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
         });

@@ -47,7 +47,7 @@ pub(crate) async fn run(
         // next fetch needlessly small.
         while running.try_join_next().is_some() {}
         while let Some(ended) = claims.try_join_next_with_id() {
-            slots.remove(&ended.map_or_else(|err| err.id(), |(id, ())| id));
+            slots.remove(&task_of(ended));
         }
         let room = queue.workers.saturating_sub(running.len());
         let mut fetched_full_batch = false;
@@ -119,7 +119,7 @@ pub(crate) async fn run(
             _ = tokio::time::sleep(pause) => {}
             Some(_) = running.join_next(), if !running.is_empty() => {}
             Some(ended) = claims.join_next_with_id(), if !claims.is_empty() => {
-                slots.remove(&ended.map_or_else(|err| err.id(), |(id, ())| id));
+                slots.remove(&task_of(ended));
             }
         }
     }
@@ -143,4 +143,9 @@ pub(crate) async fn run(
     }
     // The claims write what their attempts came to, and commit.
     while claims.join_next().await.is_some() {}
+}
+
+/// Which claim task ended, whether it returned or panicked (its slot is free either way).
+fn task_of(ended: Result<(tokio::task::Id, ()), tokio::task::JoinError>) -> tokio::task::Id {
+    ended.map_or_else(|err| err.id(), |(id, ())| id)
 }
