@@ -247,7 +247,7 @@ pub(super) async fn until_drained(pool: &PgPool, poll: Duration) -> anyhow::Resu
 }
 
 /// Empties the jobs table and queues `count` no-op jobs (in batches of 10,000), with
-/// fresh statistics, for a drain to start from.
+/// fresh statistics and a checkpoint just taken, for a drain to start from.
 pub(super) async fn queue_noops(pool: &PgPool, count: usize) -> anyhow::Result<()> {
     sqlx::query("TRUNCATE jobs CASCADE").execute(pool).await?;
     let args: Vec<serde_json::Value> = (0..10_000).map(|n| json!({ "n": n })).collect();
@@ -260,6 +260,17 @@ pub(super) async fn queue_noops(pool: &PgPool, count: usize) -> anyhow::Result<(
         left -= batch;
     }
     sqlx::query("VACUUM ANALYZE jobs").execute(pool).await?;
+    checkpoint(pool).await
+}
+
+/// Takes a checkpoint, so that every timed drain starts at the same point of the
+/// checkpoint cycle: PostgreSQL starts one by itself after about half a gigabyte of WAL
+/// (the default `max_wal_size`), a few drains of 100,000 jobs in, and the drain it
+/// falls in pays for its writes and for a full page image in the WAL at each first
+/// change of a page after it. Without this, whichever drain came fourth or so in a
+/// run was the slow one (in `--only scale`, the one with four processes).
+pub(super) async fn checkpoint(pool: &PgPool) -> anyhow::Result<()> {
+    sqlx::query("CHECKPOINT").execute(pool).await?;
     Ok(())
 }
 

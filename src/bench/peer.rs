@@ -260,10 +260,11 @@ async fn drain_graphile(dir: &Path, url: &str, pool: &PgPool, count: usize) -> a
         .execute(pool)
         .await?;
     driver(dir, url, &["add", &count.to_string()]).await?;
-    // As on the StandMeet side: fresh statistics for the queued jobs.
+    // As on the StandMeet side: fresh statistics for the queued jobs, and a checkpoint.
     sqlx::query("VACUUM ANALYZE graphile_worker._private_jobs")
         .execute(pool)
         .await?;
+    super::jobs::checkpoint(pool).await?;
 
     // Each process prints "ready" once Node and graphile-worker are loaded, so that
     // their start-up is not counted; then the count of finished jobs every 1,000.
