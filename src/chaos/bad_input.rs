@@ -376,7 +376,7 @@ async fn send_all(
                 }
                 ProbeRequest::Mcp(body) => client.mcp(body).await,
             };
-            (probe.label, answer.map_err(|err| err.to_string()))
+            (probe.label, answer.map_err(|err| with_causes(&err)))
         });
     }
     let mut answers = Vec::new();
@@ -384,6 +384,19 @@ async fn send_all(
         answers.push(done?);
     }
     Ok(answers)
+}
+
+/// An error with its causes, which say what went wrong (`error sending request`
+/// alone does not).
+fn with_causes(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut cause = err.source();
+    while let Some(inner) = cause {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        cause = inner.source();
+    }
+    text
 }
 
 // --- Server functions ---------------------------------------------------------------
