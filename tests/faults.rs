@@ -253,10 +253,10 @@ async fn a_cancel_the_attempt_never_saw_wins_over_its_retry_or_snooze(pool: PgPo
             delay,
             give_back_attempt: state == JobState::Scheduled,
         };
-        let changed = testing::job_record_outcomes(&pool, "ghost", &[outcome])
+        let changed = testing::job_record_outcomes(&pool, "ghost", &[outcome], &[])
             .await
             .unwrap();
-        assert_eq!(changed, vec![id]);
+        assert_eq!(changed.iter().map(|job| job.id).collect::<Vec<_>>(), vec![id]);
         let row = job(&pool, id).await;
         assert_eq!(row.state, JobState::Cancelled, "{row:?}");
         assert!(row.finalized_at.is_some());

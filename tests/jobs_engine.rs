@@ -492,7 +492,7 @@ async fn the_rescuer_takes_back_a_job_whose_lease_ran_out_and_a_late_completion_
     assert_eq!(row.attempted_by, None);
 
     // The ghost comes back and tries to complete: fenced out.
-    let changed = testing::job_record_outcomes(&pool, "ghost", &[completion(id, 1)])
+    let changed = testing::job_record_outcomes(&pool, "ghost", &[completion(id, 1)], &[])
         .await
         .unwrap();
     assert!(changed.is_empty());
@@ -544,7 +544,7 @@ async fn a_late_completion_after_a_cancel_changes_nothing(pool: PgPool) {
         row.finalized_at.is_some(),
         "finalized_at is filled in for the operator"
     );
-    let changed = testing::job_record_outcomes(&pool, "ghost", &[completion(id, 1)])
+    let changed = testing::job_record_outcomes(&pool, "ghost", &[completion(id, 1)], &[])
         .await
         .unwrap();
     assert!(changed.is_empty());
@@ -553,15 +553,18 @@ async fn a_late_completion_after_a_cancel_changes_nothing(pool: PgPool) {
     // A completion for a later attempt than the one running is fenced out too.
     let other = take_as_ghost(&pool).await;
     assert!(
-        testing::job_record_outcomes(&pool, "ghost", &[completion(other, 2)])
+        testing::job_record_outcomes(&pool, "ghost", &[completion(other, 2)], &[])
             .await
             .unwrap()
             .is_empty()
     );
     assert_eq!(
-        testing::job_record_outcomes(&pool, "ghost", &[completion(other, 1)])
+        testing::job_record_outcomes(&pool, "ghost", &[completion(other, 1)], &[])
             .await
-            .unwrap(),
+            .unwrap()
+            .iter()
+            .map(|job| job.id)
+            .collect::<Vec<_>>(),
         vec![other]
     );
     assert_eq!(job(&pool, other).await.output, Some(json!({"late": true})));

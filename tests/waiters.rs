@@ -11,8 +11,10 @@ use std::time::{Duration, Instant};
 use common::jobs::wait_until;
 use serde_json::json;
 use sqlx::PgPool;
-use standmeet::jobs::builtin::Noop;
-use standmeet::jobs::{JobId, JobState, Signals, WaitError, WaitOutcome, insert};
+use standmeet::jobs::builtin::{self, Noop, Sleep, SleepArgs};
+use standmeet::jobs::{
+    EngineConfig, JobId, JobRow, JobRuntime, JobState, Signals, WaitError, WaitOutcome, insert,
+};
 use tokio_util::sync::CancellationToken;
 
 /// Signals with a running listener, as in a StandMeet process.
@@ -78,7 +80,7 @@ async fn until_waiting(signals: &Signals, count: usize) {
     .await;
 }
 
-fn done_rows(outcome: WaitOutcome) -> Vec<standmeet::jobs::JobRow> {
+fn done_rows(outcome: WaitOutcome) -> Vec<JobRow> {
     match outcome {
         WaitOutcome::Done(rows) => rows,
         WaitOutcome::Receipt => panic!("expected the finished jobs, got a receipt"),
@@ -103,6 +105,77 @@ async fn a_job_finished_before_the_wait_is_answered_at_once(pool: PgPool) {
     );
     assert_eq!(rows[0].state, JobState::Completed);
     assert_eq!(rows[0].output, Some(json!({"by": "hand"})));
+}
+
+/// Waits for job `id` while an engine of this process runs it, with the engine's own
+/// news as the only news: no notification from the database (its trigger is off and
+/// the claims send none), and the waiter's pool closed once it waits, so that a read
+/// would fail and end the wait in a receipt. Answers the row the wait answered with
+/// and the row as stored.
+async fn answered_with_no_query(pool: &PgPool, id: JobId) -> (JobRow, JobRow) {
+    sqlx::query("ALTER TABLE jobs DISABLE TRIGGER jobs_notify_final_on_update")
+        .execute(pool)
+        .await
+        .unwrap();
+    let signals = Signals::new(8);
+    let waiter_pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with((*pool.connect_options()).clone())
+        .await
+        .unwrap();
+    let waiting = spawn_wait(&signals, &waiter_pool, &[id], Duration::from_secs(10));
+    wait_until(Duration::from_secs(10), || async {
+        signals.waiters.waits_for(id)
+    })
+    .await;
+    // Waits for the wait's first look at the rows, when it has begun.
+    waiter_pool.close().await;
+
+    let config = EngineConfig {
+        final_notification: false,
+        ..common::jobs::quick_config(4)
+    };
+    let engine = common::jobs::TestEngine::new(
+        JobRuntime::start(pool, builtin::registry(), config, signals.clone()).await,
+    );
+    let (outcome, _) = waiting.await.unwrap();
+    let answered = done_rows(outcome.unwrap()).remove(0);
+    engine.shutdown().await;
+    (answered, common::jobs::job(pool, id).await)
+}
+
+fn assert_same_row(answered: &JobRow, stored: &JobRow) {
+    assert_eq!(answered.state, JobState::Completed);
+    assert_eq!(
+        (answered.attempt, answered.attempted_at, answered.finalized_at),
+        (stored.attempt, stored.attempted_at, stored.finalized_at)
+    );
+    assert_eq!(
+        (&answered.output, &answered.errors),
+        (&stored.output, &stored.errors)
+    );
+}
+
+#[sqlx::test]
+async fn a_job_a_claim_here_finishes_reaches_its_waiter_whole_without_a_query(pool: PgPool) {
+    // A no-op answers with its arguments: here JSON `null`, which must not read back
+    // as no output at all.
+    let id = insert::<Noop>(&pool, &json!(null)).await.unwrap();
+    let (answered, stored) = answered_with_no_query(&pool, id).await;
+    assert_same_row(&answered, &stored);
+    assert_eq!(answered.output, Some(serde_json::Value::Null));
+}
+
+#[sqlx::test]
+async fn a_job_the_completer_here_finishes_reaches_its_waiter_whole_without_a_query(
+    pool: PgPool,
+) {
+    // Longer than a claim's window: written `running` by its claim, then finished by
+    // the completer.
+    let id = insert::<Sleep>(&pool, &SleepArgs { ms: 100 }).await.unwrap();
+    let (answered, stored) = answered_with_no_query(&pool, id).await;
+    assert_same_row(&answered, &stored);
+    assert_eq!(answered.output, Some(json!({"slept_ms": 100})));
 }
 
 #[sqlx::test]

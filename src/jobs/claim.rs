@@ -44,7 +44,7 @@ use tokio::sync::{Notify, mpsc, watch};
 use super::JobId;
 use super::completer::refused_for_good;
 use super::listener::{Signals, StopReason};
-use super::store::{self, ClaimedRows, FetchedJob, HeldAttempt, Outcome};
+use super::store::{self, ClaimedRows, FetchedJob, HeldAttempt, Outcome, RecordedJob};
 
 /// Where the claim is in its life.
 enum Stage {
@@ -263,22 +263,27 @@ pub(crate) async fn finish(
         .map(|(id, attempt)| HeldAttempt { id, attempt })
         .collect();
 
-    let result = write(tx, &context, &ended, &still_running, &claim.rows).await;
+    // The finished jobs somebody here waits for come back whole from the write, for
+    // their waiters to have their answer without a query.
+    let rows_coming = context.signals.waiters.rows_coming(
+        ended
+            .iter()
+            .filter(|o| o.state.is_terminal())
+            .map(|o| o.id),
+    );
+    let watched = rows_coming.watched();
+    let result = write(tx, &context, &ended, &still_running, &claim.rows, watched).await;
     match result {
         Ok(Written::All(written)) => {
-            let written: HashSet<JobId> = written.into_iter().collect();
             // From now on the still-running attempts are this process's under a lease.
             context.signals.hold(still_running.iter().copied());
             context.signals.add_recorded(ended.len() as u64);
-            for outcome in ended
-                .iter()
-                .filter(|o| o.state.is_terminal() && written.contains(&o.id))
-            {
-                context.signals.waiters.job_finished(outcome.id);
-            }
+            rows_coming.done(written, &ended);
             hand_over_late(&claim, Vec::new(), &completer).await;
         }
         Ok(Written::Running(ours)) => {
+            // Nothing finished here after all: the completer tells of these outcomes.
+            drop(rows_coming);
             context.signals.hold(ours.iter().copied());
             let ours: HashSet<HeldAttempt> = ours.into_iter().collect();
             // Taken by another process meanwhile: it runs them again; stop ours.
@@ -299,6 +304,7 @@ pub(crate) async fn finish(
             hand_over_late(&claim, first, &completer).await;
         }
         Err(err) => {
+            drop(rows_coming);
             tracing::warn!(error = %err, jobs = ended.len() + still_running.len(), "cannot write a claim of jobs; they are available again");
             *claim.stage.lock().expect("not poisoned") = Stage::Failed;
             claim.written.send_replace(Some(false));
@@ -313,8 +319,8 @@ pub(crate) async fn finish(
 
 /// How a claim was written.
 enum Written {
-    /// Every outcome and every `running`; the ids changed.
-    All(Vec<JobId>),
+    /// Every outcome and every `running`: the jobs changed (the watched ones whole).
+    All(Vec<RecordedJob>),
     /// The database refused an outcome (bad data, a broken constraint), so the claim
     /// was rolled back, and these of its attempts (those no other process took
     /// meanwhile) were claimed again and written `running`: their outcomes go to the
@@ -332,6 +338,7 @@ async fn write(
     ended: &[Outcome],
     still_running: &[HeldAttempt],
     rows: &ClaimedRows,
+    watched: &[JobId],
 ) -> Result<Written, sqlx::Error> {
     let refused = match store::job_record_claimed(
         &mut tx,
@@ -341,6 +348,7 @@ async fn write(
         still_running,
         rows,
         context.notify,
+        watched,
     )
     .await
     {
@@ -371,6 +379,7 @@ async fn write(
         &ours,
         &rows,
         context.notify,
+        &[],
     )
     .await?;
     tx.commit().await?;

@@ -13,7 +13,6 @@
 //!   others, so the batch is written one outcome at a time, and an outcome the database
 //!   refuses is recorded as a failed attempt with the database's words instead.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +21,7 @@ use tokio::sync::mpsc;
 
 use super::JobId;
 use super::listener::Signals;
-use super::store::{self, Outcome};
+use super::store::{self, Outcome, RecordedJob};
 
 /// The most outcomes written in one statement.
 const MAX_BATCH: usize = 1_000;
@@ -82,46 +81,59 @@ async fn run(
                 }
             }
         }
-        let written: HashSet<JobId> = write(&context, &batch).await.into_iter().collect();
-        context.signals.add_recorded(written.len() as u64);
+        let written = write(&context, &batch).await;
+        context.signals.add_recorded(written as u64);
         // Written, fenced out or given up on: no longer ours to renew.
         context
             .signals
             .release_all(batch.iter().map(|o| (o.id, o.attempt)));
-        // Committed: wake this process's waiters now, ahead of the notification. (A
-        // fenced-out or refused outcome wakes nobody; its job's real end notifies.)
-        for outcome in batch
-            .iter()
-            .filter(|o| o.state.is_terminal() && written.contains(&o.id))
-        {
-            context.signals.waiters.job_finished(outcome.id);
-        }
         batch.clear();
     }
 }
 
-/// Writes `batch`; answers the ids it changed.
-async fn write(context: &CompleterContext, batch: &[Outcome]) -> Vec<JobId> {
+/// Writes `batch` and, once committed, wakes this process's waiters of the jobs it
+/// finished, ahead of the notification, with their rows as the write left them. (A
+/// fenced-out or refused outcome wakes nobody; its job's real end notifies.) Answers
+/// how many jobs it changed.
+async fn write(context: &CompleterContext, batch: &[Outcome]) -> usize {
+    let waiters = &context.signals.waiters;
     let started = tokio::time::Instant::now();
     let mut delay = Duration::from_millis(20);
     loop {
-        match store::job_record_outcomes(&context.pool, &context.worker_id, batch).await {
+        // Every outcome, whatever its state: an admin's cancel can turn a retry into
+        // the end.
+        let rows_coming = waiters.rows_coming(batch.iter().map(|o| o.id));
+        match store::job_record_outcomes(
+            &context.pool,
+            &context.worker_id,
+            batch,
+            rows_coming.watched(),
+        )
+        .await
+        {
             Ok(changed) => {
+                let count = changed.len();
                 log_skipped(batch, &changed);
-                return changed;
+                rows_coming.done(changed, batch);
+                return count;
             }
             Err(err) if refused_for_good(&err) => {
                 tracing::warn!(error = %err, jobs = batch.len(), "the database refused a batch of job outcomes; writing them one by one");
-                return write_one_by_one(context, batch).await;
+                let changed = write_one_by_one(context, batch, rows_coming.watched()).await;
+                let count = changed.len();
+                rows_coming.done(changed, batch);
+                return count;
             }
             Err(err) if started.elapsed() < GIVE_UP_AFTER => {
+                // News of these jobs must not wait for the database to come back.
+                drop(rows_coming);
                 tracing::warn!(error = %err, retry_in = ?delay, jobs = batch.len(), "cannot record job outcomes; trying again");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(2));
             }
             Err(err) => {
                 tracing::error!(error = %err, jobs = batch.len(), "gave up recording job outcomes; their leases are no longer renewed, and the rescuer will take the jobs back");
-                return Vec::new();
+                return 0;
             }
         }
     }
@@ -129,12 +141,17 @@ async fn write(context: &CompleterContext, batch: &[Outcome]) -> Vec<JobId> {
 
 /// Each outcome on its own, so that the one the database refuses does not take the
 /// others down with it; that one is recorded as a failed attempt with the reason.
-async fn write_one_by_one(context: &CompleterContext, batch: &[Outcome]) -> Vec<JobId> {
+async fn write_one_by_one(
+    context: &CompleterContext,
+    batch: &[Outcome],
+    watched: &[JobId],
+) -> Vec<RecordedJob> {
     let mut changed = Vec::with_capacity(batch.len());
     for outcome in batch {
         let single = std::slice::from_ref(outcome);
-        match store::job_record_outcomes(&context.pool, &context.worker_id, single).await {
-            Ok(ids) => changed.extend(ids),
+        match store::job_record_outcomes(&context.pool, &context.worker_id, single, watched).await
+        {
+            Ok(written) => changed.extend(written),
             Err(err) if refused_for_good(&err) => {
                 let reason = format!("the outcome of this attempt could not be recorded: {err}");
                 match store::job_record_unwritable(
@@ -174,11 +191,11 @@ pub(crate) fn refused_for_good(err: &sqlx::Error) -> bool {
         .is_some_and(|code| code.starts_with("22") || code.starts_with("23"))
 }
 
-fn log_skipped(batch: &[Outcome], changed: &[JobId]) {
+fn log_skipped(batch: &[Outcome], changed: &[RecordedJob]) {
     if changed.len() < batch.len() {
         let skipped: Vec<_> = batch
             .iter()
-            .filter(|outcome| !changed.contains(&outcome.id))
+            .filter(|outcome| !changed.iter().any(|job| job.id == outcome.id))
             .map(|outcome| outcome.id.0)
             .collect();
         tracing::info!(

@@ -5,8 +5,8 @@
 //! "pending" with the ids, which can be redeemed later). How a waiter learns that a job
 //! finished, from fastest to slowest:
 //!
-//! 1. this process finished it: the completer wakes local waiters right after its
-//!    commit;
+//! 1. this process finished it: the claim or the completer wakes local waiters right
+//!    after its commit, with the finished rows, so that the answer needs no query;
 //! 2. any process finished it: the `standmeet_job_final` notification, through this
 //!    process's one listener;
 //! 3. a notification was lost (the listener was reconnecting): after every reconnect,
@@ -30,7 +30,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 
 use super::JobId;
-use super::store::{self, JobRow};
+use super::store::{self, JobRow, Outcome, RecordedJob};
 
 /// What a wait ended with.
 #[derive(Debug)]
@@ -55,11 +55,21 @@ struct Waiter {
     wake: Notify,
     /// When it was last woken, to measure how long waking took.
     woken_at: Mutex<Option<OffsetDateTime>>,
+    /// Finished jobs whose rows came with the news (from this process's writes): when
+    /// every job's row is here, the answer needs no query.
+    rows: Mutex<HashMap<JobId, JobRow>>,
 }
 
 impl Waiter {
-    /// Marks `id` finished; wakes the waiter when it was one of its.
-    fn finished(&self, id: JobId) {
+    /// Marks `id` finished (its terminal row, when known); wakes the waiter when it
+    /// was one of its.
+    fn finished(&self, id: JobId, row: Option<&JobRow>) {
+        if let Some(row) = row {
+            self.rows
+                .lock()
+                .expect("not poisoned")
+                .insert(id, row.clone());
+        }
         let removed = self.pending.lock().expect("not poisoned").remove(&id);
         if removed {
             *self.woken_at.lock().expect("not poisoned") = Some(OffsetDateTime::now_utc());
@@ -78,6 +88,9 @@ pub struct Waiters {
     max: usize,
     /// Job id → the waiters waiting for it. A std Mutex: held for map updates only.
     by_job: Mutex<HashMap<JobId, Vec<Arc<Waiter>>>>,
+    /// Jobs a write of this process (a claim's, the completer's) may finish, whose rows
+    /// it hands to their waiters after its commit (see [`Waiters::rows_coming`]).
+    rows_coming: Mutex<HashMap<JobId, Coming>>,
     receipts: AtomicU64,
     answered: AtomicU64,
     /// Seconds from a job's finalization to its waiter waking.
@@ -95,6 +108,7 @@ impl Waiters {
             slots: Arc::new(Semaphore::new(max)),
             max,
             by_job: Mutex::new(HashMap::new()),
+            rows_coming: Mutex::new(HashMap::new()),
             receipts: AtomicU64::new(0),
             answered: AtomicU64::new(0),
             wake_latency: prometheus_client::metrics::histogram::Histogram::new(WAKE_BUCKETS),
@@ -124,6 +138,7 @@ impl Waiters {
             pending: Mutex::new(ids.iter().copied().collect()),
             wake: Notify::new(),
             woken_at: Mutex::new(None),
+            rows: Mutex::new(HashMap::new()),
         });
         let _registration = self.register(&waiter, ids);
 
@@ -143,7 +158,9 @@ impl Waiters {
             for row in rows.iter().filter(|row| row.state.is_terminal()) {
                 waiter.pending.lock().expect("not poisoned").remove(&row.id);
             }
-            if waiter.is_done() {
+            // (Done may also mean woken meanwhile, when this read's rows are not all
+            // final yet: then the loop below answers.)
+            if waiter.is_done() && rows.iter().all(|row| row.state.is_terminal()) {
                 self.answered.fetch_add(1, Ordering::Relaxed);
                 return Ok(WaitOutcome::Done(in_order(rows, ids)));
             }
@@ -162,7 +179,16 @@ impl Waiters {
                 continue;
             }
             let woken_at = waiter.woken_at.lock().expect("not poisoned").take();
-            return match tokio::time::timeout_at(deadline, store::job_get_many(pool, ids)).await {
+            let known: Vec<JobRow> = {
+                let mut rows = waiter.rows.lock().expect("not poisoned");
+                ids.iter().filter_map(|id| rows.remove(id)).collect()
+            };
+            let read = if known.len() == ids.len() {
+                Ok(Ok(known))
+            } else {
+                tokio::time::timeout_at(deadline, store::job_get_many(pool, ids)).await
+            };
+            return match read {
                 Ok(Ok(rows))
                     if rows.len() == ids.len()
                         && rows.iter().all(|row| row.state.is_terminal()) =>
@@ -188,11 +214,67 @@ impl Waiters {
         }
     }
 
-    /// Marks job `id` finished for every waiter waiting for it.
+    /// Marks job `id` finished for every waiter waiting for it. (While a write here
+    /// is about to hand over its row, the news, a notification or a re-read, is kept
+    /// for when the write is over: now it would only send the waiter to read the row
+    /// itself.)
     pub fn job_finished(&self, id: JobId) {
+        if let Some(coming) = self.rows_coming.lock().expect("not poisoned").get_mut(&id) {
+            coming.heard = true;
+            return;
+        }
+        self.wake_without_row(id);
+    }
+
+    fn wake_without_row(&self, id: JobId) {
         let waiters = self.by_job.lock().expect("not poisoned").get(&id).cloned();
         for waiter in waiters.into_iter().flatten() {
-            waiter.finished(id);
+            waiter.finished(id, None);
+        }
+    }
+
+    /// Marks a job finished, with its terminal row as just committed, for every
+    /// waiter waiting for it: their answer needs no query.
+    pub fn job_finished_as(&self, row: &JobRow) {
+        if let Some(coming) = self
+            .rows_coming
+            .lock()
+            .expect("not poisoned")
+            .get_mut(&row.id)
+        {
+            // The news kept back is this very row's.
+            coming.heard = false;
+        }
+        let waiters = self.by_job.lock().expect("not poisoned").get(&row.id).cloned();
+        for waiter in waiters.into_iter().flatten() {
+            waiter.finished(row.id, Some(row));
+        }
+    }
+
+    /// Whether a waiter waits for job `id` now.
+    pub fn waits_for(&self, id: JobId) -> bool {
+        self.by_job.lock().expect("not poisoned").contains_key(&id)
+    }
+
+    /// Says that a write of this process may finish these jobs, and will hand the rows
+    /// of those somebody here waits for ([`RowsComing::watched`]; the write returns
+    /// them whole) to their waiters once committed ([`RowsComing::done`]): until the
+    /// returned guard is dropped, other news of them (the notification of that very
+    /// commit, which may come first) is kept back, and then delivered unless a row
+    /// was handed over meanwhile (the write failed, or was fenced out, or somebody
+    /// else finished the job).
+    pub(crate) fn rows_coming(&self, jobs: impl IntoIterator<Item = JobId>) -> RowsComing<'_> {
+        let watched: Vec<JobId> = {
+            let by_job = self.by_job.lock().expect("not poisoned");
+            jobs.into_iter().filter(|id| by_job.contains_key(id)).collect()
+        };
+        let mut coming = self.rows_coming.lock().expect("not poisoned");
+        for id in &watched {
+            coming.entry(*id).or_default().writes += 1;
+        }
+        RowsComing {
+            waiters: self,
+            ids: watched,
         }
     }
 
@@ -255,6 +337,77 @@ impl Waiters {
     }
 }
 
+/// A job whose row a write may hand over.
+#[derive(Default)]
+struct Coming {
+    /// The writes under way that may (one at a time, but a guard outlives its write).
+    writes: u32,
+    /// News of its end was kept back meanwhile.
+    heard: bool,
+}
+
+/// Jobs whose rows a write is about to hand over (see [`Waiters::rows_coming`]).
+pub(crate) struct RowsComing<'a> {
+    waiters: &'a Waiters,
+    ids: Vec<JobId>,
+}
+
+impl RowsComing<'_> {
+    /// The jobs somebody here waits for: those whose rows the write is to return.
+    pub(crate) fn watched(&self) -> &[JobId] {
+        &self.ids
+    }
+
+    /// The write of `outcomes` committed and changed the jobs `written`: hands the
+    /// finished rows it returned to their waiters, and wakes the waiters of the other
+    /// jobs it finished (with no row: they read it) and of those news was kept back of.
+    pub(crate) fn done(self, written: Vec<RecordedJob>, outcomes: &[Outcome]) {
+        let waiters = self.waiters;
+        let finishing: HashSet<JobId> = outcomes
+            .iter()
+            .filter(|o| o.state.is_terminal())
+            .map(|o| o.id)
+            .collect();
+        let mut without_row = Vec::new();
+        for job in written {
+            match job.whole {
+                Some(row) if row.state.is_terminal() => waiters.job_finished_as(&row),
+                // A retry or a snooze: not finished.
+                Some(_) => {}
+                None if finishing.contains(&job.id) => without_row.push(job.id),
+                None => {}
+            }
+        }
+        drop(self);
+        for id in without_row {
+            waiters.wake_without_row(id);
+        }
+    }
+}
+
+impl Drop for RowsComing<'_> {
+    fn drop(&mut self) {
+        let mut heard = Vec::new();
+        {
+            let mut coming = self.waiters.rows_coming.lock().expect("not poisoned");
+            for id in &self.ids {
+                if let Some(entry) = coming.get_mut(id) {
+                    entry.writes -= 1;
+                    if entry.writes == 0 {
+                        if entry.heard {
+                            heard.push(*id);
+                        }
+                        coming.remove(id);
+                    }
+                }
+            }
+        }
+        for id in heard {
+            self.waiters.wake_without_row(id);
+        }
+    }
+}
+
 /// Removes a waiter from the map when its wait ends, however it ends (answered,
 /// receipted, or dropped by a caller that went away).
 struct Registration<'a> {
@@ -284,4 +437,74 @@ fn in_order(mut rows: Vec<JobRow>, ids: &[JobId]) -> Vec<JobRow> {
             .unwrap_or(usize::MAX)
     });
     rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiter_for(waiters: &Waiters, id: JobId) -> (Arc<Waiter>, Registration<'_>) {
+        let waiter = Arc::new(Waiter {
+            pending: Mutex::new(HashSet::from([id])),
+            wake: Notify::new(),
+            woken_at: Mutex::new(None),
+            rows: Mutex::new(HashMap::new()),
+        });
+        let registration = waiters.register(&waiter, &[id]);
+        (waiter, registration)
+    }
+
+    /// A completion of job `id`.
+    fn finished(id: JobId) -> Outcome {
+        Outcome {
+            id,
+            attempt: 1,
+            state: crate::jobs::JobState::Completed,
+            output: None,
+            error: None,
+            delay: None,
+            give_back_attempt: false,
+        }
+    }
+
+    #[test]
+    fn news_of_a_job_whose_row_is_coming_waits_for_the_write_to_say_it() {
+        let waiters = Waiters::new(4);
+        let id = JobId(7);
+        let (waiter, _registration) = waiter_for(&waiters, id);
+        let coming = waiters.rows_coming([id]);
+        waiters.job_finished(id);
+        assert!(!waiter.is_done(), "the notification went ahead of the row");
+        // The write brought no row back: it wakes the waiter without one.
+        coming.done(vec![RecordedJob { id, whole: None }], &[finished(id)]);
+        assert!(waiter.is_done());
+        assert!(waiter.rows.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn news_kept_back_is_delivered_when_the_write_ends_without_handing_a_row() {
+        let waiters = Waiters::new(4);
+        let id = JobId(9);
+        let (waiter, _registration) = waiter_for(&waiters, id);
+        let first = waiters.rows_coming([id]);
+        let second = waiters.rows_coming([id]);
+        waiters.job_finished(id);
+        drop(first);
+        assert!(!waiter.is_done(), "another write may still hand the row over");
+        // The write failed or was fenced out: somebody else finished the job.
+        drop(second);
+        assert!(waiter.is_done());
+    }
+
+    #[test]
+    fn once_the_write_is_over_news_of_the_job_wakes_its_waiters_again() {
+        let waiters = Waiters::new(4);
+        let id = JobId(8);
+        let (waiter, _registration) = waiter_for(&waiters, id);
+        // The write failed (or was rolled back): nobody was woken by it.
+        drop(waiters.rows_coming([id]));
+        assert!(!waiter.is_done());
+        waiters.job_finished(id);
+        assert!(waiter.is_done());
+    }
 }
