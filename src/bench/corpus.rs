@@ -74,6 +74,7 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
 
     eprintln!("bench: corpus: writing and indexing {entries} entries");
     let started = Instant::now();
+    let seeding = super::quiet_pool(pool).await?;
     let batch = 2_000;
     for first in (0..entries).step_by(batch) {
         let count = batch.min(entries - first);
@@ -83,7 +84,7 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
             titles.push(entry_text(&mut rng, &words, &cjk, 4));
             bodies.push(entry_text(&mut rng, &words, &cjk, 80));
         }
-        let mut tx = pool.begin().await?;
+        let mut tx = seeding.begin().await?;
         let ids: Vec<i64> = sqlx::query_scalar(
             "INSERT INTO corpus_entries (title, body, status)
              SELECT t, b, 'promoted' FROM unnest($1::text[], $2::text[]) AS e (t, b) RETURNING id",
@@ -107,7 +108,10 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
         corpus::write_index(&mut tx, &inputs).await?;
         tx.commit().await?;
     }
-    sqlx::query("ANALYZE corpus_index").execute(pool).await?;
+    sqlx::query("ANALYZE corpus_index")
+        .execute(&seeding)
+        .await?;
+    seeding.close().await;
     eprintln!(
         "bench: corpus: {entries} entries indexed in {:.1} s",
         started.elapsed().as_secs_f64()

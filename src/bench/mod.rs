@@ -30,6 +30,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
+use sqlx::ConnectOptions;
 
 use crate::db::{self, PrivateCluster};
 
@@ -106,9 +107,28 @@ fn scratch_dir() -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
+/// A pool of one connection to the benchmark's database that does not warn about slow
+/// statements, for seeding: its statements are slow on purpose, and an operator reading
+/// the bench's output should not see a warning (with the whole statement) for each.
+async fn quiet_pool(pool: &sqlx::PgPool) -> anyhow::Result<sqlx::PgPool> {
+    let quiet = (*pool.connect_options())
+        .clone()
+        .log_slow_statements(log::LevelFilter::Off, Duration::from_secs(3_600));
+    Ok(sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(quiet)
+        .await?)
+}
+
+/// The middle sample (of an even number, the mean of the two in the middle).
 fn median(samples: &mut [f64]) -> f64 {
     samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
+    let middle = samples.len() / 2;
+    if samples.len() % 2 == 0 {
+        (samples[middle - 1] + samples[middle]) / 2.0
+    } else {
+        samples[middle]
+    }
 }
 
 fn percentile(samples: &mut [Duration], p: f64) -> Duration {
@@ -120,4 +140,16 @@ fn percentile(samples: &mut [Duration], p: f64) -> Duration {
 /// Milliseconds, to the microsecond.
 fn ms(duration: Duration) -> f64 {
     (duration.as_secs_f64() * 1_000_000.0).round() / 1_000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median;
+
+    #[test]
+    fn the_median_of_an_even_number_of_samples_is_the_mean_of_the_middle_two() {
+        assert_eq!(median(&mut [9.6, 0.0, 11.8, 0.0]), 4.8);
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [5.0]), 5.0);
+    }
 }

@@ -13,7 +13,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use serde_json::json;
-use sqlx::{ConnectOptions, PgPool};
+use sqlx::PgPool;
 use tower::ServiceExt;
 
 use super::{ms, percentile};
@@ -129,15 +129,7 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
 
 /// Fills `jobs` with `rows` jobs in one statement.
 async fn seed(pool: &PgPool, rows: i64) -> anyhow::Result<()> {
-    // A connection of its own that does not warn about slow statements: this one is
-    // slow on purpose.
-    let quiet = (*pool.connect_options())
-        .clone()
-        .log_slow_statements(log::LevelFilter::Off, Duration::from_secs(3_600));
-    let pool = &sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect_with(quiet)
-        .await?;
+    let pool = &super::quiet_pool(pool).await?;
     sqlx::query("TRUNCATE jobs CASCADE").execute(pool).await?;
     let kinds: Vec<&str> = KINDS.iter().map(|(kind, _, _)| *kind).collect();
     let queues: Vec<&str> = KINDS.iter().map(|(_, queue, _)| *queue).collect();
