@@ -124,7 +124,7 @@ async fn quiet_pool(pool: &sqlx::PgPool) -> anyhow::Result<sqlx::PgPool> {
 fn median(samples: &mut [f64]) -> f64 {
     samples.sort_by(f64::total_cmp);
     let middle = samples.len() / 2;
-    if samples.len() % 2 == 0 {
+    if samples.len().is_multiple_of(2) {
         (samples[middle - 1] + samples[middle]) / 2.0
     } else {
         samples[middle]

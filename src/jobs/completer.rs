@@ -13,6 +13,7 @@
 //!   others, so the batch is written one outcome at a time, and an outcome the database
 //!   refuses is recorded as a failed attempt with the database's words instead.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -149,8 +150,7 @@ async fn write_one_by_one(
     let mut changed = Vec::with_capacity(batch.len());
     for outcome in batch {
         let single = std::slice::from_ref(outcome);
-        match store::job_record_outcomes(&context.pool, &context.worker_id, single, watched).await
-        {
+        match store::job_record_outcomes(&context.pool, &context.worker_id, single, watched).await {
             Ok(written) => changed.extend(written),
             Err(err) if refused_for_good(&err) => {
                 let reason = format!("the outcome of this attempt could not be recorded: {err}");
@@ -193,9 +193,10 @@ pub(crate) fn refused_for_good(err: &sqlx::Error) -> bool {
 
 fn log_skipped(batch: &[Outcome], changed: &[RecordedJob]) {
     if changed.len() < batch.len() {
+        let changed: HashSet<JobId> = changed.iter().map(|job| job.id).collect();
         let skipped: Vec<_> = batch
             .iter()
-            .filter(|outcome| !changed.iter().any(|job| job.id == outcome.id))
+            .filter(|outcome| !changed.contains(&outcome.id))
             .map(|outcome| outcome.id.0)
             .collect();
         tracing::info!(

@@ -61,6 +61,16 @@ struct Waiter {
 }
 
 impl Waiter {
+    /// A waiter for every one of `ids`, none finished yet.
+    fn new(ids: &[JobId]) -> Self {
+        Waiter {
+            pending: Mutex::new(ids.iter().copied().collect()),
+            wake: Notify::new(),
+            woken_at: Mutex::new(None),
+            rows: Mutex::new(HashMap::new()),
+        }
+    }
+
     /// Marks `id` finished (its terminal row, when known); wakes the waiter when it
     /// was one of its.
     fn finished(&self, id: JobId, row: Option<&JobRow>) {
@@ -134,12 +144,7 @@ impl Waiters {
             self.receipts.fetch_add(1, Ordering::Relaxed);
             return Ok(WaitOutcome::Receipt);
         };
-        let waiter = Arc::new(Waiter {
-            pending: Mutex::new(ids.iter().copied().collect()),
-            wake: Notify::new(),
-            woken_at: Mutex::new(None),
-            rows: Mutex::new(HashMap::new()),
-        });
+        let waiter = Arc::new(Waiter::new(ids));
         let _registration = self.register(&waiter, ids);
 
         // Registered: whatever finishes from now on wakes us. Now look at what is
@@ -245,7 +250,12 @@ impl Waiters {
             // The news kept back is this very row's.
             coming.heard = false;
         }
-        let waiters = self.by_job.lock().expect("not poisoned").get(&row.id).cloned();
+        let waiters = self
+            .by_job
+            .lock()
+            .expect("not poisoned")
+            .get(&row.id)
+            .cloned();
         for waiter in waiters.into_iter().flatten() {
             waiter.finished(row.id, Some(row));
         }
@@ -266,7 +276,9 @@ impl Waiters {
     pub(crate) fn rows_coming(&self, jobs: impl IntoIterator<Item = JobId>) -> RowsComing<'_> {
         let watched: Vec<JobId> = {
             let by_job = self.by_job.lock().expect("not poisoned");
-            jobs.into_iter().filter(|id| by_job.contains_key(id)).collect()
+            jobs.into_iter()
+                .filter(|id| by_job.contains_key(id))
+                .collect()
         };
         let mut coming = self.rows_coming.lock().expect("not poisoned");
         for id in &watched {
@@ -444,12 +456,7 @@ mod tests {
     use super::*;
 
     fn waiter_for(waiters: &Waiters, id: JobId) -> (Arc<Waiter>, Registration<'_>) {
-        let waiter = Arc::new(Waiter {
-            pending: Mutex::new(HashSet::from([id])),
-            wake: Notify::new(),
-            woken_at: Mutex::new(None),
-            rows: Mutex::new(HashMap::new()),
-        });
+        let waiter = Arc::new(Waiter::new(&[id]));
         let registration = waiters.register(&waiter, &[id]);
         (waiter, registration)
     }
@@ -490,7 +497,10 @@ mod tests {
         let second = waiters.rows_coming([id]);
         waiters.job_finished(id);
         drop(first);
-        assert!(!waiter.is_done(), "another write may still hand the row over");
+        assert!(
+            !waiter.is_done(),
+            "another write may still hand the row over"
+        );
         // The write failed or was fenced out: somebody else finished the job.
         drop(second);
         assert!(waiter.is_done());
