@@ -6,9 +6,10 @@
 //! that takes the focus (and forgets it when the pointer goes elsewhere: a mouse user
 //! chooses for themselves). When a page has read its data again it calls
 //! [`restore_after_render`]: if the focus was lost with the old nodes (it is on
-//! `<body>`), the control with the same key gets it back after the next paint, or, when
-//! that control is gone (Approve leaves no button behind), the page's `<main>`. An
-//! action may also name where the focus should land ([`remember_key`]).
+//! `<body>`), the control with the same key gets it back after the next paint (or as
+//! soon as it appears, within half a second), or, when that control is gone (Approve
+//! leaves no button behind), the page's `<main>`. An action may also name where the
+//! focus should land ([`remember_key`]).
 //! On the server all of this does nothing.
 
 /// Starts noting which keyed control has the focus (once, when the app hydrates).
@@ -79,11 +80,20 @@ mod browser {
         KEY.with(|remembered| *remembered.borrow_mut() = Some(key.to_string()));
     }
 
+    /// How many frames a restore waits for the keyed control to appear: the data that
+    /// brings it may be rendered a few frames after the page read it (a busy machine,
+    /// a suspended view), and falling back to `<main>` at once would strand the focus.
+    const FRAMES_TO_WAIT: u32 = 30;
+
     pub fn restore_after_render() {
         if KEY.with(|remembered| remembered.borrow().is_none()) {
             return;
         }
-        leptos::prelude::request_animation_frame(|| {
+        restore_in_a_frame(FRAMES_TO_WAIT);
+    }
+
+    fn restore_in_a_frame(frames_left: u32) {
+        leptos::prelude::request_animation_frame(move || {
             let Some(document) = document() else {
                 return;
             };
@@ -96,10 +106,15 @@ mod browser {
             let Some(key) = KEY.with(|remembered| remembered.borrow().clone()) else {
                 return;
             };
-            let target = document
+            let keyed = document
                 .query_selector(&format!("[data-focus-key=\"{key}\"]:not([disabled])"))
                 .ok()
-                .flatten()
+                .flatten();
+            if keyed.is_none() && frames_left > 0 {
+                restore_in_a_frame(frames_left - 1);
+                return;
+            }
+            let target = keyed
                 .or_else(|| document.query_selector("main").ok().flatten())
                 .and_then(|element| element.dyn_into::<HtmlElement>().ok());
             if let Some(element) = target {
