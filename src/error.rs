@@ -81,9 +81,22 @@ impl AppError {
 
 impl From<sqlx::Error> for AppError {
     fn from(err: sqlx::Error) -> Self {
+        // Only an operator's job action waits for a row with a lock timeout: the job is
+        // held by a claim that does not answer (a frozen or cut-off process), which
+        // PostgreSQL ends within the lease.
+        let lock_not_available = err
+            .as_database_error()
+            .and_then(|db| db.code())
+            .is_some_and(|code| code == "55P03");
+        if lock_not_available {
+            return AppError::Conflict(JOB_HELD_MESSAGE.into());
+        }
         AppError::Internal(err.into())
     }
 }
+
+/// What a person is told when a job stays locked by a worker that does not answer.
+pub const JOB_HELD_MESSAGE: &str = "This job is held by a worker that is not answering right now. The engine takes it back within its lease (30 s by default); try again in a few seconds.";
 
 impl From<tower_sessions::session::Error> for AppError {
     fn from(err: tower_sessions::session::Error) -> Self {

@@ -52,7 +52,8 @@ enum Command {
         /// The full size of each scenario instead of the quick one (CI runs the quick one).
         #[arg(long)]
         full: bool,
-        /// Only one scenario: kill9, pg-restart, approvals or bad-input.
+        /// Only one scenario: kill9, pg-restart, approvals, bad-input, poison, freeze or
+        /// claim-write-lost.
         #[arg(long)]
         only: Option<String>,
     },

@@ -268,18 +268,18 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
 
     // The job engine (on connections of its own) and the one LISTEN connection that
     // wakes it and the waiters.
-    let engine_pool = db::engine_pool(&pool);
     let mut engine_config = state.settings.engine_config();
     engine_config
         .also_clean
         .push(crate::domain::events::retention(state.settings.keep_events));
+    let engine_pool = db::engine_pool(&pool, crate::jobs::connections_needed(&engine_config));
     let jobs = JobRuntime::start(
         &engine_pool,
         state.registry.clone(),
         engine_config,
         state.signals.clone(),
     )
-    .await;
+    .await?;
 
     let live = state.signals.live.clone();
     let app = router(state);

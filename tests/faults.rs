@@ -256,7 +256,10 @@ async fn a_cancel_the_attempt_never_saw_wins_over_its_retry_or_snooze(pool: PgPo
         let changed = testing::job_record_outcomes(&pool, "ghost", &[outcome], &[])
             .await
             .unwrap();
-        assert_eq!(changed.iter().map(|job| job.id).collect::<Vec<_>>(), vec![id]);
+        assert_eq!(
+            changed.iter().map(|job| job.id).collect::<Vec<_>>(),
+            vec![id]
+        );
         let row = job(&pool, id).await;
         assert_eq!(row.state, JobState::Cancelled, "{row:?}");
         assert!(row.finalized_at.is_some());
@@ -589,4 +592,319 @@ async fn an_approved_request_whose_mail_failed_or_vanished_can_be_approved_again
     assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.body);
     assert!(refused.body.contains("on its way"), "{}", refused.body);
     smtp.release_answers();
+}
+
+// ---------------------------------------------------------------------------------
+// An attempt that started counts; a claim lets go (product contract §13).
+
+/// `test.counted {wait?}`: leaves one row in `attempts_run` per attempt (committed at
+/// once, outside the job's own writes: a side effect, like a mail), then completes, or
+/// with `wait` runs until it is stopped.
+struct Counted;
+
+impl JobKind for Counted {
+    const KIND: &'static str = "test.counted";
+    type Args = serde_json::Value;
+    type Output = serde_json::Value;
+
+    async fn run(
+        &self,
+        job: JobContext,
+        args: serde_json::Value,
+    ) -> Result<serde_json::Value, JobError> {
+        sqlx::query("INSERT INTO attempts_run (job, attempt) VALUES ($1, $2)")
+            .bind(job.id.0)
+            .bind(job.attempt)
+            .execute(job.pool())
+            .await?;
+        if args["wait"].as_bool() == Some(true) {
+            job.cancelled().await;
+            return Err(JobError::retry("stopped"));
+        }
+        Ok(json!({ "attempt": job.attempt }))
+    }
+}
+
+async fn create_attempts_run(pool: &PgPool) {
+    sqlx::query("CREATE TABLE attempts_run (job bigint NOT NULL, attempt smallint NOT NULL)")
+        .execute(pool)
+        .await
+        .unwrap();
+}
+
+async fn attempts_run(pool: &PgPool, id: JobId) -> Vec<i16> {
+    sqlx::query_scalar("SELECT attempt FROM attempts_run WHERE job = $1 ORDER BY attempt")
+        .bind(id.0)
+        .fetch_all(pool)
+        .await
+        .unwrap()
+}
+
+/// A job of a kind no engine here runs, inserted by plain SQL with `max_attempts`.
+async fn job_of_kind(pool: &PgPool, kind: &str, max_attempts: i16) -> JobId {
+    JobId(
+        sqlx::query_scalar(
+            "INSERT INTO jobs (kind, args, max_attempts) VALUES ($1, '{}', $2) RETURNING id",
+        )
+        .bind(kind)
+        .bind(max_attempts)
+        .fetch_one(pool)
+        .await
+        .unwrap(),
+    )
+}
+
+#[sqlx::test]
+async fn an_attempt_whose_process_died_counts_and_the_third_death_discards_the_job(pool: PgPool) {
+    // The engine does not run `test.deadly` (it only counts the deaths); this test plays
+    // the process that claims it and dies each time, as a handler that aborts would.
+    let deadly = job_of_kind(&pool, "test.deadly", 3).await;
+    let _engine = start_engine(&pool, registry(), quick_config(2)).await;
+    let kinds = vec!["test.deadly".to_string()];
+    let lease = Duration::from_millis(100);
+    for death in 1..=3_i16 {
+        wait_for_state(&pool, deadly, JobState::Available).await;
+        let taken = testing::claim_and_die(&pool, "default", 10, &kinds, "doomed", lease)
+            .await
+            .unwrap();
+        assert_eq!(taken, vec![deadly], "death {death}");
+        // Until the rescuer has counted the attempt, no claim takes the job again.
+        let again = testing::claim_and_die(&pool, "default", 10, &kinds, "doomed", lease)
+            .await
+            .unwrap();
+        assert!(again.is_empty(), "taken again before it was counted");
+        wait_until(Duration::from_secs(10), || async {
+            job(&pool, deadly).await.attempt == death
+        })
+        .await;
+    }
+    let row = wait_for_state(&pool, deadly, JobState::Discarded).await;
+    assert_eq!(row.attempt, 3, "{row:?}");
+    let errors = row.attempt_errors();
+    assert_eq!(errors.len(), 3, "{errors:?}");
+    for (n, error) in errors.iter().enumerate() {
+        assert_eq!(error.attempt, n as i16 + 1);
+        assert!(
+            error.error.contains("died or lost the database during it")
+                && error.error.contains("doomed"),
+            "{}",
+            error.error
+        );
+    }
+    // The rest of the queue ran on meanwhile.
+    let others = noops(&pool, 5).await;
+    all_completed(&pool, &others).await;
+}
+
+#[sqlx::test]
+async fn a_claim_whose_connection_breaks_records_its_attempts_once_and_cancels_still_reach_them(
+    pool: PgPool,
+) {
+    create_attempts_run(&pool).await;
+    // The claim stays open while its attempts run (a window far longer than they take).
+    let config = standmeet::jobs::EngineConfig {
+        claim_window: Duration::from_secs(5),
+        ..quick_config(8)
+    };
+    let engine = start_engine(&pool, registry().register(Counted), config).await;
+    let mut tx = pool.begin().await.unwrap();
+    let args = [
+        json!({}),
+        json!({}),
+        json!({ "wait": true }),
+        json!({ "wait": true }),
+    ];
+    let ids = standmeet::jobs::insert_many_tx::<Counted>(&mut tx, &args)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let (quick, waiting) = ids.split_at(2);
+    // Every attempt started (the quick ones also ended) inside the one open claim.
+    wait_until(Duration::from_secs(10), || async {
+        common::count(&pool, "SELECT count(*) FROM attempts_run").await == 4
+    })
+    .await;
+    // The claim's connection breaks before it is written.
+    let ended: i64 = sqlx::query_scalar(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+         WHERE datname = current_database() AND state = 'idle in transaction'
+           AND query LIKE '%ORDER BY priority, scheduled_at, id%FOR UPDATE SKIP LOCKED%'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(ended >= 1, "no claim was open");
+
+    // The ended attempts are recorded, not run again; the others run on, `running`.
+    for id in quick {
+        let row = wait_for_state(&pool, *id, JobState::Completed).await;
+        assert_eq!(row.attempt, 1, "{row:?}");
+        assert_eq!(attempts_run(&pool, *id).await, vec![1], "job {id}");
+    }
+    for id in waiting {
+        let row = wait_for_state(&pool, *id, JobState::Running).await;
+        assert_eq!(row.attempt, 1, "{row:?}");
+        assert_eq!(row.attempted_by.as_deref(), Some(engine.worker_id()));
+    }
+    // An admin's cancel reaches the attempts that run on.
+    let client = common::jobs::client(&pool);
+    for id in waiting {
+        client.cancel(*id).await.unwrap();
+    }
+    for id in waiting {
+        let row = wait_for_state(&pool, *id, JobState::Cancelled).await;
+        assert_eq!(row.attempt, 1, "{row:?}");
+        assert_eq!(attempts_run(&pool, *id).await, vec![1], "job {id}");
+    }
+    assert_eq!(
+        common::count(&pool, "SELECT count(*) FROM job_claims").await,
+        0,
+        "the claim's trace went with its second write"
+    );
+}
+
+/// Makes the database refuse to store an output for `kind` with SQLSTATE `code`, as an
+/// output over a limit (54000) or a role's statement timeout (57014) would.
+async fn refuse_outputs_of(pool: &PgPool, kind: &str, code: &str) {
+    sqlx::raw_sql(&format!(
+        "CREATE FUNCTION refuse_output() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+           IF NEW.kind = '{kind}' AND NEW.output IS NOT NULL THEN
+             RAISE EXCEPTION 'this output cannot be stored' USING ERRCODE = '{code}';
+           END IF;
+           RETURN NEW;
+         END $$;
+         CREATE TRIGGER refuse_output BEFORE UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION refuse_output();"
+    ))
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
+async fn a_write_refused_with(pool: PgPool, code: &str) {
+    refuse_outputs_of(&pool, "test.counted", code).await;
+    create_attempts_run(&pool).await;
+    let mut tx = pool.begin().await.unwrap();
+    let refused = standmeet::jobs::insert_with::<Counted>(
+        &mut *tx,
+        &json!({}),
+        standmeet::jobs::InsertOptions {
+            max_attempts: Some(2),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let mut others = Vec::new();
+    for n in 0..50 {
+        others.push(
+            standmeet::jobs::insert_tx::<Noop>(&mut tx, &json!({ "n": n }))
+                .await
+                .unwrap(),
+        );
+    }
+    tx.commit().await.unwrap();
+    let _engine = start_engine(&pool, registry().register(Counted), quick_config(8)).await;
+
+    all_completed(&pool, &others).await;
+    let row = wait_for_state(&pool, refused, JobState::Discarded).await;
+    assert_eq!(row.attempt, 2, "each attempt counted: {row:?}");
+    assert_eq!(
+        attempts_run(&pool, refused).await,
+        vec![1, 2],
+        "run once per attempt"
+    );
+    let error = &row.attempt_errors()[0].error;
+    assert!(error.contains("could not be recorded"), "{error}");
+}
+
+#[sqlx::test]
+async fn an_outcome_over_a_database_limit_is_a_failed_attempt_not_a_rerun_forever(pool: PgPool) {
+    a_write_refused_with(pool, "54000").await;
+}
+
+#[sqlx::test]
+async fn an_outcome_whose_write_times_out_every_time_is_a_failed_attempt_not_a_rerun_forever(
+    pool: PgPool,
+) {
+    a_write_refused_with(pool, "57014").await;
+}
+
+#[sqlx::test]
+async fn an_engine_refuses_a_pool_that_its_claims_would_use_up(pool: PgPool) {
+    let config = standmeet::jobs::EngineConfig {
+        queues: standmeet::jobs::EngineConfig::standard_queues(),
+        ..quick_config(2)
+    };
+    let claims: usize = config.queues.iter().map(|q| q.claims_in_flight).sum();
+    let small = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(claims as u32)
+        .connect_lazy_with((*pool.connect_options()).clone());
+    let refused = standmeet::jobs::JobRuntime::start(
+        &small,
+        registry(),
+        config.clone(),
+        standmeet::jobs::Signals::new(4),
+    )
+    .await;
+    let Err(err) = refused else {
+        panic!("an engine started on {claims} connections for {claims} claims");
+    };
+    let words = err.to_string();
+    assert!(
+        words.contains(&format!("keep {claims} claims open"))
+            && words.contains(&format!(
+                "at least {}",
+                standmeet::jobs::connections_needed(&config)
+            )),
+        "{words}"
+    );
+    // The pool StandMeet gives its engine leaves room beyond the claims.
+    let engine_pool =
+        standmeet::db::engine_pool(&pool, standmeet::jobs::connections_needed(&config));
+    assert!(
+        engine_pool.options().get_max_connections() > standmeet::jobs::connections_needed(&config),
+        "{:?}",
+        engine_pool.options().get_max_connections()
+    );
+}
+
+#[sqlx::test]
+async fn an_admins_cancel_of_a_job_a_silent_claim_holds_answers_409_within_two_seconds(
+    pool: PgPool,
+) {
+    let id = job_of_kind(&pool, "test.held", 3).await;
+    let app = common::app(pool.clone());
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    // The claim of a process that went silent: its transaction holds the row.
+    let mut silent = pool.begin().await.unwrap();
+    sqlx::query("SELECT id FROM jobs WHERE id = $1 FOR UPDATE")
+        .bind(id.0)
+        .execute(&mut *silent)
+        .await
+        .unwrap();
+    let id_text = id.0.to_string();
+    let started = std::time::Instant::now();
+    let reply = common::post_form(
+        &app,
+        "/api/tasks/cancel",
+        &[("id", &id_text)],
+        Some(&cookie),
+    )
+    .await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(2), "answered after {took:?}");
+    assert_eq!(reply.status, StatusCode::CONFLICT, "{}", reply.body);
+    assert!(reply.body.contains("not answering"), "{}", reply.body);
+    silent.rollback().await.unwrap();
+    // Once the holder let go, the cancel goes through.
+    let reply = common::post_form(
+        &app,
+        "/api/tasks/cancel",
+        &[("id", &id_text)],
+        Some(&cookie),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert_eq!(job(&pool, id).await.state, JobState::Cancelled);
 }

@@ -136,7 +136,9 @@ async fn answered_with_no_query(pool: &PgPool, id: JobId) -> (JobRow, JobRow) {
         ..common::jobs::quick_config(4)
     };
     let engine = common::jobs::TestEngine::new(
-        JobRuntime::start(pool, builtin::registry(), config, signals.clone()).await,
+        JobRuntime::start(pool, builtin::registry(), config, signals.clone())
+            .await
+            .expect("the engine starts"),
     );
     let (outcome, _) = waiting.await.unwrap();
     let answered = done_rows(outcome.unwrap()).remove(0);
@@ -147,7 +149,11 @@ async fn answered_with_no_query(pool: &PgPool, id: JobId) -> (JobRow, JobRow) {
 fn assert_same_row(answered: &JobRow, stored: &JobRow) {
     assert_eq!(answered.state, JobState::Completed);
     assert_eq!(
-        (answered.attempt, answered.attempted_at, answered.finalized_at),
+        (
+            answered.attempt,
+            answered.attempted_at,
+            answered.finalized_at
+        ),
         (stored.attempt, stored.attempted_at, stored.finalized_at)
     );
     assert_eq!(
@@ -167,12 +173,12 @@ async fn a_job_a_claim_here_finishes_reaches_its_waiter_whole_without_a_query(po
 }
 
 #[sqlx::test]
-async fn a_job_the_completer_here_finishes_reaches_its_waiter_whole_without_a_query(
-    pool: PgPool,
-) {
+async fn a_job_the_completer_here_finishes_reaches_its_waiter_whole_without_a_query(pool: PgPool) {
     // Longer than a claim's window: written `running` by its claim, then finished by
     // the completer.
-    let id = insert::<Sleep>(&pool, &SleepArgs { ms: 100 }).await.unwrap();
+    let id = insert::<Sleep>(&pool, &SleepArgs { ms: 100 })
+        .await
+        .unwrap();
     let (answered, stored) = answered_with_no_query(&pool, id).await;
     assert_same_row(&answered, &stored);
     assert_eq!(answered.output, Some(json!({"slept_ms": 100})));

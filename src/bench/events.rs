@@ -204,8 +204,8 @@ async fn deliver_at(
     let registry = Registry::new().register(DeliverWebhook::new(settings)?);
     let mut config = settings.engine_config();
     config.queues = vec![webhooks_queue(&config)];
-    let engine_pool = crate::db::engine_pool(pool);
-    let running = JobRuntime::start(&engine_pool, registry, config, Signals::new(64)).await;
+    let engine_pool = crate::db::engine_pool(pool, crate::jobs::connections_needed(&config));
+    let running = JobRuntime::start(&engine_pool, registry, config, Signals::new(64)).await?;
     let produced = produce(pool, rate, seconds, per_tx).await;
     let stopped_at = Instant::now();
     if let Ok((offered, _)) = produced {

@@ -73,7 +73,10 @@ fn bench_config() -> EngineConfig {
     }
 }
 
-pub(super) async fn start_jobs(pool: &PgPool, signals: &Arc<Signals>) -> JobRuntime {
+pub(super) async fn start_jobs(
+    pool: &PgPool,
+    signals: &Arc<Signals>,
+) -> anyhow::Result<JobRuntime> {
     start_engine(pool, signals, Notification::On).await
 }
 
@@ -98,7 +101,7 @@ async fn start_engine(
     pool: &PgPool,
     signals: &Arc<Signals>,
     notification: Notification,
-) -> JobRuntime {
+) -> anyhow::Result<JobRuntime> {
     JobRuntime::start(
         pool,
         crate::jobs::builtin::registry(),
@@ -118,7 +121,7 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
     let signals = Signals::new(64);
 
     // (a) Idle latency.
-    let running = start_jobs(&pool, &signals).await;
+    let running = start_jobs(&pool, &signals).await?;
     warm_up(&pool, &signals).await?;
     eprintln!("bench: (a) {} sequential no-op jobs", sizes.sequential);
     let mut idle = Vec::with_capacity(sizes.sequential);
@@ -170,7 +173,7 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
         "bench: (c) {} waits while {} jobs/s run in the background",
         sizes.load_waits, sizes.load_rate_per_sec
     );
-    let running = start_jobs(&pool, &signals).await;
+    let running = start_jobs(&pool, &signals).await?;
     let (mut loaded, background_rate) = under_load(&pool, &signals, sizes).await?;
     running.shutdown().await;
     sqlx::query("TRUNCATE jobs CASCADE").execute(&pool).await?;
@@ -256,7 +259,7 @@ pub(super) async fn drain(
     // load the database it measures.
     let before = signals.recorded();
     let started = Instant::now();
-    let running = start_engine(pool, signals, notification).await;
+    let running = start_engine(pool, signals, notification).await?;
     while signals.recorded() - before < count as u64 {
         if started.elapsed() > Duration::from_secs(600) {
             bail!(

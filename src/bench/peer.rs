@@ -61,7 +61,7 @@ pub async fn compare(cluster: &PrivateCluster, pool: &PgPool, quick: bool) -> an
     // Both on fresh tables: the latency first, then the alternating drains.
     let signals = Signals::new(64);
     eprintln!("bench: {} jobs one after another on each", sizes.latency);
-    let running = start_jobs(pool, &signals).await;
+    let running = start_jobs(pool, &signals).await?;
     warm_up(pool, &signals).await?;
     let mut our_latency = Vec::with_capacity(sizes.latency);
     for _ in 0..sizes.latency {

@@ -118,7 +118,7 @@ pub async fn worker_process() -> anyhow::Result<()> {
     if lines.next_line().await?.as_deref() != Some("go") {
         return Ok(());
     }
-    let running = start_jobs(&pool, &signals).await;
+    let running = start_jobs(&pool, &signals).await?;
     while lines.next_line().await?.is_some() {}
     running.shutdown().await;
     pool.close().await;

@@ -15,6 +15,13 @@
 //!   ends, every replied request got mail, every mailed code redeems.
 //! - `bad-input`: every server function and MCP tool gets garbage: no 5xx, no panic,
 //!   nothing written.
+//! - `poison`: jobs whose handler aborts its process or overflows its stack: each is
+//!   counted as an attempt per death and discarded after three; the other jobs run on,
+//!   and the restarts stop.
+//! - `freeze`: a worker frozen mid-drain (SIGSTOP) lets go of its jobs within the lease,
+//!   an admin's cancel answers within 2 s, and once thawed it overwrites nothing.
+//! - `claim-write-lost`: claims lose their connection while their attempts run: every
+//!   job ends once, with one effect, and an admin's cancel still reaches what runs on.
 //!
 //! It prints a table (one row per scenario, its figures, PASS or FAIL) and one JSON
 //! line with every figure, and fails (non-zero exit) when a promise broke, never
@@ -24,10 +31,13 @@
 
 mod approvals;
 mod bad_input;
+mod claim_write_lost;
 mod effect;
+mod freeze;
 mod http;
 mod kill9;
 mod pg_restart;
+mod poison;
 mod process;
 mod smtp_sink;
 
@@ -48,11 +58,20 @@ pub use effect::{ChaosEffect, EffectArgs};
 pub struct ChaosOptions {
     /// The full size instead of the quick one.
     pub full: bool,
-    /// Only this scenario (`kill9`, `pg-restart`, `approvals` or `bad-input`).
+    /// Only this scenario (one of [`SCENARIOS`]).
     pub only: Option<String>,
 }
 
-const SCENARIOS: [&str; 4] = ["kill9", "pg-restart", "approvals", "bad-input"];
+/// Every scenario, in the order a run takes them.
+pub const SCENARIOS: [&str; 7] = [
+    "kill9",
+    "pg-restart",
+    "approvals",
+    "bad-input",
+    "poison",
+    "freeze",
+    "claim-write-lost",
+];
 
 /// How big each scenario is.
 #[derive(Clone, Copy, Debug)]
@@ -61,6 +80,9 @@ pub(crate) struct Sizes {
     pub kill9_kills: usize,
     pub restart_callers: usize,
     pub access_requests: usize,
+    pub poison_ordinary_jobs: usize,
+    pub freeze_jobs: usize,
+    pub claim_lost_jobs: usize,
     /// How long jobs or mails may take to settle before that counts as a failure.
     pub settle_limit: Duration,
 }
@@ -73,6 +95,9 @@ impl Sizes {
                 kill9_kills: 100,
                 restart_callers: 64,
                 access_requests: 1_000,
+                poison_ordinary_jobs: 5_000,
+                freeze_jobs: 50_000,
+                claim_lost_jobs: 3_000,
                 settle_limit: Duration::from_secs(240),
             }
         } else {
@@ -81,6 +106,9 @@ impl Sizes {
                 kill9_kills: 10,
                 restart_callers: 64,
                 access_requests: 100,
+                poison_ordinary_jobs: 1_000,
+                freeze_jobs: 20_000,
+                claim_lost_jobs: 400,
                 settle_limit: Duration::from_secs(120),
             }
         }
@@ -180,6 +208,9 @@ pub async fn run(options: ChaosOptions) -> anyhow::Result<()> {
             "kill9" => kill9::run(&lab).await,
             "pg-restart" => pg_restart::run(&lab).await,
             "approvals" => approvals::run(&lab).await,
+            "poison" => poison::run(&lab).await,
+            "freeze" => freeze::run(&lab).await,
+            "claim-write-lost" => claim_write_lost::run(&lab).await,
             _ => bad_input::run(&lab).await,
         }
         .unwrap_or_else(Outcome::aborted);
@@ -335,10 +366,16 @@ pub(crate) fn snippet(text: &str) -> String {
 /// runs at once (few, so that the jobs of a run last long enough to be killed).
 pub(crate) const WORKER_SLOTS_VAR: &str = "STANDMEET_CHAOS_SLOTS";
 
+/// The environment variable that sets how long a chaos worker's claims wait for their
+/// attempts (milliseconds; the engine's usual window when unset): longer windows keep
+/// claims open long enough for a scenario to cut them.
+pub(crate) const CLAIM_WINDOW_VAR: &str = "STANDMEET_CHAOS_CLAIM_WINDOW_MS";
+
 /// `standmeet chaos-worker`: a job worker and nothing else, for the chaos scenarios to
 /// kill. Settings come from the environment (`DATABASE_URL` is required); it runs the
-/// built-in kinds and `chaos.effect` on the `default` queue until SIGTERM or Ctrl-C,
-/// then stops gracefully.
+/// built-in kinds, `chaos.effect` and the poison kinds (`chaos.abort`,
+/// `chaos.overflow`) on the `default` queue until SIGTERM or Ctrl-C, then stops
+/// gracefully.
 pub async fn worker_main() -> anyhow::Result<()> {
     let settings = Settings::from_env()?;
     let url = settings
@@ -359,9 +396,18 @@ pub async fn worker_main() -> anyhow::Result<()> {
         Duration::from_millis(100),
     )];
     config.shutdown_grace = Duration::from_secs(2);
-    let registry = crate::jobs::builtin::registry().register(ChaosEffect);
+    if let Some(window) = std::env::var(CLAIM_WINDOW_VAR)
+        .ok()
+        .and_then(|raw| raw.parse::<u64>().ok())
+    {
+        config.claim_window = Duration::from_millis(window);
+    }
+    let registry = crate::jobs::builtin::registry()
+        .register(ChaosEffect)
+        .register(poison::ChaosAbort)
+        .register(poison::ChaosOverflow);
     let runtime =
-        JobRuntime::start(&pool, registry, config, Signals::new(settings.max_waiters)).await;
+        JobRuntime::start(&pool, registry, config, Signals::new(settings.max_waiters)).await?;
     crate::startup::shutdown_signal().await;
     runtime.shutdown().await;
     pool.close().await;

@@ -83,6 +83,31 @@ impl ChildProcess {
         Ok(())
     }
 
+    /// Its process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// SIGSTOP: the process freezes where it is, its connections open and silent (as a
+    /// paused VM or a process stuck in swap would).
+    pub fn freeze(&self) -> anyhow::Result<()> {
+        self.signal(Signal::SIGSTOP)
+    }
+
+    /// SIGCONT: a frozen process goes on where it stopped.
+    pub fn thaw(&self) -> anyhow::Result<()> {
+        self.signal(Signal::SIGCONT)
+    }
+
+    fn signal(&self, signal: Signal) -> anyhow::Result<()> {
+        let pid = self
+            .child
+            .id()
+            .with_context(|| format!("the {} is not running", self.role))?;
+        kill(Pid::from_raw(pid as i32), signal)
+            .with_context(|| format!("cannot send {signal} to the {}", self.role))
+    }
+
     /// SIGTERM, and up to `grace` for a clean exit; SIGKILL after that. Answers the
     /// exit status of a clean exit.
     pub async fn stop(&mut self, grace: Duration) -> Option<ExitStatus> {
@@ -132,17 +157,27 @@ pub(crate) fn spawn_worker(
     slots: usize,
     log: &Path,
 ) -> anyhow::Result<ChildProcess> {
-    ChildProcess::spawn(
-        "chaos worker",
-        "chaos-worker",
-        &[
-            ("DATABASE_URL", database_url.to_string()),
-            ("STANDMEET_JOB_LEASE_MS", "1000".into()),
-            ("STANDMEET_RETRY_BASE_MS", "50".into()),
-            (WORKER_SLOTS_VAR, slots.to_string()),
-        ],
-        log,
-    )
+    spawn_worker_with(database_url, slots, log, &[])
+}
+
+/// [`spawn_worker`] with more settings (`extra` wins over the defaults).
+pub(crate) fn spawn_worker_with(
+    database_url: &str,
+    slots: usize,
+    log: &Path,
+    extra: &[(&str, String)],
+) -> anyhow::Result<ChildProcess> {
+    let mut env = vec![
+        ("DATABASE_URL", database_url.to_string()),
+        ("STANDMEET_JOB_LEASE_MS", "1000".into()),
+        ("STANDMEET_RETRY_BASE_MS", "50".into()),
+        (WORKER_SLOTS_VAR, slots.to_string()),
+    ];
+    for (name, value) in extra {
+        env.retain(|(known, _)| known != name);
+        env.push((name, value.clone()));
+    }
+    ChildProcess::spawn("chaos worker", "chaos-worker", &env, log)
 }
 
 /// A `standmeet serve` child and what a client needs to talk to it.

@@ -79,21 +79,31 @@ pub async fn connect_sized(url: &str, size: u32) -> anyhow::Result<PgPool> {
 /// Connections for requests (pages, server functions, MCP), unless
 /// `STANDMEET_DB_POOL_SIZE` says otherwise.
 pub const APP_POOL_SIZE: u32 = 16;
-/// Connections of the job engine's own pool (see [`engine_pool`]).
-const ENGINE_POOL_SIZE: u32 = 10;
+/// Connections of the job engine's pool beyond what its claims need (see
+/// [`engine_pool`]): for handlers' own queries.
+const ENGINE_HANDLER_CONNECTIONS: u32 = 6;
 
-/// A pool for the job engine alone, to the same database as `app`: its fetches, outcome
-/// writes, lease renewals and handlers never wait behind public HTTP load for a
-/// connection (a renewal that cannot run in time would let the rescuer take running
-/// jobs back and run them twice). Opens connections as needed.
-pub fn engine_pool(app: &PgPool) -> PgPool {
+/// A pool for the job engine's claims and handlers, to the same database as `app`:
+/// the `needed` connections the engine asks for (`jobs::connections_needed`: one per
+/// claim its queues may keep open at once, and a little room) and more for the
+/// handlers (the engine refuses a pool without that room, and keeps a few more
+/// connections of its own for its completer and chores; see `jobs::Engine::start`). They never wait behind public HTTP load for a connection.
+/// Opens connections as needed. PostgreSQL probes an engine connection that has gone
+/// quiet (TCP keepalives), so that the session of a peer cut off without a reset ends
+/// in about half a minute rather than two hours.
+pub fn engine_pool(app: &PgPool, needed: u32) -> PgPool {
     PgPoolOptions::new()
-        .max_connections(ENGINE_POOL_SIZE)
+        .max_connections(needed + ENGINE_HANDLER_CONNECTIONS)
         .acquire_timeout(Duration::from_secs(5))
         .connect_lazy_with(
             (*app.connect_options())
                 .clone()
-                .application_name("standmeet-jobs"),
+                .application_name("standmeet-jobs")
+                .options([
+                    ("tcp_keepalives_idle", "10"),
+                    ("tcp_keepalives_interval", "5"),
+                    ("tcp_keepalives_count", "3"),
+                ]),
         )
 }
 

@@ -20,15 +20,28 @@
 //!   [`complete_tx`](super::JobContext::complete_tx) asks the claim to commit at once
 //!   and waits for it; the lease renewal learns of the still-running attempts only
 //!   after the commit.
-//! - A process that dies before the commit loses nothing: its connection's transaction
-//!   ends, the locks go, and the jobs are `available` with their attempt count as it
-//!   was, for any process to run again (at least once, as always).
-//! - A claim whose write fails (the database went away) leaves the jobs `available`
-//!   likewise; its attempts still running are stopped, their outcomes dropped.
-//! - An outcome the database refuses (bad data, a broken constraint) must not undo the
-//!   others: the claim is rolled back, its jobs are claimed again by id and written
-//!   `running`, and the completer writes the outcomes, a refused one as a failed
-//!   attempt (see `completer`).
+//! - An attempt that started counts, whatever ends it. Before any handler runs, the
+//!   claim leaves a trace ([`store::job_claim_trace`]: one row for the whole batch,
+//!   committed at once on another connection) that its write deletes in the same
+//!   commit as the outcomes. A process that dies before the commit (a handler that
+//!   aborts it, the OOM killer) leaves the trace behind: its transaction ends with its
+//!   connection and the jobs are `available` again, but no claim takes them while the
+//!   trace is there, and once the lease ran out the rescuer counts each attempt as a
+//!   failed one ([`store::job_count_dead_claims`]). A job that kills its process is so
+//!   `discarded` after `max_attempts` deaths instead of killing every process forever.
+//! - A claim never holds its jobs longer than the lease, however its holder fails: its
+//!   transaction carries `idle_in_transaction_session_timeout`, so PostgreSQL ends the
+//!   claim of a frozen or cut-off process by itself, and its locks and slot go.
+//! - A claim whose write fails keeps what it knows: the write is tried again in a new
+//!   transaction ([`rewrite`]) that first takes the trace back (so no rescuer counts
+//!   the attempts meanwhile, and nobody else claims the jobs), claims the jobs again
+//!   by id and records the ended attempts and the running ones, for up to the lease.
+//!   Should the rescuer have counted them already, the attempts still running stop and
+//!   write nothing.
+//! - An outcome the database refuses (bad data, a broken constraint, a limit) must not
+//!   undo the others, nor come back forever: the claim is rolled back, its jobs are
+//!   claimed again by id and written `running`, and the completer writes the outcomes,
+//!   a refused one as a failed attempt (see `completer`).
 //!
 //! A claim holds one of its queue's claim slots while open (an advisory lock taken
 //! with its `BEGIN`; see [`open`]), so that the claims open at once are counted for the
@@ -44,7 +57,7 @@ use tokio::sync::{Notify, mpsc, watch};
 use super::JobId;
 use super::completer::refused_for_good;
 use super::listener::{Signals, StopReason};
-use super::store::{self, ClaimedRows, FetchedJob, HeldAttempt, Outcome, RecordedJob};
+use super::store::{self, ClaimFate, ClaimedRows, FetchedJob, HeldAttempt, Outcome, RecordedJob};
 
 /// Where the claim is in its life.
 enum Stage {
@@ -139,7 +152,11 @@ impl Claim {
 
 /// What a claim needs to write itself.
 pub(crate) struct ClaimContext {
+    /// Where claims open their transactions.
     pub pool: PgPool,
+    /// The engine's own connections (see `Engine::start`), where a claim's trace is
+    /// committed while its transaction stays open.
+    pub control: PgPool,
     pub signals: Arc<Signals>,
     pub worker_id: Arc<str>,
     pub lease: Duration,
@@ -151,32 +168,66 @@ pub(crate) struct ClaimContext {
 }
 
 /// Opens a transaction holding one of the queue's `slots` claim slots (waiting for
-/// slot `mine` when all are taken; see [`begin_in_slot`]) and claims up to `limit`
-/// jobs of `queue` in it. `None` when there were none (the transaction is closed
-/// again, and the slot free).
+/// slot `mine` when all are taken; see [`begin_in_slot`]), claims up to `limit` jobs of
+/// `queue` in it and leaves the claim's trace, so that the attempts about to start
+/// count whatever becomes of this process. `None` when there were none (the
+/// transaction is closed again, and the slot free). Without its trace a claim does not
+/// start: it is rolled back and the error answered.
 pub(crate) async fn open(
-    pool: &PgPool,
+    context: &ClaimContext,
     queue: &str,
     slots: usize,
     mine: usize,
     limit: i64,
     kinds: &[String],
 ) -> Result<Option<(Transaction<'static, Postgres>, Vec<FetchedJob>, Arc<Claim>)>, sqlx::Error> {
-    let mut tx = begin_in_slot(pool, queue, slots, mine).await?;
+    let mut tx = begin_in_slot(&context.pool, queue, slots, mine, context.idle_limit()).await?;
     let (jobs, rows) = store::job_claim(&mut tx, queue, limit, kinds).await?;
     if jobs.is_empty() {
         tx.rollback().await?;
         return Ok(None);
     }
+    let attempts: Vec<HeldAttempt> = jobs
+        .iter()
+        .map(|job| HeldAttempt {
+            id: job.id,
+            attempt: job.attempt,
+        })
+        .collect();
+    if let Err(err) = store::job_claim_trace(
+        &context.control,
+        &rows.xact,
+        queue,
+        &context.worker_id,
+        &attempts,
+        // Its window, then a lease for this process to write the claim again should
+        // its connection break (see `write`).
+        context.window + context.lease,
+    )
+    .await
+    {
+        // Nothing ran: the jobs go back as they were.
+        let _ = tx.rollback().await;
+        return Err(err);
+    }
     let claim = Claim::new(&jobs, rows);
     Ok(Some((tx, jobs, claim)))
 }
 
-/// How long a claim waits for its slot before it goes ahead without it: far longer
-/// than a claim holds one (its window and a write), far shorter than a stuck holder
-/// (a process cut off from the database holds its locks until PostgreSQL notices)
-/// could hold up the queue.
-pub const SLOT_WAIT: Duration = Duration::from_secs(1);
+impl ClaimContext {
+    /// How long a claim's transaction may sit idle before PostgreSQL ends it: the
+    /// lease (a claim idles for its window, 20 ms, and never longer on purpose), or
+    /// twice a longer window.
+    fn idle_limit(&self) -> Duration {
+        self.lease.max(self.window * 2)
+    }
+}
+
+/// How long a claim waits for its slot before it goes ahead without it: longer than a
+/// claim holds one (its window and a write), short enough that a stuck holder (a
+/// frozen process keeps its slot until PostgreSQL ends its idle transaction, up to a
+/// lease later) slows the queue's other claims by little.
+pub const SLOT_WAIT: Duration = Duration::from_millis(250);
 
 /// Begins a claim's transaction holding one of the claim slots of `queue` (there are
 /// `slots`; transaction-scoped advisory locks): the claims of a queue open at once are
@@ -193,6 +244,7 @@ async fn begin_in_slot(
     queue: &str,
     slots: usize,
     mine: usize,
+    idle_limit: Duration,
 ) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
     // The statement goes as simple text, without parameters (that is what makes it
     // one round trip with the `BEGIN`): integers, and the queue's name (for the
@@ -206,7 +258,9 @@ async fn begin_in_slot(
         "(unnamed)"
     };
     pool.begin_with(format!(
-        "BEGIN; SELECT standmeet_claim_slot('{name}', {key}, {slots}, {mine}, {wait})",
+        "BEGIN; SET LOCAL idle_in_transaction_session_timeout = {idle}; \
+         SELECT standmeet_claim_slot('{name}', {key}, {slots}, {mine}, {wait})",
+        idle = idle_limit.as_millis().max(1),
         key = slot_lock_key(queue),
         slots = slots.max(1),
         wait = SLOT_WAIT.as_millis(),
@@ -265,47 +319,35 @@ pub(crate) async fn finish(
 
     // The finished jobs somebody here waits for come back whole from the write, for
     // their waiters to have their answer without a query.
-    let rows_coming = context.signals.waiters.rows_coming(
-        ended
-            .iter()
-            .filter(|o| o.state.is_terminal())
-            .map(|o| o.id),
-    );
+    let rows_coming = context
+        .signals
+        .waiters
+        .rows_coming(ended.iter().filter(|o| o.state.is_terminal()).map(|o| o.id));
     let watched = rows_coming.watched();
     let result = write(tx, &context, &ended, &still_running, &claim.rows, watched).await;
     match result {
-        Ok(Written::All(written)) => {
-            // From now on the still-running attempts are this process's under a lease.
-            context.signals.hold(still_running.iter().copied());
-            context.signals.add_recorded(ended.len() as u64);
-            rows_coming.done(written, &ended);
-            hand_over_late(&claim, Vec::new(), &completer).await;
-        }
-        Ok(Written::Running(ours)) => {
-            // Nothing finished here after all: the completer tells of these outcomes.
-            drop(rows_coming);
-            context.signals.hold(ours.iter().copied());
-            let ours: HashSet<HeldAttempt> = ours.into_iter().collect();
-            // Taken by another process meanwhile: it runs them again; stop ours.
+        Ok(written) => {
+            // From now on these attempts are this process's under a lease.
+            context.signals.hold(written.running.iter().copied());
+            context.signals.add_recorded(written.recorded as u64);
+            match written.rows {
+                Some(rows) => rows_coming.done(rows, &ended),
+                // Not the claim's own write: the notification tells of these jobs.
+                None => drop(rows_coming),
+            }
+            let ours: HashSet<HeldAttempt> = written.running.iter().copied().collect();
+            // Taken back meanwhile (counted by the rescuer, cancelled): whoever holds the
+            // job now decides; ours stops and writes nothing.
             for held in still_running.iter().filter(|held| !ours.contains(held)) {
                 context
                     .signals
                     .stop_attempt(held.id, held.attempt, StopReason::LeaseLost);
             }
-            let first = ended
-                .into_iter()
-                .filter(|o| {
-                    ours.contains(&HeldAttempt {
-                        id: o.id,
-                        attempt: o.attempt,
-                    })
-                })
-                .collect();
-            hand_over_late(&claim, first, &completer).await;
+            hand_over_late(&claim, written.for_completer, &completer).await;
         }
         Err(err) => {
             drop(rows_coming);
-            tracing::warn!(error = %err, jobs = ended.len() + still_running.len(), "cannot write a claim of jobs; they are available again");
+            tracing::warn!(error = %err, jobs = ended.len() + still_running.len(), "gave up writing a claim of jobs; the rescuer counts their attempts when the lease runs out");
             *claim.stage.lock().expect("not poisoned") = Stage::Failed;
             claim.written.send_replace(Some(false));
             for held in &still_running {
@@ -317,21 +359,27 @@ pub(crate) async fn finish(
     }
 }
 
-/// How a claim was written.
-enum Written {
-    /// Every outcome and every `running`: the jobs changed (the watched ones whole).
-    All(Vec<RecordedJob>),
-    /// The database refused an outcome (bad data, a broken constraint), so the claim
-    /// was rolled back, and these of its attempts (those no other process took
-    /// meanwhile) were claimed again and written `running`: their outcomes go to the
-    /// completer, which writes one the database refuses as a failed attempt.
-    Running(Vec<HeldAttempt>),
+/// What a claim's write came to.
+struct Written {
+    /// The attempts now `running` under this process (its still-running ones, and, when
+    /// the completer writes the outcomes, the ended ones until it has).
+    running: Vec<HeldAttempt>,
+    /// How many ended attempts it recorded.
+    recorded: usize,
+    /// The jobs the claim's own write changed (the watched ones whole); `None` when
+    /// another transaction wrote them.
+    rows: Option<Vec<RecordedJob>>,
+    /// Outcomes left to the completer (the database refused one of the batch).
+    for_completer: Vec<Outcome>,
 }
 
-/// Writes the claim, its outcomes and its still-running attempts in one statement, and
-/// commits. Should the database refuse an outcome for good, the claim is rolled back
-/// (the attempts ran all the same) and its jobs are taken again, by id, to be written
-/// `running` instead.
+/// Writes the claim, its outcomes and its still-running attempts in one statement
+/// (which also deletes its trace), and commits. Should that fail, the write is done
+/// again in a new transaction ([`rewrite`]): the whole of it after a passing error (a
+/// broken connection), for up to a lease; only `running` after a refusal (bad data, a
+/// broken constraint, a limit), the outcomes then going to the completer, which writes
+/// one the database refuses as a failed attempt. An error is answered only when the
+/// write could not be done in time: the rescuer counts the attempts then.
 async fn write(
     mut tx: Transaction<'static, Postgres>,
     context: &ClaimContext,
@@ -340,7 +388,7 @@ async fn write(
     rows: &ClaimedRows,
     watched: &[JobId],
 ) -> Result<Written, sqlx::Error> {
-    let refused = match store::job_record_claimed(
+    let first = match store::job_record_claimed(
         &mut tx,
         &context.worker_id,
         context.lease,
@@ -349,18 +397,97 @@ async fn write(
         rows,
         context.notify,
         watched,
+        Some(&rows.xact),
     )
     .await
     {
-        Ok(written) => {
-            tx.commit().await?;
-            return Ok(Written::All(written));
+        Ok(written) => match tx.commit().await {
+            Ok(()) => {
+                return Ok(Written {
+                    running: still_running.to_vec(),
+                    recorded: ended.len(),
+                    rows: Some(written),
+                    for_completer: Vec::new(),
+                });
+            }
+            Err(err) => err,
+        },
+        Err(err) => {
+            // The locks must go before another transaction claims the jobs again (on a
+            // broken connection this fails, and the locks went with it).
+            let _ = tx.rollback().await;
+            err
         }
-        Err(err) if refused_for_good(&err) => err,
-        Err(err) => return Err(err),
     };
-    tx.rollback().await?;
-    tracing::warn!(error = %refused, jobs = ended.len(), "the database refused an outcome in a claim; the completer writes them");
+    let mut running_only = refused_for_good(&first);
+    if running_only {
+        tracing::warn!(error = %first, jobs = ended.len(), "the database refused an outcome in a claim; the completer writes them");
+    } else {
+        tracing::warn!(error = %first, jobs = ended.len() + still_running.len(), "cannot write a claim of jobs; writing it again");
+    }
+    let deadline = tokio::time::Instant::now() + context.lease;
+    let mut delay = Duration::from_millis(20);
+    loop {
+        match rewrite(context, &rows.xact, ended, still_running, running_only).await {
+            Ok(written) => return Ok(written),
+            Err(err) if refused_for_good(&err) && !running_only => {
+                tracing::warn!(error = %err, jobs = ended.len(), "the database refused an outcome in a claim; the completer writes them");
+                running_only = true;
+            }
+            Err(err) if tokio::time::Instant::now() < deadline => {
+                tracing::warn!(error = %err, retry_in = ?delay, "cannot write a claim of jobs; trying again");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(1));
+            }
+            Err(err) => return Err(err),
+        }
+    }
+}
+
+/// The claim's write done again in a transaction of its own, after the claim's own
+/// transaction ended without our knowing how: takes its trace back (or learns that it
+/// committed after all, or that the rescuer counted its attempts), claims its jobs
+/// again by id, and records the ended attempts and the running ones, or with
+/// `running_only` writes them all `running` and leaves the outcomes to the completer.
+async fn rewrite(
+    context: &ClaimContext,
+    xact: &str,
+    ended: &[Outcome],
+    still_running: &[HeldAttempt],
+    running_only: bool,
+) -> Result<Written, sqlx::Error> {
+    let mut tx = context
+        .pool
+        .begin_with(format!(
+            "BEGIN; SET LOCAL idle_in_transaction_session_timeout = {}",
+            context.idle_limit().as_millis().max(1)
+        ))
+        .await?;
+    match store::job_claim_settle(&mut tx, xact).await? {
+        ClaimFate::Ours => {}
+        ClaimFate::Committed => {
+            tx.rollback().await?;
+            return Ok(Written {
+                running: still_running.to_vec(),
+                recorded: ended.len(),
+                rows: None,
+                for_completer: Vec::new(),
+            });
+        }
+        ClaimFate::Counted => {
+            tx.rollback().await?;
+            tracing::warn!(
+                jobs = ended.len() + still_running.len(),
+                "a claim's attempts were counted by the rescuer before this process could write them"
+            );
+            return Ok(Written {
+                running: Vec::new(),
+                recorded: 0,
+                rows: None,
+                for_completer: Vec::new(),
+            });
+        }
+    }
     let everything: Vec<HeldAttempt> = ended
         .iter()
         .map(|o| HeldAttempt {
@@ -369,21 +496,48 @@ async fn write(
         })
         .chain(still_running.iter().copied())
         .collect();
-    let mut tx = context.pool.begin().await?;
     let (ours, rows) = store::job_claim_again(&mut tx, &everything).await?;
+    let ours: HashSet<HeldAttempt> = ours.into_iter().collect();
+    let ended_ours: Vec<Outcome> = ended
+        .iter()
+        .filter(|o| {
+            ours.contains(&HeldAttempt {
+                id: o.id,
+                attempt: o.attempt,
+            })
+        })
+        .cloned()
+        .collect();
+    let (outcomes, running, for_completer): (Vec<Outcome>, Vec<HeldAttempt>, Vec<Outcome>) =
+        if running_only {
+            (Vec::new(), ours.iter().copied().collect(), ended_ours)
+        } else {
+            let running = still_running
+                .iter()
+                .filter(|held| ours.contains(held))
+                .copied()
+                .collect();
+            (ended_ours, running, Vec::new())
+        };
     store::job_record_claimed(
         &mut tx,
         &context.worker_id,
         context.lease,
-        &[],
-        &ours,
+        &outcomes,
+        &running,
         &rows,
         context.notify,
         &[],
+        None,
     )
     .await?;
     tx.commit().await?;
-    Ok(Written::Running(ours))
+    Ok(Written {
+        running,
+        recorded: outcomes.len(),
+        rows: None,
+        for_completer,
+    })
 }
 
 /// After the commit: says so to whoever waits for it, and hands `first` and the

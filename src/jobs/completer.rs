@@ -8,10 +8,11 @@
 //!   batch is tried again, for up to [`GIVE_UP_AFTER`]; then its attempts are released,
 //!   so the lease renewal stops keeping them alive and the rescuer takes their jobs back
 //!   when the lease runs out (they run again: at least once, never lost);
-//! - an error that would come back on every try (SQLSTATE classes 22 and 23: data the
-//!   database refuses, a broken constraint): one bad outcome must not hold up the
-//!   others, so the batch is written one outcome at a time, and an outcome the database
-//!   refuses is recorded as a failed attempt with the database's words instead.
+//! - an error that would come back on every try (data the database refuses, a broken
+//!   constraint, a limit, a statement timeout: see [`refused_for_good`]): one bad
+//!   outcome must not hold up the others, so the batch is written one outcome at a
+//!   time, and an outcome the database refuses is recorded as a failed attempt with the
+//!   database's words instead.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -183,12 +184,29 @@ async fn write_one_by_one(
     changed
 }
 
-/// Whether the database refused the statement for its data (SQLSTATE class 22, data
-/// exception, or 23, integrity constraint violation): the same write fails every time.
+/// Whether the database refused the statement itself, so that the same write would
+/// fail again: any error it answered with, except those that say the connection, the
+/// server or the moment was at fault (see [`passing_sqlstate`]). Data it refuses (class
+/// 22), a broken constraint (23), a limit (54, e.g. an oversized jsonb), a role's
+/// `statement_timeout` (57014) all come back on every try; treated as passing, they
+/// would re-run the jobs forever.
 pub(crate) fn refused_for_good(err: &sqlx::Error) -> bool {
     err.as_database_error()
         .and_then(|db| db.code())
-        .is_some_and(|code| code.starts_with("22") || code.starts_with("23"))
+        .is_some_and(|code| !passing_sqlstate(&code))
+}
+
+/// SQLSTATEs that say nothing about the statement: the connection broke (class 08), the
+/// transaction lost a race (40: serialization, deadlock), the server is short of
+/// something (53: disk, memory, connections) or going away (57P01–57P05: shutdown,
+/// cannot connect now, a session timeout), a system or I/O error (58), a lock not had
+/// in time (55P03), or the session's idle transaction was ended (25P03). Tried again,
+/// such a write may well go through.
+fn passing_sqlstate(code: &str) -> bool {
+    ["08", "40", "53", "58", "57P"]
+        .iter()
+        .any(|class| code.starts_with(class))
+        || matches!(code, "55P03" | "25P03")
 }
 
 fn log_skipped(batch: &[Outcome], changed: &[RecordedJob]) {

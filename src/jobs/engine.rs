@@ -2,8 +2,10 @@
 //! chores, all started together and stopped gracefully together.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
 use tokio_util::sync::CancellationToken;
 
 use super::claim::ClaimContext;
@@ -15,9 +17,42 @@ use super::producer::{self, ProducerContext};
 use super::registry::Registry;
 use super::{completer, maintenance, store};
 
+/// Connections of the engine's own pool, beside the one it is given: the completer's
+/// writers (2), claims' traces (1), lease renewal and the other chores (1 each at
+/// most). They never wait behind claims or handlers for a connection: a renewal that
+/// cannot run in time would let the rescuer take running jobs back, and a claim whose
+/// trace waited would hold its own connection meanwhile.
+pub const CONTROL_CONNECTIONS: u32 = 6;
+
+/// Connections the engine's pool must have beyond one per claim that its queues may
+/// keep open at once, for handlers' own queries and a claim's second try.
+pub const CONNECTIONS_BESIDE_CLAIMS: u32 = 2;
+
+/// The connections an engine with `config` needs in the pool it is given: one per
+/// claim its queues may keep open at once, and [`CONNECTIONS_BESIDE_CLAIMS`].
+pub fn connections_needed(config: &EngineConfig) -> u32 {
+    let claims: usize = config.queues.iter().map(|q| q.claims_in_flight).sum();
+    claims as u32 + CONNECTIONS_BESIDE_CLAIMS
+}
+
+/// Refuses a pool too small for the claims `config`'s queues may keep open at once,
+/// with words that say how many connections it needs.
+pub fn check_pool(pool: &PgPool, config: &EngineConfig) -> anyhow::Result<()> {
+    let needed = connections_needed(config);
+    let has = pool.options().get_max_connections();
+    if has < needed {
+        anyhow::bail!(
+            "the job engine's pool has {has} connections, but its queues may keep {} claims open at once, each holding one while its jobs run: give it at least {needed} connections",
+            needed - CONNECTIONS_BESIDE_CLAIMS
+        );
+    }
+    Ok(())
+}
+
 /// A running engine. Dropping it does not stop it: call [`Engine::shutdown`].
 pub struct Engine {
     pool: PgPool,
+    control: PgPool,
     stop: CancellationToken,
     producers: Vec<tokio::task::JoinHandle<()>>,
     completer: tokio::task::JoinHandle<()>,
@@ -28,12 +63,26 @@ pub struct Engine {
 impl Engine {
     /// Starts producers for `config.queues`, the completer and the maintenance chores.
     /// `signals` must be fed by this process's listener (`listener::spawn_listener`).
+    ///
+    /// Claims and handlers use `pool`, which must have room for every claim the queues
+    /// may keep open at once and more ([`connections_needed`]; refused otherwise, with
+    /// words that say how many). The completer, the claims' traces and the chores use a
+    /// small pool of their own to the same database ([`CONTROL_CONNECTIONS`]).
     pub fn start(
         pool: PgPool,
         registry: Registry,
         config: EngineConfig,
         signals: Arc<Signals>,
-    ) -> Engine {
+    ) -> anyhow::Result<Engine> {
+        check_pool(&pool, &config)?;
+        let control = PgPoolOptions::new()
+            .max_connections(CONTROL_CONNECTIONS)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect_lazy_with(
+                (*pool.connect_options())
+                    .clone()
+                    .application_name("standmeet-engine"),
+            );
         let config = Arc::new(config);
         for queue in registry.queues() {
             if !config.queues.iter().any(|q| q.name == queue) {
@@ -49,7 +98,7 @@ impl Engine {
         kinds.sort();
         let kinds = Arc::new(kinds);
         let (outcomes, completer) = completer::spawn(CompleterContext {
-            pool: pool.clone(),
+            pool: control.clone(),
             signals: signals.clone(),
             worker_id: worker_id.clone(),
             retry_base: config.retry_base,
@@ -66,6 +115,7 @@ impl Engine {
             shutdown_grace: config.shutdown_grace,
             claim: Arc::new(ClaimContext {
                 pool: pool.clone(),
+                control: control.clone(),
                 signals: signals.clone(),
                 worker_id,
                 lease: config.lease,
@@ -87,17 +137,23 @@ impl Engine {
             .collect();
         // The producers hold the only senders now: the completer ends after them.
         drop(outcomes);
-        let maintenance =
-            maintenance::spawn_all(pool.clone(), config.clone(), signals, kinds, stop.clone());
+        let maintenance = maintenance::spawn_all(
+            control.clone(),
+            config.clone(),
+            signals,
+            kinds,
+            stop.clone(),
+        );
         tracing::info!(worker = %config.worker_id, queues = config.queues.len(), "the job engine started");
-        Engine {
+        Ok(Engine {
             pool,
+            control,
             stop,
             producers,
             completer,
             maintenance,
             config,
-        }
+        })
     }
 
     pub fn worker_id(&self) -> &str {
@@ -125,6 +181,7 @@ impl Engine {
         if let Err(err) = store::worker_remove(&self.pool, &self.config.worker_id).await {
             tracing::debug!(error = %err, "cannot remove this process from job_workers");
         }
+        self.control.close().await;
         tracing::info!("the job engine stopped");
     }
 }

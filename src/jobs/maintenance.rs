@@ -6,7 +6,9 @@
 //!   cancel requests whose notification was lost, stops the attempts whose jobs were
 //!   taken back meanwhile (so a rescued mail is not sent twice by two workers), and
 //!   says that this process is alive and which kinds it runs (`job_workers`);
-//! - the rescuer takes back running jobs whose holder stopped renewing (it died);
+//! - the rescuer takes back running jobs whose holder stopped renewing (it died), and
+//!   counts the attempts of claims whose process died before it recorded them (their
+//!   trace outlived their transaction; see `claim`);
 //! - the cleaner deletes finished jobs past their retention, in batches, and then does
 //!   the other cleaning it was given (`EngineConfig::also_clean`: old events).
 
@@ -80,6 +82,15 @@ pub(crate) fn spawn_all(
                     Ok(rescued) => {
                         tracing::warn!(rescued, "took back running jobs whose worker was lost")
                     }
+                    Err(err) => tracing::warn!(error = %err, "the rescuer failed"),
+                }
+                match store::job_count_dead_claims(&pool, BATCH, config.retry_base).await {
+                    Ok((0, _)) => {}
+                    Ok((counted, discarded)) => tracing::warn!(
+                        counted,
+                        discarded,
+                        "counted attempts whose process died before it could record them"
+                    ),
                     Err(err) => tracing::warn!(error = %err, "the rescuer failed"),
                 }
             }

@@ -9,7 +9,9 @@
 //!
 //! - `available`: ready to run. In: [`insert`] (due now), the scheduler (a `scheduled`
 //!   or `retryable` job came due), an admin's retry. Out: a producer's claim, in a
-//!   process that has a handler for its kind (the others leave it where it is).
+//!   process that has a handler for its kind (the others leave it where it is); the
+//!   rescuer, when a claim started an attempt and its process died before recording it
+//!   (to `retryable`, or `discarded` after the last attempt; see [`claim`]).
 //! - `scheduled`: waiting for `scheduled_at`. In: [`insert`] with a later time, a
 //!   handler's snooze (which gives its attempt number back: a snooze is not a try).
 //!   Out: the scheduler; an admin's cancel.
@@ -22,7 +24,8 @@
 //!   holder's renewal then finds the job gone and stops the attempt), `complete_tx`
 //!   inside a handler's own transaction.
 //! - `retryable`: an attempt failed; runs again after a backoff. In: the completer, the
-//!   rescuer ("worker lost"), shutdown ("interrupted"). Out: the scheduler; an admin's
+//!   rescuer ("worker lost", or "died … during it" for a claim's unrecorded attempt),
+//!   shutdown ("interrupted"). Out: the scheduler; an admin's
 //!   cancel.
 //! - `completed`, `discarded`, `cancelled`: terminal. In: the completer, the rescuer
 //!   (out of attempts), an admin's cancel, an operator's SQL. Every move into them sends
@@ -45,7 +48,9 @@
 //! - [`producer`]: one per queue: claims in batches, runs up to N at once.
 //! - [`claim`]: a batch of jobs that run inside the transaction that claimed them, so
 //!   that a quick job is written once (its outcome) and a slow one `running` first;
-//!   each holds one of its queue's claim slots, counted for the whole database.
+//!   each holds one of its queue's claim slots, counted for the whole database, leaves
+//!   a trace that makes its attempts count even if its process dies, and lets go of its
+//!   jobs within the lease however its process fails.
 //! - [`queues`]: each queue's figures, and the pause every process obeys.
 //! - [`completer`]: writes outcomes, batching them when busy.
 //! - [`maintenance`]: the scheduler, rescuer, cleaner and lease renewal.
@@ -81,7 +86,7 @@ mod waiters;
 
 pub use client::JobClient;
 pub use config::{CLAIM_WINDOW, CleanChore, EngineConfig, QueueConfig, worker_id};
-pub use engine::Engine;
+pub use engine::{CONTROL_CONNECTIONS, Engine, connections_needed};
 pub use insert::{InsertOptions, insert, insert_many_tx, insert_tx, insert_with};
 pub use kind::{Completed, ErrorAction, JobContext, JobError, JobKind};
 pub use listener::{Signals, StopReason, spawn_listener, spawn_listener_on};

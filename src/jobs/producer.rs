@@ -56,7 +56,7 @@ pub(crate) async fn run(
                 .find(|slot| !slots.values().any(|taken| taken == slot))
                 .expect("fewer claims open than slots");
             match claim::open(
-                &context.executor.pool,
+                &context.claim,
                 &queue.name,
                 queue.claims_in_flight,
                 slot,

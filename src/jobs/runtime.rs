@@ -32,7 +32,9 @@ impl JobRuntime {
         registry: Registry,
         config: EngineConfig,
         signals: Arc<Signals>,
-    ) -> JobRuntime {
+    ) -> anyhow::Result<JobRuntime> {
+        // Refused before anything starts: a pool too small for the queues' claims.
+        super::engine::check_pool(pool, &config)?;
         let stop_listener = CancellationToken::new();
         let listen = config
             .listen_database_url
@@ -50,13 +52,20 @@ impl JobRuntime {
         {
             tracing::warn!("the job listener is not connected yet; starting anyway");
         }
-        let engine = Engine::start(pool.clone(), registry, config, signals.clone());
-        JobRuntime {
+        let engine = match Engine::start(pool.clone(), registry, config, signals.clone()) {
+            Ok(engine) => engine,
+            Err(err) => {
+                stop_listener.cancel();
+                let _ = listener.await;
+                return Err(err);
+            }
+        };
+        Ok(JobRuntime {
             signals,
             engine,
             stop_listener,
             listener,
-        }
+        })
     }
 
     pub fn worker_id(&self) -> &str {

@@ -180,25 +180,32 @@ pub async fn job_fetch_available(
 /// by row lock alone (`FOR UPDATE SKIP LOCKED`): nothing is written, so a claim costs
 /// no row version and no index entry. The jobs come back with the number of the
 /// attempt about to start (`attempt + 1`); [`job_record_claimed`] writes what became
-/// of them in the same transaction. Should the process die first, the transaction
-/// ends with its connection and the jobs are `available` again, unchanged.
+/// of them in the same transaction. Before any of them runs, the claim leaves its
+/// trace ([`job_claim_trace`]) under the transaction's id, which comes back with the
+/// rows (`ClaimedRows::xact`).
 ///
 /// Only jobs of `kinds` are taken, never from a paused queue (as in
-/// [`job_fetch_available`]).
+/// [`job_fetch_available`]), and never a job whose attempt an earlier claim started
+/// and did not record (its trace is still in `job_claims`): that one waits for the
+/// rescuer to count the attempt ([`job_count_dead_claims`]), so that a job that kills
+/// its process is not picked first by every process again and again.
 pub async fn job_claim(
     tx: &mut PgConnection,
     queue: &str,
     limit: i64,
     kinds: &[String],
 ) -> Result<(Vec<FetchedJob>, ClaimedRows), sqlx::Error> {
+    // `NOT IN (subquery)` is hashed once per claim; the traces of a queue are its
+    // claims in flight (a few) and the dead ones not yet counted.
     let rows = sqlx::query!(
         r#"
         SELECT id AS "id: JobId", kind, args, attempt + 1 AS "attempt!: i16", max_attempts,
-               ctid::text AS "row!"
+               ctid::text AS "row!", pg_current_xact_id()::text AS "xact!"
         FROM jobs
         WHERE state = 'available' AND queue = $1 AND scheduled_at <= now()
           AND kind = ANY($3)
           AND NOT EXISTS (SELECT FROM job_queue_pauses p WHERE p.queue = $1)
+          AND id NOT IN (SELECT unnest(c.jobs) FROM job_claims c WHERE c.queue = $1)
         ORDER BY priority, scheduled_at, id
         LIMIT $2
         FOR UPDATE SKIP LOCKED
@@ -212,7 +219,8 @@ pub async fn job_claim(
     let mut jobs = Vec::with_capacity(rows.len());
     let mut claimed = ClaimedRows::default();
     for row in rows {
-        claimed.0.insert(row.id, row.row);
+        claimed.rows.insert(row.id, row.row);
+        claimed.xact = row.xact;
         jobs.push(FetchedJob {
             id: row.id,
             kind: row.kind,
@@ -224,12 +232,146 @@ pub async fn job_claim(
     Ok((jobs, claimed))
 }
 
+/// Leaves the trace of a claim (see the migration `job_claims`): the attempts it is
+/// about to start, under its transaction's id `xact`, committed at once on a
+/// connection other than the claim's. Until `lease` has passed only the claim's own
+/// process settles these attempts; after it, if the claim's transaction did not commit,
+/// the rescuer counts them.
+pub async fn job_claim_trace(
+    executor: impl PgExecutor<'_>,
+    xact: &str,
+    queue: &str,
+    worker: &str,
+    attempts: &[HeldAttempt],
+    lease: Duration,
+) -> Result<(), sqlx::Error> {
+    let ids: Vec<i64> = attempts.iter().map(|held| held.id.0).collect();
+    let numbers: Vec<i16> = attempts.iter().map(|held| held.attempt).collect();
+    sqlx::query!(
+        r#"
+        INSERT INTO job_claims (xid, queue, worker, jobs, attempts, expires_at)
+        VALUES ($1::text::xid8, $2, $3, $4, $5, now() + $6 * interval '1 millisecond')
+        "#,
+        xact,
+        queue,
+        worker,
+        &ids,
+        &numbers,
+        lease.as_millis() as f64,
+    )
+    .execute(executor)
+    .await?;
+    Ok(())
+}
+
+/// What became of a claim whose transaction ended without our knowing how (its
+/// connection broke while it wrote or committed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClaimFate {
+    /// It committed after all: its attempts are recorded.
+    Committed,
+    /// It did not commit, and its trace is ours again (deleted in the caller's
+    /// transaction): the caller records the attempts itself, and must commit to keep
+    /// the trace gone.
+    Ours,
+    /// It did not commit and its trace is gone: the rescuer counted its attempts.
+    Counted,
+}
+
+/// Finds out, inside the caller's transaction, what became of the claim whose
+/// transaction was `xact`, and takes its trace back when it did not commit (see
+/// [`ClaimFate`]). Deleting the trace first keeps the rescuer off its jobs while the
+/// caller records them, and puts the caller in line behind a rescuer already at it.
+pub async fn job_claim_settle(tx: &mut PgConnection, xact: &str) -> Result<ClaimFate, sqlx::Error> {
+    let row = sqlx::query!(
+        r#"
+        WITH gone AS (DELETE FROM job_claims WHERE xid = $1::text::xid8 RETURNING 1)
+        SELECT pg_xact_status($1::text::xid8) AS status,
+               (SELECT count(*) FROM gone) AS "taken_back!"
+        "#,
+        xact,
+    )
+    .fetch_one(tx)
+    .await?;
+    Ok(if row.status.as_deref() == Some("committed") {
+        ClaimFate::Committed
+    } else if row.taken_back > 0 {
+        ClaimFate::Ours
+    } else {
+        ClaimFate::Counted
+    })
+}
+
+/// Counts the attempts of up to `limit` dead claims: claims whose transaction is no
+/// longer in progress and did not record them (their trace is still here), once their
+/// lease ran out. Each such attempt failed because its process died (or lost the
+/// database) during it: the job is `retryable` after the backoff (`retry_base` ×
+/// attempt⁴, ±10 %, as everywhere), or `discarded` when that was its last attempt, with
+/// an error entry that says so. A job that moved on meanwhile is left alone (fenced by
+/// its state and attempt). Answers how many jobs it changed and how many discarded.
+pub async fn job_count_dead_claims(
+    pool: &PgPool,
+    limit: i64,
+    retry_base: Duration,
+) -> Result<(u64, u64), sqlx::Error> {
+    let row = sqlx::query!(
+        r#"
+        WITH dead AS (
+            DELETE FROM job_claims c
+            WHERE c.xid = ANY(ARRAY(
+                SELECT xid FROM job_claims
+                WHERE expires_at < now()
+                  AND pg_xact_status(xid) IS DISTINCT FROM 'in progress'
+                ORDER BY expires_at
+                LIMIT $1
+                FOR UPDATE SKIP LOCKED))
+            RETURNING c.worker, c.jobs, c.attempts
+        ), started AS (
+            SELECT d.worker, s.id, s.attempt
+            FROM dead d, unnest(d.jobs, d.attempts) AS s(id, attempt)
+        ), counted AS (
+            UPDATE jobs AS j
+            SET attempt = s.attempt,
+                state = CASE WHEN s.attempt >= j.max_attempts THEN 'discarded'::job_state
+                             ELSE 'retryable'::job_state END,
+                errors = j.errors || jsonb_build_array(jsonb_build_object(
+                    'attempt', s.attempt, 'at', now(),
+                    'error', 'the process running this attempt (' || s.worker
+                             || ') died or lost the database during it')),
+                attempted_at = now(),
+                scheduled_at = CASE WHEN s.attempt < j.max_attempts
+                                    THEN now() + least($2 * power(s.attempt, 4) * (0.9 + random() * 0.2), $3)
+                                                 * interval '1 millisecond'
+                                    ELSE j.scheduled_at END,
+                finalized_at = CASE WHEN s.attempt >= j.max_attempts THEN now() END
+            FROM started s
+            WHERE j.id = s.id AND j.state = 'available' AND j.attempt = s.attempt - 1
+            RETURNING j.state
+        )
+        SELECT count(*) AS "changed!",
+               count(*) FILTER (WHERE state = 'discarded') AS "discarded!"
+        FROM counted
+        "#,
+        limit,
+        retry_base.as_millis() as f64,
+        MAX_DELAY.as_millis() as f64,
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok((row.changed as u64, row.discarded as u64))
+}
+
 /// Where the rows of claimed jobs lie (their `ctid`, as text), by job id. A row the
 /// claim holds locked stays where it is until the claim ends, so the claim's write
 /// reaches each row directly (a TID scan) instead of through the primary key: about a
 /// tenth of that write's database time for quick jobs.
 #[derive(Debug, Default)]
-pub struct ClaimedRows(HashMap<JobId, String>);
+pub struct ClaimedRows {
+    rows: HashMap<JobId, String>,
+    /// The claim's transaction id (`pg_current_xact_id()`, as text): the key of its
+    /// trace in `job_claims`. Empty when the claim took nothing.
+    pub xact: String,
+}
 
 /// Writes, in the transaction that claimed them ([`job_claim`]), what became of
 /// claimed jobs, in one statement: the attempts that ended get their outcome (as
@@ -252,6 +394,9 @@ pub struct ClaimedRows(HashMap<JobId, String>);
 /// for) come back whole, as the write left them, so that their waiters have their
 /// answer without reading it again (a query after the commit, a quarter of the time
 /// from a quick job's insert to its waiter's answer).
+///
+/// The same statement deletes the claim's trace `trace` (see [`job_claim_trace`]), so
+/// that the attempts are recorded and their trace gone in one commit, or neither.
 #[allow(clippy::too_many_arguments)]
 pub async fn job_record_claimed(
     tx: &mut PgConnection,
@@ -262,6 +407,7 @@ pub async fn job_record_claimed(
     claimed: &ClaimedRows,
     notify: bool,
     watched: &[JobId],
+    trace: Option<&str>,
 ) -> Result<Vec<RecordedJob>, sqlx::Error> {
     let mut c = OutcomeColumns::with_capacity(outcomes.len() + still_running.len());
     outcomes.iter().for_each(|o| c.push_outcome(o));
@@ -270,7 +416,7 @@ pub async fn job_record_claimed(
     let rows: Vec<Option<&str>> = c
         .ids
         .iter()
-        .map(|id| claimed.0.get(&JobId(*id)).map(String::as_str))
+        .map(|id| claimed.rows.get(&JobId(*id)).map(String::as_str))
         .collect();
     debug_assert!(
         rows.iter().all(Option::is_some),
@@ -278,6 +424,7 @@ pub async fn job_record_claimed(
     );
     sqlx::query!(
         r#"
+        WITH untraced AS (DELETE FROM job_claims WHERE xid = $13::text::xid8)
         UPDATE jobs AS j
         SET state = c.state::job_state,
             attempt = CASE WHEN c.give_back THEN greatest(c.attempt - 1, 0) ELSE c.attempt END,
@@ -320,6 +467,7 @@ pub async fn job_record_claimed(
         notify,
         &rows as &[Option<&str>],
         &watched.iter().map(|id| id.0).collect::<Vec<i64>>(),
+        trace,
     )
     .fetch_all(tx)
     .await
@@ -457,7 +605,8 @@ fn delay_millis(delay: Duration) -> i64 {
 }
 
 /// Claims again, inside `tx`, those of `attempts` whose jobs are still `available` at
-/// the attempt before (a claim rolled back; no other process took them meanwhile), by
+/// the attempt before (a claim rolled back, or its connection broke; its trace, which
+/// the caller took back with [`job_claim_settle`], kept every other claim off them), by
 /// row lock like [`job_claim`]. Answers those it claimed.
 pub async fn job_claim_again(
     tx: &mut PgConnection,
@@ -485,7 +634,7 @@ pub async fn job_claim_again(
         };
         if wanted.contains(&held) {
             ours.push(held);
-            claimed.0.insert(row.id, row.row);
+            claimed.rows.insert(row.id, row.row);
         }
     }
     Ok((ours, claimed))
@@ -791,6 +940,24 @@ pub async fn job_delete_finished(
     Ok(result.rows_affected())
 }
 
+/// The longest an operator's action (cancel, retry, delete) waits for a job's row: a
+/// claim holds its jobs' rows for a moment, but a frozen process's claim holds them
+/// until PostgreSQL ends it (up to a lease). The action answers within 2 s instead:
+/// done, or SQLSTATE 55P03 (`lock_not_available`), which StandMeet answers with 409 and
+/// words (see `error`).
+pub const OPERATOR_LOCK_WAIT: Duration = Duration::from_millis(1_500);
+
+/// Begins an operator's action with [`OPERATOR_LOCK_WAIT`] as its lock timeout.
+async fn begin_operator_action(
+    pool: &PgPool,
+) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
+    pool.begin_with(format!(
+        "BEGIN; SET LOCAL lock_timeout = {}",
+        OPERATOR_LOCK_WAIT.as_millis()
+    ))
+    .await
+}
+
 /// What an admin's cancel did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CancelOutcome {
@@ -806,7 +973,7 @@ pub enum CancelOutcome {
 /// Cancels a job: at once when it is not running, else by asking its holder (the row
 /// records the request, and a notification reaches the holder now).
 pub async fn job_cancel(pool: &PgPool, id: JobId) -> Result<CancelOutcome, sqlx::Error> {
-    let mut tx = pool.begin().await?;
+    let mut tx = begin_operator_action(pool).await?;
     let current = sqlx::query_scalar!(
         r#"SELECT state AS "state: JobState" FROM jobs WHERE id = $1 FOR UPDATE"#,
         id.0
@@ -929,7 +1096,7 @@ async fn unchanged_among(
 /// [`job_retry`] for many jobs, in one transaction.
 pub async fn job_retry_many(pool: &PgPool, ids: &[JobId]) -> Result<BulkOutcome, sqlx::Error> {
     let ids: Vec<i64> = ids.iter().map(|id| id.0).collect();
-    let mut tx = pool.begin().await?;
+    let mut tx = begin_operator_action(pool).await?;
     let changed = sqlx::query_scalar!(
         r#"
         UPDATE jobs
@@ -955,7 +1122,7 @@ pub async fn job_retry_many(pool: &PgPool, ids: &[JobId]) -> Result<BulkOutcome,
 /// `cancelled` at once, the running ones' holders are asked to stop them.
 pub async fn job_cancel_many(pool: &PgPool, ids: &[JobId]) -> Result<BulkOutcome, sqlx::Error> {
     let ids: Vec<i64> = ids.iter().map(|id| id.0).collect();
-    let mut tx = pool.begin().await?;
+    let mut tx = begin_operator_action(pool).await?;
     let mut changed = sqlx::query_scalar!(
         r#"
         UPDATE jobs
@@ -998,7 +1165,7 @@ pub async fn job_cancel_many(pool: &PgPool, ids: &[JobId]) -> Result<BulkOutcome
 /// [`job_delete`] for many jobs, in one transaction: the finished ones go.
 pub async fn job_delete_many(pool: &PgPool, ids: &[JobId]) -> Result<BulkOutcome, sqlx::Error> {
     let ids: Vec<i64> = ids.iter().map(|id| id.0).collect();
-    let mut tx = pool.begin().await?;
+    let mut tx = begin_operator_action(pool).await?;
     let changed = sqlx::query_scalar!(
         r#"
         DELETE FROM jobs

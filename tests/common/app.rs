@@ -59,14 +59,19 @@ pub async fn start_app_engine(pool: &PgPool, state: &AppState) -> TestEngine {
     let mut config: EngineConfig = super::jobs::quick_config(4);
     config.queues = EngineConfig::standard_queues();
     config.retry_base = Duration::from_millis(50);
+    // Connections of its own, as the app gives it: the standard queues' claims
+    // alone need more than a test's pool has.
+    let engine_pool =
+        standmeet::db::engine_pool(pool, standmeet::jobs::connections_needed(&config));
     TestEngine::new(
         standmeet::jobs::JobRuntime::start(
-            pool,
+            &engine_pool,
             state.registry.clone(),
             config,
             state.signals.clone(),
         )
-        .await,
+        .await
+        .expect("the engine starts"),
     )
 }
 

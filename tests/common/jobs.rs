@@ -88,9 +88,17 @@ pub fn quick_config(workers: usize) -> EngineConfig {
     }
 }
 
-/// Starts an engine (and its listener) with signals of its own; stopped on drop.
+/// Starts an engine (and its listener) with signals of its own, on connections of its
+/// own to `pool`'s database as a process has (a test's pool is too small for the
+/// claims of several queues); stopped on drop.
 pub async fn start_engine(pool: &PgPool, registry: Registry, config: EngineConfig) -> TestEngine {
-    TestEngine::new(JobRuntime::start(pool, registry, config, Signals::new(64)).await)
+    let engine_pool =
+        standmeet::db::engine_pool(pool, standmeet::jobs::connections_needed(&config));
+    TestEngine::new(
+        JobRuntime::start(&engine_pool, registry, config, Signals::new(64))
+            .await
+            .expect("the engine starts"),
+    )
 }
 
 /// Waits until `condition` holds, checking every 10 ms; panics after `limit`.
