@@ -110,6 +110,36 @@ async fn errors_and_outputs_with_nul_characters_are_stored_cleaned_and_capped(po
     all_completed(&pool, &others).await;
 }
 
+/// Inserts, in one transaction, a `K` job with `args` and two attempts, and `noops`
+/// no-op jobs after it; answers the first and the others.
+async fn one_of_two_attempts_among_noops<K: JobKind<Args = serde_json::Value>>(
+    pool: &PgPool,
+    args: serde_json::Value,
+    noops: usize,
+) -> (JobId, Vec<JobId>) {
+    let mut tx = pool.begin().await.unwrap();
+    let first = standmeet::jobs::insert_with::<K>(
+        &mut *tx,
+        &args,
+        standmeet::jobs::InsertOptions {
+            max_attempts: Some(2),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let mut others = Vec::new();
+    for n in 0..noops {
+        others.push(
+            standmeet::jobs::insert_tx::<Noop>(&mut tx, &json!({ "n": n }))
+                .await
+                .unwrap(),
+        );
+    }
+    tx.commit().await.unwrap();
+    (first, others)
+}
+
 #[sqlx::test]
 async fn an_outcome_the_database_refuses_becomes_a_failed_attempt_and_poisons_no_other(
     pool: PgPool,
@@ -129,26 +159,8 @@ async fn an_outcome_the_database_refuses_becomes_a_failed_attempt_and_poisons_no
     .await
     .unwrap();
     // Held back until every job is in, so that they share outcome batches.
-    let mut tx = pool.begin().await.unwrap();
-    let poison = standmeet::jobs::insert_with::<Noop>(
-        &mut *tx,
-        &json!({"poison": true}),
-        standmeet::jobs::InsertOptions {
-            max_attempts: Some(2),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
-    let mut others = Vec::new();
-    for n in 0..200 {
-        others.push(
-            standmeet::jobs::insert_tx::<Noop>(&mut tx, &json!({ "n": n }))
-                .await
-                .unwrap(),
-        );
-    }
-    tx.commit().await.unwrap();
+    let (poison, others) =
+        one_of_two_attempts_among_noops::<Noop>(&pool, json!({"poison": true}), 200).await;
     let _engine = start_engine(&pool, registry(), quick_config(8)).await;
 
     all_completed(&pool, &others).await;
@@ -784,26 +796,7 @@ async fn refuse_outputs_of(pool: &PgPool, kind: &str, code: &str) {
 async fn a_write_refused_with(pool: PgPool, code: &str) {
     refuse_outputs_of(&pool, "test.counted", code).await;
     create_attempts_run(&pool).await;
-    let mut tx = pool.begin().await.unwrap();
-    let refused = standmeet::jobs::insert_with::<Counted>(
-        &mut *tx,
-        &json!({}),
-        standmeet::jobs::InsertOptions {
-            max_attempts: Some(2),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
-    let mut others = Vec::new();
-    for n in 0..50 {
-        others.push(
-            standmeet::jobs::insert_tx::<Noop>(&mut tx, &json!({ "n": n }))
-                .await
-                .unwrap(),
-        );
-    }
-    tx.commit().await.unwrap();
+    let (refused, others) = one_of_two_attempts_among_noops::<Counted>(&pool, json!({}), 50).await;
     let _engine = start_engine(&pool, registry().register(Counted), quick_config(8)).await;
 
     all_completed(&pool, &others).await;

@@ -67,7 +67,7 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     tx.commit().await?;
     let mut cut_sleepers = 0;
     let running_by = Instant::now() + Duration::from_secs(30);
-    while count(
+    while super::count_among(
         &pool,
         "SELECT count(*) FROM jobs WHERE id = ANY($1) AND state = 'running'",
         &sleepers,
@@ -88,7 +88,7 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     let cancel_took = asked.elapsed();
     worker.stop(Duration::from_secs(10)).await;
 
-    let completed = count(
+    let completed = super::count_among(
         &pool,
         "SELECT count(*) FROM jobs WHERE id = ANY($1) AND state = 'completed'",
         &ids,
@@ -103,14 +103,14 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     .bind(&ids[..])
     .fetch_one(&pool)
     .await?;
-    let stale = count(
+    let stale = super::count_among(
         &pool,
         "SELECT count(*) FROM jobs WHERE id = ANY($1) AND state = 'completed'
            AND (output ->> 'attempt')::int IS DISTINCT FROM attempt",
         &ids,
     )
     .await?;
-    let cancelled = count(
+    let cancelled = super::count_among(
         &pool,
         "SELECT count(*) FROM jobs WHERE id = ANY($1) AND state = 'cancelled'",
         &sleepers,
@@ -189,8 +189,4 @@ async fn insert_effects(pool: &PgPool, count: usize) -> anyhow::Result<Vec<i64>>
     }
     tx.commit().await?;
     Ok(ids)
-}
-
-async fn count(pool: &PgPool, sql: &str, ids: &[i64]) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar(sql).bind(ids).fetch_one(pool).await
 }

@@ -22,7 +22,7 @@ use sqlx::PgPool;
 use super::process::{self, ChildProcess};
 use super::{Lab, Outcome};
 use crate::error::AppError;
-use crate::jobs::builtin::{Noop, Sleep, SleepArgs};
+use crate::jobs::builtin::{Sleep, SleepArgs};
 use crate::jobs::{CancelOutcome, JobClient, JobId, Signals, insert_tx};
 
 /// The lease of the two workers.
@@ -134,22 +134,14 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
 
     // It carries on: alone now, it runs a new batch.
     other.stop(Duration::from_secs(10)).await;
-    let mut tx = pool.begin().await?;
-    let mut last = Vec::with_capacity(LAST_BATCH);
-    for n in 0..LAST_BATCH {
-        last.push(
-            insert_tx::<Noop>(&mut tx, &serde_json::json!({ "n": n }))
-                .await?
-                .0,
-        );
-    }
-    tx.commit().await?;
+    let last = super::queue_noops(&pool, LAST_BATCH).await?;
     let carried_on = super::wait_until_finished(&pool, &last, Duration::from_secs(60)).await
         && frozen.exited().is_none();
     frozen.stop(Duration::from_secs(10)).await;
 
-    let present = count(&pool, "SELECT count(*) FROM jobs WHERE id = ANY($1)", &ids).await?;
-    let completed = count(
+    let present =
+        super::count_among(&pool, "SELECT count(*) FROM jobs WHERE id = ANY($1)", &ids).await?;
+    let completed = super::count_among(
         &pool,
         "SELECT count(*) FROM jobs WHERE id = ANY($1) AND state = 'completed'",
         &ids,
@@ -274,8 +266,4 @@ async fn wait_for_heartbeats(
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-async fn count(pool: &PgPool, sql: &str, ids: &[i64]) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar(sql).bind(ids).fetch_one(pool).await
 }

@@ -56,7 +56,8 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     }
 
     let inserted = ids.len() as i64;
-    let present = count(&pool, "SELECT count(*) FROM jobs WHERE id = ANY($1)", &ids).await?;
+    let present =
+        super::count_among(&pool, "SELECT count(*) FROM jobs WHERE id = ANY($1)", &ids).await?;
     let by_state: Vec<(String, i64)> =
         sqlx::query_as("SELECT state::text, count(*) FROM jobs WHERE id = ANY($1) GROUP BY 1")
             .bind(&ids[..])
@@ -71,14 +72,23 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     let completed = in_state("completed");
     let gave_up = in_state("discarded") + in_state("cancelled");
     let not_finished = present - completed - gave_up;
-    let rescued = count(
+    let rescued = super::count_among(
         &pool,
         "SELECT count(*) FROM jobs WHERE id = ANY($1) AND errors::text LIKE '%worker lost%'",
         &ids,
     )
     .await?;
+    // Attempts a killed worker had started in a claim not yet written: counted by the
+    // rescuer from the claim's trace.
+    let counted_deaths = super::count_among(
+        &pool,
+        "SELECT count(*) FROM jobs WHERE id = ANY($1)
+           AND errors::text LIKE '%died or lost the database during it%'",
+        &ids,
+    )
+    .await?;
     // Flaky and effect jobs say which attempt completed them: it must be the last one.
-    let stale_completions = count(
+    let stale_completions = super::count_among(
         &pool,
         "SELECT count(*) FROM jobs
          WHERE id = ANY($1) AND state = 'completed' AND kind IN ('system.flaky', 'chaos.effect')
@@ -109,6 +119,7 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     outcome.figure("completed", completed);
     outcome.figure("gave_up", gave_up);
     outcome.figure("rescued", rescued);
+    outcome.figure("counted_deaths", counted_deaths);
     outcome.figure("effects", effects);
     outcome.figure("duplicates", duplicated);
     outcome.figure("missing_effects", missing_effects);
@@ -182,8 +193,4 @@ async fn insert_jobs(pool: &PgPool, count: usize) -> anyhow::Result<Vec<i64>> {
     }
     tx.commit().await?;
     Ok(ids)
-}
-
-async fn count(pool: &PgPool, sql: &str, ids: &[i64]) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar(sql).bind(ids).fetch_one(pool).await
 }

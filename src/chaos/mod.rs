@@ -96,7 +96,7 @@ impl Sizes {
                 restart_callers: 64,
                 access_requests: 1_000,
                 poison_ordinary_jobs: 5_000,
-                freeze_jobs: 50_000,
+                freeze_jobs: 20_000,
                 claim_lost_jobs: 3_000,
                 settle_limit: Duration::from_secs(240),
             }
@@ -323,6 +323,27 @@ fn scratch_dir() -> anyhow::Result<PathBuf> {
     // The postgres user (when we are root) must be able to reach the cluster below it.
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
     Ok(dir)
+}
+
+/// A count that `sql` makes of the jobs `ids` (its `$1`).
+pub(crate) async fn count_among(pool: &PgPool, sql: &str, ids: &[i64]) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(sql).bind(ids).fetch_one(pool).await
+}
+
+/// Queues `count` no-op jobs in one transaction; answers their ids.
+pub(crate) async fn queue_noops(pool: &PgPool, count: usize) -> anyhow::Result<Vec<i64>> {
+    let mut tx = pool.begin().await?;
+    let mut ids = Vec::with_capacity(count);
+    for n in 0..count {
+        let id = crate::jobs::insert_tx::<crate::jobs::builtin::Noop>(
+            &mut tx,
+            &serde_json::json!({ "n": n }),
+        )
+        .await?;
+        ids.push(id.0);
+    }
+    tx.commit().await?;
+    Ok(ids)
 }
 
 /// How many of the jobs `ids` are not finished (completed, discarded or cancelled).

@@ -19,7 +19,7 @@ use sqlx::PgPool;
 
 use super::process::{self, ChildProcess};
 use super::{Lab, Outcome};
-use crate::jobs::builtin::{Noop, Sleep, SleepArgs};
+use crate::jobs::builtin::{Sleep, SleepArgs};
 use crate::jobs::{InsertOptions, JobContext, JobError, JobKind, insert_tx, insert_with};
 
 /// How many times a poison job may kill a process before it is discarded.
@@ -114,16 +114,7 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     let poison_done_at = Instant::now();
 
     // The last batch: both workers run it, and neither dies.
-    let mut tx = pool.begin().await?;
-    let mut last = Vec::with_capacity(LAST_BATCH);
-    for n in 0..LAST_BATCH {
-        last.push(
-            insert_tx::<Noop>(&mut tx, &serde_json::json!({ "n": n }))
-                .await?
-                .0,
-        );
-    }
-    tx.commit().await?;
+    let last = super::queue_noops(&pool, LAST_BATCH).await?;
     let last_ran = super::wait_until_finished(&pool, &last, Duration::from_secs(60)).await;
     let died_after = workers
         .iter_mut()
@@ -133,14 +124,15 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
         worker.stop(Duration::from_secs(10)).await;
     }
 
-    let completed = count(
+    let completed = super::count_among(
         &pool,
         "SELECT count(*) FROM jobs WHERE id = ANY($1) AND state = 'completed'",
         &ordinary_ids,
     )
     .await?;
-    let present = count(&pool, "SELECT count(*) FROM jobs WHERE id = ANY($1)", &all).await?;
-    let discarded_as_promised = count(
+    let present =
+        super::count_among(&pool, "SELECT count(*) FROM jobs WHERE id = ANY($1)", &all).await?;
+    let discarded_as_promised = super::count_among(
         &pool,
         &format!(
             "SELECT count(*) FROM jobs
@@ -152,7 +144,7 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
         &poison_ids,
     )
     .await?;
-    let counted_deaths = count(
+    let counted_deaths = super::count_among(
         &pool,
         "SELECT count(*) FROM jobs j, jsonb_array_elements(j.errors) e
          WHERE j.id = ANY($1) AND e ->> 'error' LIKE '%died or lost the database during it%'",
@@ -248,8 +240,4 @@ async fn insert_jobs(pool: &PgPool, ordinary: usize) -> anyhow::Result<(Vec<i64>
     }
     tx.commit().await?;
     Ok((ordinary_ids, poison_ids))
-}
-
-async fn count(pool: &PgPool, sql: &str, ids: &[i64]) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar(sql).bind(ids).fetch_one(pool).await
 }
