@@ -58,8 +58,10 @@
 //! - `bench`: `standmeet bench`: the job engine, the Tasks panel, the corpus search and
 //!   the events and webhooks, measured on a fresh private cluster.
 //! - `chaos`: `standmeet chaos`: the fault suite (kill -9 of workers, PostgreSQL
-//!   restarted under waiters, a misbehaving mail server, bad input everywhere), with
-//!   real processes on a fresh private cluster; it fails when a promise breaks.
+//!   restarted under waiters, a misbehaving mail server, bad input everywhere, jobs
+//!   that kill their process, a worker frozen mid-drain, claims whose connection
+//!   breaks), with real processes on a fresh private cluster; it fails when a promise
+//!   breaks.
 //!
 //! The browser's entry point is [`hydrate`].
 
