@@ -773,7 +773,9 @@ fn one_claim_in_flight(config: standmeet::jobs::EngineConfig) -> standmeet::jobs
 /// `test.claims_open`: answers how many claims are open on the database while it runs:
 /// transactions that hold rows of `jobs` locked (`FOR UPDATE`) and wait (idle) for
 /// their attempts, its own claim's among them. The scheduler and the rescuer lock rows
-/// too, but only inside a running statement, never idle.
+/// too, but only inside a running statement, never idle. Only this test's database
+/// counts: the tests running beside it have `jobs` tables of their own, made by the
+/// same migrations (and so, often, with the same OID).
 struct ClaimsOpen;
 
 impl standmeet::jobs::JobKind for ClaimsOpen {
@@ -789,6 +791,7 @@ impl standmeet::jobs::JobKind for ClaimsOpen {
         sqlx::query_scalar(
             "SELECT count(DISTINCT l.pid) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
              WHERE l.relation = 'jobs'::regclass AND l.mode = 'RowShareLock' AND l.granted
+               AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
                AND a.state = 'idle in transaction'",
         )
         .fetch_one(job.pool())

@@ -458,7 +458,8 @@ async fn the_listen_connection_goes_where_it_is_told(pool: PgPool) {
     })
     .await;
     let listener_role: String = sqlx::query_scalar(
-        "SELECT usename::text FROM pg_stat_activity WHERE application_name = 'standmeet-listener'",
+        "SELECT usename::text FROM pg_stat_activity
+         WHERE application_name = 'standmeet-listener' AND datname = current_database()",
     )
     .fetch_one(&pool)
     .await

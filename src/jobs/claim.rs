@@ -223,11 +223,12 @@ impl ClaimContext {
     }
 }
 
-/// How long a claim waits for its slot before it goes ahead without it: longer than a
-/// claim holds one (its window and a write), short enough that a stuck holder (a
-/// frozen process keeps its slot until PostgreSQL ends its idle transaction, up to a
-/// lease later) slows the queue's other claims by little.
-pub const SLOT_WAIT: Duration = Duration::from_millis(250);
+/// How long a claim waits for its slot before it goes ahead without it: far longer
+/// than a claim holds one (its window and a write, and a new process's first claims
+/// open their connections too: at 250 ms two fresh engines' claims overlapped), far
+/// shorter than a stuck holder could hold up the queue. (A frozen process keeps its
+/// slot until PostgreSQL ends its idle transaction, a lease later at most.)
+pub const SLOT_WAIT: Duration = Duration::from_secs(1);
 
 /// Begins a claim's transaction holding one of the claim slots of `queue` (there are
 /// `slots`; transaction-scoped advisory locks): the claims of a queue open at once are
