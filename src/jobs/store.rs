@@ -945,7 +945,7 @@ pub async fn job_delete_finished(
 /// until PostgreSQL ends it (up to a lease). The action answers within 2 s instead:
 /// done, or SQLSTATE 55P03 (`lock_not_available`), which StandMeet answers with 409 and
 /// words (see `error`).
-pub const OPERATOR_LOCK_WAIT: Duration = Duration::from_millis(1_500);
+pub const OPERATOR_LOCK_WAIT: Duration = Duration::from_secs(1);
 
 /// Begins an operator's action with [`OPERATOR_LOCK_WAIT`] as its lock timeout.
 async fn begin_operator_action(
