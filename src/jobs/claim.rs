@@ -181,7 +181,7 @@ pub(crate) async fn open(
     limit: i64,
     kinds: &[String],
 ) -> Result<Option<(Transaction<'static, Postgres>, Vec<FetchedJob>, Arc<Claim>)>, sqlx::Error> {
-    let mut tx = begin_in_slot(&context.pool, queue, slots, mine, context.idle_limit()).await?;
+    let mut tx = begin_in_slot(&context.pool, &context.begin_sql(), queue, slots, mine).await?;
     let (jobs, rows) = store::job_claim(&mut tx, queue, limit, kinds).await?;
     if jobs.is_empty() {
         tx.rollback().await?;
@@ -221,6 +221,15 @@ impl ClaimContext {
     fn idle_limit(&self) -> Duration {
         self.lease.max(self.window * 2)
     }
+
+    /// How a claim's transaction begins (the first write's and a second's alike):
+    /// with [`ClaimContext::idle_limit`] as its idle timeout.
+    fn begin_sql(&self) -> String {
+        format!(
+            "BEGIN; SET LOCAL idle_in_transaction_session_timeout = {}",
+            self.idle_limit().as_millis().max(1)
+        )
+    }
 }
 
 /// How long a claim waits for its slot before it goes ahead without it: far longer
@@ -230,9 +239,10 @@ impl ClaimContext {
 /// slot until PostgreSQL ends its idle transaction, a lease later at most.)
 pub const SLOT_WAIT: Duration = Duration::from_secs(1);
 
-/// Begins a claim's transaction holding one of the claim slots of `queue` (there are
-/// `slots`; transaction-scoped advisory locks): the claims of a queue open at once are
-/// counted across every process on the database, not per process, so that N
+/// Begins a claim's transaction (`begin`: see [`ClaimContext::begin_sql`]) holding one
+/// of the claim slots of `queue` (there are `slots`; transaction-scoped advisory
+/// locks): the claims of a queue open at once are counted across every process on the
+/// database, not per process, so that N
 /// processes give PostgreSQL no more claims to juggle at once than one. (Each claim
 /// open beside another makes it skip its locked rows and contend for the same index
 /// pages: without this, four processes drained a sixth slower than one; README
@@ -242,10 +252,10 @@ pub const SLOT_WAIT: Duration = Duration::from_secs(1);
 /// trip, like a plain `BEGIN`.
 async fn begin_in_slot(
     pool: &PgPool,
+    begin: &str,
     queue: &str,
     slots: usize,
     mine: usize,
-    idle_limit: Duration,
 ) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
     // The statement goes as simple text, without parameters (that is what makes it
     // one round trip with the `BEGIN`): integers, and the queue's name (for the
@@ -259,9 +269,7 @@ async fn begin_in_slot(
         "(unnamed)"
     };
     pool.begin_with(format!(
-        "BEGIN; SET LOCAL idle_in_transaction_session_timeout = {idle}; \
-         SELECT standmeet_claim_slot('{name}', {key}, {slots}, {mine}, {wait})",
-        idle = idle_limit.as_millis().max(1),
+        "{begin}; SELECT standmeet_claim_slot('{name}', {key}, {slots}, {mine}, {wait})",
         key = slot_lock_key(queue),
         slots = slots.max(1),
         wait = SLOT_WAIT.as_millis(),
@@ -457,13 +465,7 @@ async fn rewrite(
     still_running: &[HeldAttempt],
     running_only: bool,
 ) -> Result<Written, sqlx::Error> {
-    let mut tx = context
-        .pool
-        .begin_with(format!(
-            "BEGIN; SET LOCAL idle_in_transaction_session_timeout = {}",
-            context.idle_limit().as_millis().max(1)
-        ))
-        .await?;
+    let mut tx = context.pool.begin_with(context.begin_sql()).await?;
     match store::job_claim_settle(&mut tx, xact).await? {
         ClaimFate::Ours => {}
         ClaimFate::Committed => {
