@@ -16,7 +16,7 @@ use crate::domain::corpus::CorpusError;
 use crate::domain::listings::ListingsError;
 use crate::domain::owner::{ChangeError, ConfirmError};
 use crate::domain::webhooks::WebhookError;
-use crate::jobs::WaitError;
+use standmeet_jobs::WaitError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -208,11 +208,11 @@ impl From<BookingError> for AppError {
     }
 }
 
-impl From<crate::jobs::QueueError> for AppError {
-    fn from(err: crate::jobs::QueueError) -> Self {
+impl From<standmeet_jobs::QueueError> for AppError {
+    fn from(err: standmeet_jobs::QueueError) -> Self {
         match err {
-            crate::jobs::QueueError::Unknown { .. } => AppError::NotFound(err.to_string()),
-            crate::jobs::QueueError::Database(err) => AppError::from(err),
+            standmeet_jobs::QueueError::Unknown { .. } => AppError::NotFound(err.to_string()),
+            standmeet_jobs::QueueError::Database(err) => AppError::from(err),
         }
     }
 }

@@ -6,13 +6,14 @@
 //!
 //! ## A tour of the modules
 //!
-//! One crate, compiled twice: with the `ssr` feature into the `standmeet` server
-//! binary, and with `hydrate` into the wasm that the browser runs to make the
-//! server-rendered pages interactive. Data flows one way: page or MCP tool → server
-//! function → domain operation → `jobs` and SQL → PostgreSQL; job handlers call back
-//! into the domain. `startup` is the only module that imports everything
-//! (`tests/architecture.rs` checks the direction, and that no two files need each
-//! other).
+//! The application is one crate, compiled twice: with the `ssr` feature into the
+//! `standmeet` server binary, and with `hydrate` into the wasm that the browser runs to
+//! make the server-rendered pages interactive. The job engine is a crate of its own,
+//! `standmeet_jobs` (`crates/standmeet-jobs`), which knows nothing of the web. Data
+//! flows one way: page or MCP tool → server function → domain operation →
+//! `standmeet_jobs` and SQL → PostgreSQL; job handlers call back into the domain.
+//! `startup` is the only module that imports everything (`tests/architecture.rs`
+//! checks the direction, and that no two files need each other).
 //!
 //! Shared by server and browser:
 //! - [`ui`]: the HTML shell, the app and its routes, the layout, pages and components.
@@ -24,10 +25,11 @@
 //!
 //! Server only (`ssr`), from the bottom up:
 //! - `types`: parsed newtypes such as `EmailAddress`: input becomes these at the edge.
-//! - `jobs`: the durable job queue in PostgreSQL (states, attempts, error history,
-//!   output, backoff, rescue, fenced completion, cleanup) and the process's one LISTEN
-//!   connection. `jobs::JobClient` is the one way in (get, list, retry, cancel, delete,
-//!   wait, and the queues' figures and pauses); its SQL (`store`) is private. Its module documentation says who moves jobs
+//! - `standmeet_jobs` (its own crate): the durable job queue in PostgreSQL (states,
+//!   attempts, error history, output, backoff, rescue, fenced completion, cleanup) and
+//!   the process's one LISTEN connection. `JobClient` is the one way in (insert, get,
+//!   list, retry, cancel, delete, wait, hear jobs finish, the queues' figures and
+//!   pauses); its SQL is private to it. Its crate documentation says who moves jobs
 //!   between states.
 //! - `db`: the connection pool, migrations, and the private PostgreSQL cluster that
 //!   StandMeet starts itself when `DATABASE_URL` is unset.
@@ -52,6 +54,8 @@
 //!   internal reaches a client.
 //! - `assets`: the browser's files under `/pkg/` by their hashed names (kept for a
 //!   year) and by their plain ones (checked before each use).
+//! - `live`: the live job states that `GET /api/live` streams to the browser: one
+//!   hub per process, fed by the jobs it hears finish and one shared re-read.
 //! - `state`: `AppState`, what every handler, server function and tool can reach.
 //! - `mcp`: the MCP endpoint `/mcp` (rmcp): the same operations as tools for agents.
 //! - `startup`: the router, and serving until a signal says stop.
@@ -84,7 +88,7 @@ pub mod domain;
 #[cfg(feature = "ssr")]
 mod error;
 #[cfg(feature = "ssr")]
-pub mod jobs;
+pub mod live;
 #[cfg(feature = "ssr")]
 mod mcp;
 #[cfg(feature = "ssr")]

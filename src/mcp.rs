@@ -37,11 +37,11 @@ use crate::domain::events::{self, EventType};
 use crate::domain::listings::{self, ListingsError};
 use crate::domain::webhooks;
 use crate::error::AppError;
-use crate::jobs::{JobFilter, JobId, JobState, JobSummary, WaitOutcome};
 use crate::model::MailState;
 use crate::security::bearer::{bearer_token, constant_time_eq};
 use crate::security::rate_limit::FailedAttempts;
 use crate::state::AppState;
+use standmeet_jobs::{JobFilter, JobId, JobState, JobSummary, WaitOutcome};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListRequestsParams {

@@ -1,85 +1,10 @@
 //! Types the server and the browser share: what a job is called and which state it is
-//! in, as the pages and the JSON endpoints speak of them. (The server's own job code is
-//! in `jobs`; these are the words it shares with the outside.)
+//! in (from the job engine, `standmeet_jobs`, which lends them to the browser), what a
+//! mail chip says, listings and receipts as the pages and the JSON endpoints speak of them.
 
 use serde::{Deserialize, Serialize};
 
-/// A job's id: the `jobs` primary key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(sqlx::Type))]
-#[cfg_attr(feature = "ssr", sqlx(transparent))]
-#[serde(transparent)]
-pub struct JobId(pub i64);
-
-impl std::fmt::Display for JobId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-/// The `job_state` enum of the database. See the documentation of `jobs` for who moves
-/// a job into and out of each state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(sqlx::Type))]
-#[cfg_attr(
-    feature = "ssr",
-    sqlx(type_name = "job_state", rename_all = "lowercase")
-)]
-#[serde(rename_all = "lowercase")]
-pub enum JobState {
-    Available,
-    Scheduled,
-    Running,
-    Retryable,
-    Completed,
-    Discarded,
-    Cancelled,
-}
-
-impl JobState {
-    pub const ALL: [JobState; 7] = [
-        JobState::Available,
-        JobState::Scheduled,
-        JobState::Running,
-        JobState::Retryable,
-        JobState::Completed,
-        JobState::Discarded,
-        JobState::Cancelled,
-    ];
-
-    /// Completed, discarded and cancelled jobs are finished: nothing moves them again
-    /// but an admin's retry.
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            JobState::Completed | JobState::Discarded | JobState::Cancelled
-        )
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobState::Available => "available",
-            JobState::Scheduled => "scheduled",
-            JobState::Running => "running",
-            JobState::Retryable => "retryable",
-            JobState::Completed => "completed",
-            JobState::Discarded => "discarded",
-            JobState::Cancelled => "cancelled",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<JobState> {
-        JobState::ALL
-            .into_iter()
-            .find(|state| state.as_str() == text)
-    }
-}
-
-impl std::fmt::Display for JobState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use standmeet_jobs::{JobId, JobState};
 
 /// What the chip of a mail says, from the state of the job that sends it (product.md
 /// section 4): not finished yet → `sending`; completed → `sent`; a failed attempt

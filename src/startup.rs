@@ -25,10 +25,11 @@ use tower_sessions_sqlx_store::PostgresStore;
 
 use crate::config::Settings;
 use crate::db::{self, DatabaseSource, PrivateCluster};
-use crate::jobs::JobRuntime;
+use crate::live::HubTask;
 use crate::security::{client, csrf, guard, headers};
 use crate::state::AppState;
 use crate::ui::{App, shell};
+use standmeet_jobs::JobRuntime;
 
 /// How long in-flight requests may run on after a stop signal before their
 /// connections are closed.
@@ -267,21 +268,23 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
     let state_for_housekeeping = state.clone();
 
     // The job engine (on connections of its own) and the one LISTEN connection that
-    // wakes it and the waiters.
-    let mut engine_config = state.settings.engine_config();
-    engine_config
-        .also_clean
-        .push(crate::domain::events::retention(state.settings.keep_events));
-    let engine_pool = db::engine_pool(&pool, crate::jobs::connections_needed(&engine_config));
+    // wakes it, the waiters and the live hub.
+    let mut engine_config = state.settings.engine_config(&state.registry);
+    engine_config.also_clean.extend([
+        crate::domain::events::retention(state.settings.keep_events),
+        crate::domain::webhooks::retention(state.settings.keep_events),
+    ]);
+    let engine_pool = db::engine_pool(&pool, standmeet_jobs::connections_needed(&engine_config));
     let jobs = JobRuntime::start(
         &engine_pool,
         state.registry.clone(),
         engine_config,
-        state.signals.clone(),
+        &state.jobs,
     )
     .await?;
+    let hub_task = HubTask::start(&pool, &state.jobs, &state.live);
 
-    let live = state.signals.live.clone();
+    let live = state.live.clone();
     let app = router(state);
 
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
@@ -315,6 +318,7 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
 
     // Requests are done; now the jobs: running attempts finish or are interrupted.
     jobs.shutdown().await;
+    hub_task.stop().await;
     engine_pool.close().await;
     pool.close().await;
     tracing::info!("StandMeet stopped");

@@ -8,11 +8,12 @@ use anyhow::Context;
 use axum::extract::FromRef;
 use leptos::prelude::*;
 use sqlx::PgPool;
+use standmeet_jobs::{JobClient, Registry};
 
 use crate::assets::SiteFiles;
 use crate::config::Settings;
 use crate::domain::mail::{MailContext, Mailer};
-use crate::jobs::{JobClient, Registry, Signals};
+use crate::live::LiveJobs;
 use crate::security::rate_limit::{AttemptLimiter, GuessLimiter};
 
 /// Password hashes (argon2, tens of milliseconds of CPU each) computed at once: more
@@ -42,10 +43,11 @@ pub struct AppState {
     pub access_request_limiter: Arc<AttemptLimiter>,
     /// Bookings per client address (and per email), an hour.
     pub booking_limiter: Arc<AttemptLimiter>,
-    /// What the job listener wakes in this process.
-    pub signals: Arc<Signals>,
-    /// The queue: look jobs up, list, retry, cancel, delete, wait for them.
+    /// The queue: look jobs up, list, retry, cancel, delete, wait for them, hear them
+    /// finish.
     pub jobs: JobClient,
+    /// The jobs the browser's live streams follow (`GET /api/live`).
+    pub live: Arc<LiveJobs>,
     /// Where mail goes.
     pub mailer: Mailer,
     /// Every job kind this StandMeet runs, with what their handlers need.
@@ -68,7 +70,6 @@ impl AppState {
         leptos_options.site_addr = settings.site_addr;
         let site_files = Arc::new(SiteFiles::configure(&mut leptos_options));
         let settings = Arc::new(settings);
-        let signals = Signals::with_live_streams(settings.max_waiters, settings.max_live_clients);
         let mailer = Mailer::from_supplier(&settings.mail)?;
         let registry = crate::domain::job_registry(MailContext {
             mailer: mailer.clone(),
@@ -77,7 +78,8 @@ impl AppState {
         Ok(AppState {
             leptos_options,
             site_files,
-            jobs: JobClient::new(pool.clone(), signals.clone()),
+            jobs: JobClient::new(pool.clone(), settings.max_waiters).with_queues(registry.queues()),
+            live: LiveJobs::new(settings.max_live_clients),
             pool,
             sign_in_limiter: Arc::new(GuessLimiter::new(
                 settings.login_attempts_per_minute.get(),
@@ -93,7 +95,6 @@ impl AppState {
             booking_limiter: Arc::new(AttemptLimiter::per_hour(
                 std::num::NonZeroU32::new(BOOKINGS_PER_HOUR).expect("not zero"),
             )),
-            signals,
             mailer,
             registry,
             settings,

@@ -14,8 +14,15 @@ use tracing_subscriber::EnvFilter;
 /// (`standmeet postgres start` prints a URL). Safe to call more than once (tests):
 /// later calls leave the first subscriber.
 pub fn init(filter: &str, format: LogFormat) {
+    // sqlx's pool warnings about broken connections are expected noise (see
+    // `config::QUIET_SQLX_POOL`), unless the filter asks for sqlx by name.
+    let filter = if filter.contains("sqlx") {
+        filter.to_string()
+    } else {
+        format!("{filter},{}", crate::config::QUIET_SQLX_POOL)
+    };
     let filter = EnvFilter::builder()
-        .parse(filter)
+        .parse(&filter)
         .unwrap_or_else(|_| EnvFilter::new(crate::config::DEFAULT_LOG_FILTER));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

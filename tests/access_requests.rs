@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use common::jobs::{wait_for_state, wait_until};
 use common::{OWNER, TestApp};
 use sqlx::PgPool;
-use standmeet::jobs::{JobId, JobState};
+use standmeet_jobs::{JobId, JobState};
 
 /// The desk with mail going to `supplier` (`log` or `none`) and no engine.
 async fn desk_mailing(pool: &PgPool, supplier: &str) -> TestApp {

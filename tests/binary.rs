@@ -455,8 +455,8 @@ async fn with_database_url_it_uses_that_server_creates_the_database_and_starts_n
 
 #[tokio::test]
 async fn the_job_of_a_killed_process_is_rescued_and_completed_by_another_process() {
-    use standmeet::jobs::builtin::{Sleep, SleepArgs};
-    use standmeet::jobs::{JobState, insert};
+    use standmeet_jobs::builtin::{Sleep, SleepArgs};
+    use standmeet_jobs::{JobState, insert};
 
     let admin_url = std::env::var("DATABASE_URL").expect("the test command sets DATABASE_URL");
     let database = format!("standmeet_kill_{}", std::process::id());
@@ -491,7 +491,7 @@ async fn the_job_of_a_killed_process_is_rescued_and_completed_by_another_process
     // The second process (this one) takes the job back and finishes it.
     let engine = common::jobs::start_engine(
         &pool,
-        standmeet::jobs::builtin::registry(),
+        standmeet_jobs::builtin::registry(),
         common::jobs::quick_config(2),
     )
     .await;
@@ -513,8 +513,8 @@ async fn the_job_of_a_killed_process_is_rescued_and_completed_by_another_process
 
 #[tokio::test]
 async fn a_waiter_in_one_process_is_woken_by_a_job_finished_in_another() {
-    use standmeet::jobs::builtin::Noop;
-    use standmeet::jobs::{WaitOutcome, insert};
+    use standmeet_jobs::builtin::Noop;
+    use standmeet_jobs::{WaitOutcome, insert};
 
     let admin_url = std::env::var("DATABASE_URL").expect("the test command sets DATABASE_URL");
     let database = format!("standmeet_two_{}", std::process::id());
@@ -529,39 +529,40 @@ async fn a_waiter_in_one_process_is_woken_by_a_job_finished_in_another() {
     assert_eq!(health["listener"], "connected", "{health}");
     assert_eq!(health["waiters"], 0);
 
-    // This process only waits: it has a listener and no engine. The listener's
-    // once-a-second re-reads go through a closed pool (its LISTEN connection has a pool
-    // of its own), so nothing but the notification from the other process (or the
-    // wait's own first look) can answer the waiter. (Was: an answer within 900 ms, to
-    // tell it from the first re-read, which a loaded machine does not always keep.)
+    // This process only waits: it has a listener and no engine. What its listener
+    // hears comes from the other process's commit alone (a subscription to finished
+    // jobs is fed by notifications only), and the waiter is answered with the row.
     let pool = sqlx::PgPool::connect(url.as_str()).await.unwrap();
-    let signals = standmeet::jobs::Signals::new(64);
-    let stop = tokio_util::sync::CancellationToken::new();
-    let no_rereads = sqlx::PgPool::connect_lazy_with((*pool.connect_options()).clone());
-    no_rereads.close().await;
-    standmeet::jobs::spawn_listener(&no_rereads, signals.clone(), stop.clone());
+    let jobs = standmeet_jobs::JobClient::new(pool.clone(), 64);
+    let mut finished = jobs.finished_jobs();
+    let listening = jobs.listen();
     common::jobs::wait_until(Duration::from_secs(10), || async {
-        signals.listener_connected()
+        jobs.listener_connected()
     })
     .await;
 
     let id = insert::<Noop>(&pool, &serde_json::json!({"from": "afar"}))
         .await
         .unwrap();
-    let outcome = signals
-        .waiters
-        .wait(&pool, &[id], Duration::from_secs(10))
-        .await
-        .unwrap();
-    // Answered, which takes the notification (or the first look, had the job finished
-    // already): with neither, the wait ends in a receipt.
+    let heard = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match finished.next().await {
+                Some(standmeet_jobs::Finished::Job(done)) if done == id => return true,
+                Some(_) => continue,
+                None => return false,
+            }
+        }
+    })
+    .await;
+    assert_eq!(heard, Ok(true), "the other process's finish was heard here");
+    let outcome = jobs.wait(&[id], Duration::from_secs(10)).await.unwrap();
     let WaitOutcome::Done(rows) = outcome else {
         panic!("expected an answer")
     };
     assert_eq!(rows[0].output, Some(serde_json::json!({"from": "afar"})));
     assert!(rows[0].attempted_by.is_none());
 
-    stop.cancel();
+    listening.stop().await;
     pool.close().await;
     worker.stop();
     let mut admin = PgConnection::connect(&admin_url).await.unwrap();

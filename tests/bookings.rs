@@ -15,7 +15,7 @@ use common::mcp::{TOKEN, structured};
 use common::{OWNER, TestApp};
 use serde_json::{Value, json};
 use sqlx::PgPool;
-use standmeet::jobs::{JobId, JobState};
+use standmeet_jobs::{JobId, JobState};
 
 /// Every day of the week, all day, so a test finds free slots whenever it runs.
 async fn open_all_week(app: &TestApp) {

@@ -13,8 +13,8 @@ use common::{TestApp, TestAppBuilder};
 use serde_json::json;
 use sqlx::PgPool;
 use standmeet::domain::corpus::{self, Status, Visibility};
-use standmeet::jobs::{JobId, JobState};
 use standmeet::state::AppState;
+use standmeet_jobs::{JobId, JobState};
 
 /// The app with the MCP token set and writes waiting up to `index_wait_ms` for their
 /// index. Without `.jobs()` nothing runs the index jobs.

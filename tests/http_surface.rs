@@ -207,7 +207,7 @@ async fn a_test_app_is_served_over_real_http_on_a_port_of_its_own(pool: PgPool) 
     // connected is the one /healthz reports over the network.
     let app = common::TestApp::builder(pool).jobs().spawn().await;
     common::jobs::wait_until(std::time::Duration::from_secs(10), || async {
-        app.state.signals.listener_connected()
+        app.state.jobs.listener_connected()
     })
     .await;
     let reply = reqwest::get(app.url("/healthz"))

@@ -14,9 +14,9 @@ use common::{TestApp, TestAppBuilder};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use standmeet::domain::listings::{self, ListingsError};
-use standmeet::jobs::{JobId, JobState};
 use standmeet::model::FetchAnswer;
 use standmeet::state::AppState;
+use standmeet_jobs::{JobId, JobState};
 
 /// The app with the MCP token set and fetches waiting up to `fetch_wait_ms`.
 fn fetch_desk(pool: &PgPool, fetch_wait_ms: &str) -> TestAppBuilder {
@@ -401,7 +401,7 @@ async fn fetch_tools_refuse_what_they_cannot_answer(pool: PgPool) {
             .unwrap()
             .starts_with("There is no job 424242")
     );
-    let noop = standmeet::jobs::insert::<standmeet::jobs::builtin::Noop>(&pool, &json!({}))
+    let noop = standmeet_jobs::insert::<standmeet_jobs::builtin::Noop>(&pool, &json!({}))
         .await
         .unwrap();
     let foreign = app

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use common::jobs::wait_for_state;
 use common::{OWNER, TestApp};
 use sqlx::PgPool;
-use standmeet::jobs::{JobId, JobState};
+use standmeet_jobs::{JobId, JobState};
 
 async fn change_to(app: &TestApp, cookie: &str, email: &str) -> common::Reply {
     app.post_form(

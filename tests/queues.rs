@@ -12,8 +12,8 @@ use common::jobs::{client, quick_config, start_engine, wait_for_state};
 use common::mcp::{TOKEN, structured};
 use serde_json::{Value, json};
 use sqlx::PgPool;
-use standmeet::jobs::{EngineConfig, JobId, QueueConfig, builtin};
 use standmeet::model::JobState;
+use standmeet_jobs::{EngineConfig, JobId, QueueConfig, builtin};
 
 /// Two queues that look for work only every 10 s, so that a prompt run proves the
 /// notification: `default` (the one paused) and `other` (the control).

@@ -186,13 +186,13 @@ async fn gone_disables_the_endpoint_at_once(pool: PgPool) {
     let job = app
         .state
         .jobs
-        .get(standmeet::jobs::JobId(delivery.job_id.unwrap()))
+        .get(standmeet_jobs::JobId(delivery.job_id.unwrap()))
         .await
         .unwrap()
         .unwrap();
     assert_eq!(
         job.state,
-        standmeet::jobs::JobState::Discarded,
+        standmeet_jobs::JobState::Discarded,
         "not retried"
     );
     let disabled = webhooks::get(&pool, endpoint).await.unwrap();
@@ -602,12 +602,59 @@ async fn the_job_cleaner_deletes_old_events(pool: PgPool) {
         .also_clean
         .push(events::retention(Duration::from_secs(2 * 24 * 3600)));
     let _engine =
-        common::jobs::start_engine(&pool, standmeet::jobs::builtin::registry(), config).await;
+        common::jobs::start_engine(&pool, standmeet_jobs::builtin::registry(), config).await;
     wait_until(Duration::from_secs(10), || async {
         events::get(&pool, old).await.unwrap().is_none()
     })
     .await;
     assert!(events::get(&pool, recent).await.unwrap().is_some());
+}
+
+#[sqlx::test]
+async fn the_job_cleaner_deletes_old_test_deliveries_with_the_webhooks_own_chore(pool: PgPool) {
+    let url = "http://127.0.0.1:9/hook";
+    let endpoint = webhooks::create(&pool, url, &["*".into()], true)
+        .await
+        .unwrap();
+    let old = webhooks::send_test(&pool, endpoint.endpoint.id)
+        .await
+        .unwrap();
+    let recent = webhooks::send_test(&pool, endpoint.endpoint.id)
+        .await
+        .unwrap();
+    sqlx::query(
+        "UPDATE webhook_deliveries SET created_at = now() - interval '3 days' WHERE id = $1",
+    )
+    .bind(old.delivery_id)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let mut config = common::jobs::quick_config(1);
+    config.clean_interval = Duration::from_millis(50);
+    config
+        .also_clean
+        .push(webhooks::retention(Duration::from_secs(2 * 24 * 3600)));
+    let _engine =
+        common::jobs::start_engine(&pool, standmeet_jobs::builtin::registry(), config).await;
+    let exists = |id: i64| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM webhook_deliveries WHERE id = $1")
+                .bind(id)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+                == 1
+        }
+    };
+    wait_until(Duration::from_secs(10), || async {
+        !exists(old.delivery_id).await
+    })
+    .await;
+    assert!(
+        exists(recent.delivery_id).await,
+        "a recent test delivery is kept"
+    );
 }
 
 /// The database function that records an event queues the deliveries' jobs itself; they
@@ -617,7 +664,7 @@ async fn the_job_cleaner_deletes_old_events(pool: PgPool) {
 #[sqlx::test]
 async fn the_jobs_an_event_queues_are_deliver_webhook_jobs(pool: PgPool) {
     use standmeet::domain::webhooks::{DeliverArgs, DeliverWebhook};
-    use standmeet::jobs::JobKind;
+    use standmeet_jobs::JobKind;
 
     let url = "http://127.0.0.1:9/hook";
     let every = webhooks::create(&pool, url, &["*".into()], true)

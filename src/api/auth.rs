@@ -140,7 +140,7 @@ mod server {
     pub async fn sign_out(State(state): State<AppState>, session: Session) -> Redirect {
         // This session's live streams end now (in other processes, within seconds).
         if let Some(id) = session.id() {
-            state.signals.live.end_session(&id.to_string());
+            state.live.end_session(&id.to_string());
         }
         if let Err(err) = session.flush().await {
             tracing::error!(error = %err, "cannot delete the session");

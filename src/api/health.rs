@@ -44,13 +44,13 @@ pub async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Health>
     let health = Health {
         status: if database_ok { "ok" } else { "degraded" },
         database: if database_ok { "ok" } else { "unavailable" },
-        listener: if state.signals.listener_connected() {
+        listener: if state.jobs.listener_connected() {
             "connected"
         } else {
             "disconnected"
         },
-        waiters: state.signals.waiters.waiting(),
-        max_waiters: state.signals.waiters.max(),
+        waiters: state.jobs.waiters().waiting,
+        max_waiters: state.jobs.waiters().max,
         version: env!("CARGO_PKG_VERSION"),
     };
     let status = if database_ok {

@@ -21,7 +21,7 @@ use tower_sessions::Session;
 
 use crate::api::tasks::parse_status_ids;
 use crate::error::AppError;
-use crate::jobs::live::{self, LiveChange, LiveFollow, LiveRefusal};
+use crate::live::{LiveChange, LiveFollow, LiveRefusal};
 use crate::model::JobId;
 use crate::state::AppState;
 
@@ -46,7 +46,7 @@ pub async fn live(
     let Some(session_id) = session.id().map(|id| id.to_string()) else {
         return AppError::Unauthorized("Sign in to follow jobs live.".into()).into_response();
     };
-    let hub = state.signals.live.clone();
+    let hub = state.live.clone();
     let follow = match hub.follow(&ids, &session_id) {
         Ok(follow) => follow,
         Err(LiveRefusal::Full(max)) => {
@@ -61,7 +61,7 @@ pub async fn live(
     // The first states: those the hub does not know yet are read now, in one query.
     let unknown = hub.unknown(&ids);
     if !unknown.is_empty() {
-        match live::read(&state.pool, &unknown).await {
+        match state.jobs.progress(&unknown).await {
             Ok(jobs) => hub.learn(jobs),
             Err(err) => return AppError::from(err).into_response(),
         }

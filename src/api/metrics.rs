@@ -93,30 +93,30 @@ pub async fn metrics(
     }
     registry.register("jobs", "Jobs in the table, by state and kind", jobs);
 
-    let waiters = state.signals.waiters.clone();
+    let waiters = state.jobs.waiters();
     let waiting = Gauge::<i64>::default();
-    waiting.set(waiters.waiting() as i64);
+    waiting.set(waiters.waiting as i64);
     registry.register(
         "waiters",
         "Callers waiting for jobs to finish right now",
         waiting,
     );
     let max_waiters = Gauge::<i64>::default();
-    max_waiters.set(waiters.max() as i64);
+    max_waiters.set(waiters.max as i64);
     registry.register(
         "waiters_max",
         "How many callers may wait at once",
         max_waiters,
     );
     let receipts = Counter::<u64>::default();
-    receipts.inc_by(waiters.receipts_given());
+    receipts.inc_by(waiters.receipts);
     registry.register(
         "receipts",
         "Waits that ended with a receipt (limit passed, or no free slot)",
         receipts,
     );
     let answered = Counter::<u64>::default();
-    answered.inc_by(waiters.answered());
+    answered.inc_by(waiters.answered);
     registry.register(
         "waits_answered",
         "Waits that ended with the finished jobs",
@@ -125,10 +125,10 @@ pub async fn metrics(
     registry.register(
         "wake_latency_seconds",
         "Time from a job's finalization to its waiter waking",
-        waiters.wake_latency().clone(),
+        state.jobs.wake_latency().clone(),
     );
     let listener = Gauge::<i64>::default();
-    listener.set(i64::from(state.signals.listener_connected()));
+    listener.set(i64::from(state.jobs.listener_connected()));
     registry.register(
         "listener_connected",
         "1 when the job listener is connected",

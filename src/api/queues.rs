@@ -55,9 +55,9 @@ mod server {
     use super::*;
     use crate::api::auth::require_admin;
     use crate::api::replies::reply;
-    use crate::jobs::QueueSummary;
     use crate::model::JobState;
     use crate::state::AppState;
+    use standmeet_jobs::QueueSummary;
 
     fn view(queue: QueueSummary) -> QueueView {
         QueueView {

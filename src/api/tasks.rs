@@ -264,9 +264,9 @@ mod server {
     use crate::api::replies::reply;
     use crate::api::when;
     use crate::error::AppError;
-    use crate::jobs::{CancelOutcome, JobFilter, JobRow, JobSummary, RetryOutcome};
     use crate::model::JobId;
     use crate::state::AppState;
+    use standmeet_jobs::{CancelOutcome, JobFilter, JobRow, JobSummary, RetryOutcome};
 
     fn row(job: JobSummary, nobody_runs: &HashSet<String>) -> TaskRow {
         let note = (!job.state.is_terminal() && nobody_runs.contains(&job.kind))
@@ -379,10 +379,7 @@ mod server {
             .collect();
         let mut kinds: Vec<String> = state.registry.kinds().map(str::to_string).collect();
         kinds.sort();
-        let queues = crate::jobs::EngineConfig::standard_queues()
-            .into_iter()
-            .map(|q| q.name)
-            .collect();
+        let queues = state.jobs.queue_names().to_vec();
         let nobody_runs = kinds_nobody_runs(&state, summaries(&jobs))
             .await
             .map_err(reply)?;
@@ -591,7 +588,7 @@ mod server {
     /// The 60 minutes up to `now`'s, oldest first, with what finished in each.
     pub fn last_hour(
         now: time::OffsetDateTime,
-        finished: &[crate::jobs::FinishedInMinute],
+        finished: &[standmeet_jobs::FinishedInMinute],
     ) -> Vec<FinishedMinute> {
         let this_minute = now.unix_timestamp().div_euclid(60);
         (0..60)
@@ -620,7 +617,7 @@ mod server {
             .collect()
     }
 
-    pub fn bulk_message(action: Bulk, outcome: &crate::jobs::BulkOutcome) -> TaskActionResult {
+    pub fn bulk_message(action: Bulk, outcome: &standmeet_jobs::BulkOutcome) -> TaskActionResult {
         let count = outcome.changed.len();
         let mut message = format!(
             "{count} job{} {}",

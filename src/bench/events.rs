@@ -28,8 +28,8 @@ use crate::config::Settings;
 use crate::domain::access_requests::{self, NewRequest};
 use crate::domain::events::{self, EventType, NewEvent};
 use crate::domain::webhooks::{self, DeliverWebhook};
-use crate::jobs::{EngineConfig, JobRuntime, QueueConfig, Registry, Signals};
 use crate::types::EmailAddress;
+use standmeet_jobs::{EngineConfig, JobClient, JobRuntime, QueueConfig, Registry};
 
 /// What the receiver saw: for each delivery, how long after its event it arrived.
 #[derive(Default)]
@@ -202,10 +202,11 @@ async fn deliver_at(
 ) -> anyhow::Result<DeliveryRun> {
     *arrivals.lock().expect("not poisoned") = Arrivals::default();
     let registry = Registry::new().register(DeliverWebhook::new(settings)?);
-    let mut config = settings.engine_config();
+    let mut config = settings.engine_config(&registry);
     config.queues = vec![webhooks_queue(&config)];
-    let engine_pool = crate::db::engine_pool(pool, crate::jobs::connections_needed(&config));
-    let running = JobRuntime::start(&engine_pool, registry, config, Signals::new(64)).await?;
+    let engine_pool = crate::db::engine_pool(pool, standmeet_jobs::connections_needed(&config));
+    let jobs = JobClient::new(pool.clone(), 64);
+    let running = JobRuntime::start(&engine_pool, registry, config, &jobs).await?;
     let produced = produce(pool, rate, seconds, per_tx).await;
     let stopped_at = Instant::now();
     if let Ok((offered, _)) = produced {

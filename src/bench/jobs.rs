@@ -1,11 +1,10 @@
 //! The job engine and the waiters. Measures:
 //! (a) commit → waiter woken, idle: `system.noop` jobs one after another, from the
 //!     insert's commit to the waiter getting the finished row;
-//! (b) drain: jobs/s to run N queued no-op jobs, with the terminal notification on and
-//!     off (the trigger disabled) in each round, to show what the notification costs;
+//! (b) drain: jobs/s to run N queued no-op jobs (the median of some rounds, with their
+//!     range);
 //! (c) commit → waiter woken while 1,000 jobs/s run in the background.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -15,9 +14,9 @@ use serde_json::json;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
-use crate::jobs::builtin::Noop;
-use crate::jobs::{
-    EngineConfig, JobRuntime, QueueConfig, Signals, WaitOutcome, insert, insert_many_tx,
+use standmeet_jobs::builtin::Noop;
+use standmeet_jobs::{
+    EngineConfig, JobClient, JobRuntime, QueueConfig, WaitOutcome, insert, insert_many_tx,
 };
 
 struct Sizes {
@@ -65,51 +64,20 @@ fn bench_config() -> EngineConfig {
         keep_completed: Duration::from_secs(24 * 3_600),
         keep_discarded: Duration::from_secs(7 * 24 * 3_600),
         shutdown_grace: Duration::from_secs(5),
-        worker_id: crate::jobs::worker_id(),
+        worker_id: standmeet_jobs::worker_id(),
         also_clean: Vec::new(),
         listen_database_url: None,
-        claim_window: crate::jobs::CLAIM_WINDOW,
-        final_notification: true,
+        claim_window: standmeet_jobs::CLAIM_WINDOW,
     }
 }
 
-pub(super) async fn start_jobs(
-    pool: &PgPool,
-    signals: &Arc<Signals>,
-) -> anyhow::Result<JobRuntime> {
-    start_engine(pool, signals, Notification::On).await
-}
-
-/// Whether finished jobs are told of (`standmeet_job_final`), by the claims and by the
-/// trigger; off only to measure what that costs.
-#[derive(Clone, Copy, PartialEq)]
-pub(super) enum Notification {
-    On,
-    Off,
-}
-
-impl Notification {
-    fn word(self) -> &'static str {
-        match self {
-            Notification::On => "on",
-            Notification::Off => "off",
-        }
-    }
-}
-
-async fn start_engine(
-    pool: &PgPool,
-    signals: &Arc<Signals>,
-    notification: Notification,
-) -> anyhow::Result<JobRuntime> {
+/// Starts the benchmark's engine for `jobs`, on `pool`.
+pub(super) async fn start_jobs(pool: &PgPool, jobs: &JobClient) -> anyhow::Result<JobRuntime> {
     JobRuntime::start(
         pool,
-        crate::jobs::builtin::registry(),
-        EngineConfig {
-            final_notification: notification == Notification::On,
-            ..bench_config()
-        },
-        signals.clone(),
+        standmeet_jobs::builtin::registry(),
+        bench_config(),
+        jobs,
     )
     .await
 }
@@ -118,54 +86,31 @@ async fn start_engine(
 pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
     let sizes = &Sizes::for_run(quick);
     let pool = pool.clone();
-    let signals = Signals::new(64);
+    let jobs = JobClient::new(pool.clone(), 64);
 
     // (a) Idle latency.
-    let running = start_jobs(&pool, &signals).await?;
-    warm_up(&pool, &signals).await?;
+    let running = start_jobs(&pool, &jobs).await?;
+    warm_up(&pool, &jobs).await?;
     eprintln!("bench: (a) {} sequential no-op jobs", sizes.sequential);
     let mut idle = Vec::with_capacity(sizes.sequential);
     for _ in 0..sizes.sequential {
-        idle.push(commit_to_woken(&pool, &signals).await?);
+        idle.push(commit_to_woken(&pool, &jobs).await?);
     }
     running.shutdown().await;
 
-    // (b) Drain throughput, notification on and off. One run on a shared machine swings
-    // by a fifth either way, so the two are paired: each round drains with and without,
-    // the order alternating (a round's second drain meets the first's dead rows and
-    // vacuum), and the cost is the median of the rounds' costs, printed with its range.
-    let mut on = Vec::new();
-    let mut off = Vec::new();
-    let mut costs = Vec::new();
+    // (b) Drain throughput. One run on a shared machine swings by a fifth either way:
+    // the median of the rounds is the figure, printed with their range.
+    let mut rates = Vec::new();
     for round in 1..=sizes.drain_rounds {
-        let order = if round % 2 == 1 {
-            [Notification::On, Notification::Off]
-        } else {
-            [Notification::Off, Notification::On]
-        };
-        let (mut with, mut without) = (0.0, 0.0);
-        for notification in order {
-            eprintln!(
-                "bench: (b) round {round}: draining {} no-op jobs, notification {}",
-                sizes.drain,
-                notification.word()
-            );
-            let rate = drain_noting(&pool, &signals, sizes.drain, notification).await?;
-            if notification == Notification::On {
-                with = rate;
-            } else {
-                without = rate;
-            }
-        }
-        on.push(with);
-        off.push(without);
-        costs.push(notification_cost(with, without));
+        eprintln!(
+            "bench: (b) round {round}: draining {} no-op jobs",
+            sizes.drain
+        );
+        rates.push(drain(&pool, &jobs, sizes.drain).await?);
     }
     let drain = Drain {
-        on: median(&mut on),
-        off: median(&mut off),
-        cost: median(&mut costs.clone()),
-        costs,
+        median: median(&mut rates.clone()),
+        rounds: rates,
     };
 
     // (c) Latency under load.
@@ -173,8 +118,8 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
         "bench: (c) {} waits while {} jobs/s run in the background",
         sizes.load_waits, sizes.load_rate_per_sec
     );
-    let running = start_jobs(&pool, &signals).await?;
-    let (mut loaded, background_rate) = under_load(&pool, &signals, sizes).await?;
+    let running = start_jobs(&pool, &jobs).await?;
+    let (mut loaded, background_rate) = under_load(&pool, &jobs, sizes).await?;
     running.shutdown().await;
     sqlx::query("TRUNCATE jobs CASCADE").execute(&pool).await?;
 
@@ -182,89 +127,45 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The drain figures: medians over the rounds, and the notification's cost in each.
+/// The drain figures: the median over the rounds, and each round's.
 struct Drain {
-    on: f64,
-    off: f64,
-    /// The median of `costs`.
-    cost: f64,
-    /// Per round, in percent: what the notification took off that round's drain.
-    costs: Vec<f64>,
+    median: f64,
+    rounds: Vec<f64>,
 }
 
-/// What the notification costs, in percent of the drain without it (0 when the drain
-/// with it was the faster, as noise can make it).
-fn notification_cost(on: f64, off: f64) -> f64 {
-    ((off - on) / off * 100.0).max(0.0)
-}
-
-/// [`drain`], with the notification's trigger disabled for an `Off` drain (and enabled
-/// again after it, whatever happened).
-async fn drain_noting(
-    pool: &PgPool,
-    signals: &Arc<Signals>,
-    jobs: usize,
-    notification: Notification,
-) -> anyhow::Result<f64> {
-    if notification == Notification::On {
-        return drain(pool, signals, jobs, notification).await;
-    }
-    sqlx::query("ALTER TABLE jobs DISABLE TRIGGER jobs_notify_final_on_update")
-        .execute(pool)
-        .await?;
-    let result = drain(pool, signals, jobs, notification).await;
-    sqlx::query("ALTER TABLE jobs ENABLE TRIGGER jobs_notify_final_on_update")
-        .execute(pool)
-        .await?;
-    result
-}
-
-pub(super) async fn warm_up(pool: &PgPool, signals: &Arc<Signals>) -> anyhow::Result<()> {
+pub(super) async fn warm_up(pool: &PgPool, jobs: &JobClient) -> anyhow::Result<()> {
     for _ in 0..20 {
-        commit_to_woken(pool, signals).await?;
+        commit_to_woken(pool, jobs).await?;
     }
     Ok(())
 }
 
 /// Inserts one no-op job and waits for it; answers the time from the insert's commit
 /// to the waiter's answer.
-pub(super) async fn commit_to_woken(
-    pool: &PgPool,
-    signals: &Arc<Signals>,
-) -> anyhow::Result<Duration> {
+pub(super) async fn commit_to_woken(pool: &PgPool, jobs: &JobClient) -> anyhow::Result<Duration> {
     let id = insert::<Noop>(pool, &json!({})).await?;
     let committed = Instant::now();
-    match signals
-        .waiters
-        .wait(pool, &[id], Duration::from_secs(10))
-        .await?
-    {
+    match jobs.wait(&[id], Duration::from_secs(10)).await? {
         WaitOutcome::Done(_) => Ok(committed.elapsed()),
         WaitOutcome::Receipt => bail!("job {id} did not finish within 10 s"),
     }
 }
 
 /// Queues `count` no-op jobs with no engine running, then starts one and measures how
-/// fast it drains them. With the notification `Off`, the caller has disabled the
-/// trigger; the engine's claims are told here.
-pub(super) async fn drain(
-    pool: &PgPool,
-    signals: &Arc<Signals>,
-    count: usize,
-    notification: Notification,
-) -> anyhow::Result<f64> {
+/// fast it drains them.
+pub(super) async fn drain(pool: &PgPool, jobs: &JobClient, count: usize) -> anyhow::Result<f64> {
     queue_noops(pool, count).await?;
 
     // Counted in this process (the engine runs here), so that measuring does not
     // load the database it measures.
-    let before = signals.recorded();
+    let before = jobs.recorded();
     let started = Instant::now();
-    let running = start_engine(pool, signals, notification).await?;
-    while signals.recorded() - before < count as u64 {
+    let running = start_jobs(pool, jobs).await?;
+    while jobs.recorded() - before < count as u64 {
         if started.elapsed() > Duration::from_secs(600) {
             bail!(
                 "{} jobs still unfinished after 10 minutes",
-                count as u64 - (signals.recorded() - before)
+                count as u64 - (jobs.recorded() - before)
             );
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
@@ -332,7 +233,7 @@ pub(super) async fn checkpoint(pool: &PgPool) -> anyhow::Result<()> {
 /// the latencies and the rate the background actually ran at.
 async fn under_load(
     pool: &PgPool,
-    signals: &Arc<Signals>,
+    jobs: &JobClient,
     sizes: &Sizes,
 ) -> anyhow::Result<(Vec<Duration>, f64)> {
     let stop = CancellationToken::new();
@@ -359,7 +260,7 @@ async fn under_load(
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut latencies = Vec::with_capacity(sizes.load_waits);
     for _ in 0..sizes.load_waits {
-        latencies.push(commit_to_woken(pool, signals).await?);
+        latencies.push(commit_to_woken(pool, jobs).await?);
     }
     stop.cancel();
     let rate = background
@@ -379,13 +280,9 @@ fn report(
     let idle_p99 = ms(percentile(idle, 0.99));
     let loaded_p50 = ms(percentile(loaded, 0.50));
     let loaded_p99 = ms(percentile(loaded, 0.99));
-    let (drain_on, drain_off, cost) = (drain.on, drain.off, drain.cost);
-    let rounds = drain
-        .costs
-        .iter()
-        .map(|cost| format!("{cost:.1}"))
-        .collect::<Vec<_>>()
-        .join(" / ");
+    let drained = drain.median;
+    let lowest = drain.rounds.iter().copied().fold(f64::INFINITY, f64::min);
+    let highest = drain.rounds.iter().copied().fold(0.0, f64::max);
     let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
 
     println!();
@@ -408,28 +305,16 @@ fn report(
         ),
         (
             format!(
-                "(b) drain {} jobs, notification on (median of {})",
+                "(b) drain {} jobs (median of {})",
                 sizes.drain, sizes.drain_rounds
             ),
-            format!("{drain_on:.0} jobs/s"),
+            format!("{drained:.0} jobs/s"),
             "≥ 27000",
-            drain_on >= 27_000.0,
+            drained >= 27_000.0,
         ),
         (
-            format!("(b) drain {} jobs, notification off", sizes.drain),
-            format!("{drain_off:.0} jobs/s"),
-            "",
-            true,
-        ),
-        (
-            "(b) cost of the notification (median of the rounds)".to_string(),
-            format!("{cost:.1} %"),
-            "≤ 5 %",
-            cost <= 5.0,
-        ),
-        (
-            "(b) cost of the notification in each round".to_string(),
-            format!("{rounds} %"),
+            "(b) drain, range over the rounds".to_string(),
+            format!("{lowest:.0}–{highest:.0}"),
             "",
             true,
         ),
@@ -457,10 +342,8 @@ fn report(
         "idle_p99_ms": idle_p99,
         "drain_jobs": sizes.drain,
         "drain_rounds": sizes.drain_rounds,
-        "drain_jobs_per_sec_notify_on": drain_on.round(),
-        "drain_jobs_per_sec_notify_off": drain_off.round(),
-        "notify_cost_percent": (cost * 10.0).round() / 10.0,
-        "notify_cost_percent_rounds": drain.costs.iter().map(|cost| (cost * 10.0).round() / 10.0).collect::<Vec<_>>(),
+        "drain_jobs_per_sec": drained.round(),
+        "drain_jobs_per_sec_rounds": drain.rounds.iter().map(|rate| rate.round()).collect::<Vec<_>>(),
         "load_jobs_per_sec": background_rate.round(),
         "load_p50_ms": loaded_p50,
         "load_p99_ms": loaded_p99,

@@ -22,10 +22,10 @@ use serde_json::json;
 use sqlx::PgPool;
 use tokio::process::{Child, Command};
 
-use super::jobs::{Notification, commit_to_woken, drain, start_jobs, warm_up};
+use super::jobs::{commit_to_woken, drain, start_jobs, warm_up};
 use super::{helper, median, ms, percentile};
 use crate::db::{self, PrivateCluster};
-use crate::jobs::Signals;
+use standmeet_jobs::JobClient;
 
 const GRAPHILE_VERSION: &str = "0.17.3";
 const DRIVER: &str = include_str!("graphile_driver.mjs");
@@ -59,13 +59,13 @@ pub async fn compare(cluster: &PrivateCluster, pool: &PgPool, quick: bool) -> an
     driver(&dir, &graphile_url, &["migrate"]).await?;
 
     // Both on fresh tables: the latency first, then the alternating drains.
-    let signals = Signals::new(64);
+    let jobs = JobClient::new(pool.clone(), 64);
     eprintln!("bench: {} jobs one after another on each", sizes.latency);
-    let running = start_jobs(pool, &signals).await?;
-    warm_up(pool, &signals).await?;
+    let running = start_jobs(pool, &jobs).await?;
+    warm_up(pool, &jobs).await?;
     let mut our_latency = Vec::with_capacity(sizes.latency);
     for _ in 0..sizes.latency {
-        our_latency.push(commit_to_woken(pool, &signals).await?);
+        our_latency.push(commit_to_woken(pool, &jobs).await?);
     }
     running.shutdown().await;
     let output = driver(
@@ -92,7 +92,7 @@ pub async fn compare(cluster: &PrivateCluster, pool: &PgPool, quick: bool) -> an
         sqlx::query("TRUNCATE graphile_worker._private_jobs")
             .execute(&graphile_pool)
             .await?;
-        let ours = drain(pool, &signals, sizes.drain, Notification::On).await?;
+        let ours = drain(pool, &jobs, sizes.drain).await?;
         sqlx::query("TRUNCATE jobs CASCADE").execute(pool).await?;
         eprintln!(
             "bench: round {round}: graphile-worker drains {} no-op jobs",

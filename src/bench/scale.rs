@@ -15,20 +15,17 @@ use serde_json::json;
 use sqlx::PgPool;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
-use tokio_util::sync::CancellationToken;
 
 use super::jobs::{commit_to_woken, queue_noops, start_jobs, until_drained};
 use super::{helper, ms, percentile};
-use crate::jobs::{JobClient, Signals, spawn_listener};
+use standmeet_jobs::JobClient;
 
 const PROCESSES: [usize; 3] = [1, 2, 4];
 
 pub async fn measure(pool: &PgPool, database_url: &str, quick: bool) -> anyhow::Result<()> {
     let (jobs, waits) = if quick { (5_000, 20) } else { (100_000, 200) };
-    let signals = Signals::new(64);
-    let stop_listener = CancellationToken::new();
-    let listener = spawn_listener(pool, signals.clone(), stop_listener.clone());
-    let queues = JobClient::new(pool.clone(), signals.clone());
+    let queues = JobClient::new(pool.clone(), 64);
+    let listening = queues.listen();
 
     let mut rows = Vec::new();
     for processes in PROCESSES {
@@ -65,7 +62,7 @@ pub async fn measure(pool: &PgPool, database_url: &str, quick: bool) -> anyhow::
         // Woken here, run there.
         let mut woken = Vec::with_capacity(waits);
         for _ in 0..waits {
-            woken.push(commit_to_woken(pool, &signals).await?);
+            woken.push(commit_to_woken(pool, &queues).await?);
         }
         helper::stop(workers, "a bench-worker process").await?;
         let completed: i64 =
@@ -77,8 +74,7 @@ pub async fn measure(pool: &PgPool, database_url: &str, quick: bool) -> anyhow::
         }
         rows.push((processes, starting, warm, woken));
     }
-    stop_listener.cancel();
-    let _ = listener.await;
+    listening.stop().await;
     sqlx::query("TRUNCATE jobs CASCADE").execute(pool).await?;
 
     println!();
@@ -112,13 +108,13 @@ pub async fn measure(pool: &PgPool, database_url: &str, quick: bool) -> anyhow::
 pub async fn worker_process() -> anyhow::Result<()> {
     let url = std::env::var("DATABASE_URL").context("bench-worker needs DATABASE_URL")?;
     let pool = crate::db::connect(&url).await?;
-    let signals = Signals::new(64);
+    let jobs = JobClient::new(pool.clone(), 64);
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     println!("ready");
     if lines.next_line().await?.as_deref() != Some("go") {
         return Ok(());
     }
-    let running = start_jobs(&pool, &signals).await?;
+    let running = start_jobs(&pool, &jobs).await?;
     while lines.next_line().await?.is_some() {}
     running.shutdown().await;
     pool.close().await;

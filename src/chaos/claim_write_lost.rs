@@ -21,8 +21,8 @@ use sqlx::PgPool;
 
 use super::process;
 use super::{ChaosEffect, EffectArgs, Lab, Outcome};
-use crate::jobs::builtin::{Sleep, SleepArgs};
-use crate::jobs::{JobClient, JobId, Signals, insert_tx};
+use standmeet_jobs::builtin::{Sleep, SleepArgs};
+use standmeet_jobs::{JobClient, JobId, insert_tx};
 
 const SLOTS: usize = 16;
 /// How long the worker's claims stay open: long enough to be hit at will.
@@ -79,7 +79,7 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
         cut_sleepers += cut_open_claims(&pool).await?;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let client = JobClient::new(pool.clone(), Signals::new(1));
+    let client = JobClient::new(pool.clone(), 1);
     let asked = Instant::now();
     for id in &sleepers {
         client.cancel(JobId(*id)).await?;

@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
-use crate::jobs::{JobContext, JobError, JobKind};
+use standmeet_jobs::{JobContext, JobError, JobKind};
 
 /// Made by the chaos command in its own scratch databases, never by a migration.
 pub(crate) async fn create_table(pool: &PgPool) -> Result<(), sqlx::Error> {

@@ -22,8 +22,8 @@ use sqlx::PgPool;
 use super::process::{self, ChildProcess};
 use super::{Lab, Outcome};
 use crate::error::AppError;
-use crate::jobs::builtin::{Sleep, SleepArgs};
-use crate::jobs::{CancelOutcome, JobClient, JobId, Signals, insert_tx};
+use standmeet_jobs::builtin::{Sleep, SleepArgs};
+use standmeet_jobs::{CancelOutcome, JobClient, JobId, insert_tx};
 
 /// The lease of the two workers.
 const LEASE: Duration = Duration::from_secs(3);
@@ -82,7 +82,7 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     .fetch_optional(&pool)
     .await?;
     let target = held_in_claim.or(held_running);
-    let client = JobClient::new(pool.clone(), Signals::new(1));
+    let client = JobClient::new(pool.clone(), 1);
     let (cancel_answer, cancel_took) = match target {
         Some(id) => {
             let asked = Instant::now();

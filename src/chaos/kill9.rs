@@ -22,8 +22,8 @@ use sqlx::PgPool;
 
 use super::process::{self, ChildProcess};
 use super::{ChaosEffect, EffectArgs, Lab, Outcome};
-use crate::jobs::builtin::{Flaky, FlakyArgs, Sleep, SleepArgs};
-use crate::jobs::insert_tx;
+use standmeet_jobs::builtin::{Flaky, FlakyArgs, Sleep, SleepArgs};
+use standmeet_jobs::insert_tx;
 
 /// Jobs one worker runs at once: few, so that the jobs of a run last about as long
 /// as the kills do, and most kills hit a worker in the middle of something.

@@ -51,7 +51,7 @@ use sqlx::PgPool;
 
 use crate::config::Settings;
 use crate::db::{self, PrivateCluster};
-use crate::jobs::{JobRuntime, QueueConfig, Signals};
+use standmeet_jobs::{JobClient, JobRuntime, QueueConfig};
 
 pub use effect::{ChaosEffect, EffectArgs};
 
@@ -335,7 +335,7 @@ pub(crate) async fn queue_noops(pool: &PgPool, count: usize) -> anyhow::Result<V
     let mut tx = pool.begin().await?;
     let mut ids = Vec::with_capacity(count);
     for n in 0..count {
-        let id = crate::jobs::insert_tx::<crate::jobs::builtin::Noop>(
+        let id = standmeet_jobs::insert_tx::<standmeet_jobs::builtin::Noop>(
             &mut tx,
             &serde_json::json!({ "n": n }),
         )
@@ -409,7 +409,11 @@ pub async fn worker_main() -> anyhow::Result<()> {
         .and_then(|raw| raw.parse::<usize>().ok())
         .filter(|slots| *slots > 0)
         .unwrap_or(10);
-    let mut config = settings.engine_config();
+    let registry = standmeet_jobs::builtin::registry()
+        .register(ChaosEffect)
+        .register(poison::ChaosAbort)
+        .register(poison::ChaosOverflow);
+    let mut config = settings.engine_config(&registry);
     // Only the queue chaos jobs use, polled often: a lost wake-up costs little time.
     config.queues = vec![QueueConfig::new(
         "default",
@@ -423,12 +427,8 @@ pub async fn worker_main() -> anyhow::Result<()> {
     {
         config.claim_window = Duration::from_millis(window);
     }
-    let registry = crate::jobs::builtin::registry()
-        .register(ChaosEffect)
-        .register(poison::ChaosAbort)
-        .register(poison::ChaosOverflow);
-    let runtime =
-        JobRuntime::start(&pool, registry, config, Signals::new(settings.max_waiters)).await?;
+    let jobs = JobClient::new(pool.clone(), settings.max_waiters);
+    let runtime = JobRuntime::start(&pool, registry, config, &jobs).await?;
     crate::startup::shutdown_signal().await;
     runtime.shutdown().await;
     pool.close().await;

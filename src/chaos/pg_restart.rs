@@ -14,20 +14,17 @@
 //! restart are rescued and run again; in the end every job completes.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use sqlx::PgPool;
 use time::OffsetDateTime;
 use tokio::task::JoinSet;
-use tokio_util::sync::CancellationToken;
 
 use super::process;
 use super::{Lab, Outcome};
-use crate::jobs::builtin::{Sleep, SleepArgs};
-use crate::jobs::spawn_listener;
-use crate::jobs::{JobId, Signals, WaitOutcome, insert};
+use standmeet_jobs::builtin::{Sleep, SleepArgs};
+use standmeet_jobs::{JobClient, JobId, WaitOutcome, insert};
 
 const WAIT_LIMIT: Duration = Duration::from_secs(5);
 /// How much later than its limit a wait may end and still count as on time.
@@ -54,17 +51,15 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     // Slots for every caller's job at once: the sleeps run side by side.
     let mut worker = process::spawn_worker(&url, callers, &log)?;
 
-    let signals = Signals::new(callers);
-    let stop_listener = CancellationToken::new();
-    let _stop_listener_on_any_exit = stop_listener.clone().drop_guard();
-    let listener = spawn_listener(&pool, signals.clone(), stop_listener.clone());
+    let jobs = JobClient::new(pool.clone(), callers);
+    let listening = jobs.listen();
     // Ours and the worker's: then notifications flow both ways before the first insert.
     wait_for_listeners(&pool, 2).await?;
 
     let mut calls = JoinSet::new();
     for n in 0..callers {
         let sleep_ms = LONGEST_SLEEP_MS * n as u64 / (callers.max(2) - 1) as u64;
-        calls.spawn(call(pool.clone(), signals.clone(), sleep_ms));
+        calls.spawn(call(pool.clone(), jobs.clone(), sleep_ms));
     }
     tokio::time::sleep(RESTART_AFTER).await;
     let cluster = lab.cluster.clone();
@@ -129,8 +124,7 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
         .count();
     let rescued = jobs.values().filter(|(_, _, rescued)| *rescued).count();
 
-    stop_listener.cancel();
-    let _ = listener.await;
+    listening.stop().await;
     worker.stop(Duration::from_secs(10)).await;
     let panics = process::panics_in(&log);
     pool.close().await;
@@ -178,7 +172,7 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
 }
 
 /// One caller: inserts its job, then waits for it as an operation in a server would.
-async fn call(pool: PgPool, signals: Arc<Signals>, sleep_ms: u64) -> Call {
+async fn call(pool: PgPool, jobs: JobClient, sleep_ms: u64) -> Call {
     let job = match insert_patiently(&pool, sleep_ms).await {
         Ok(job) => job,
         Err(err) => {
@@ -192,7 +186,7 @@ async fn call(pool: PgPool, signals: Arc<Signals>, sleep_ms: u64) -> Call {
         }
     };
     let began = Instant::now();
-    let waited = signals.waiters.wait(&pool, &[job], WAIT_LIMIT).await;
+    let waited = jobs.wait(&[job], WAIT_LIMIT).await;
     let took = began.elapsed();
     let ended_at = OffsetDateTime::now_utc();
     let (answered, problem) = match waited {

@@ -19,8 +19,8 @@ use sqlx::PgPool;
 
 use super::process::{self, ChildProcess};
 use super::{Lab, Outcome};
-use crate::jobs::builtin::{Sleep, SleepArgs};
-use crate::jobs::{InsertOptions, JobContext, JobError, JobKind, insert_tx, insert_with};
+use standmeet_jobs::builtin::{Sleep, SleepArgs};
+use standmeet_jobs::{InsertOptions, JobContext, JobError, JobKind, insert_tx, insert_with};
 
 /// How many times a poison job may kill a process before it is discarded.
 const POISON_ATTEMPTS: i16 = 3;

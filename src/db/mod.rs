@@ -65,16 +65,23 @@ pub async fn connect_sized(url: &str, size: u32) -> anyhow::Result<PgPool> {
         .context("DATABASE_URL is not a valid PostgreSQL URL")?;
     let options = options
         .application_name("standmeet")
-        // Statements are logged at debug level only, and slow ones at warn.
+        // Statements are logged at debug level only. A request's statement that takes a
+        // second is worth an operator's look (the pages' own queries take milliseconds).
         .log_statements(log::LevelFilter::Debug)
-        .log_slow_statements(log::LevelFilter::Warn, Duration::from_millis(500));
+        .log_slow_statements(log::LevelFilter::Warn, SLOW_REQUEST_STATEMENT);
     PgPoolOptions::new()
         .max_connections(size)
         .acquire_timeout(Duration::from_secs(5))
+        // A request that waited two seconds for a connection (sqlx's threshold) is
+        // worth a warning: the pool is too small for the load.
+        .acquire_slow_level(log::LevelFilter::Warn)
         .connect_with(options)
         .await
         .context("cannot connect to PostgreSQL")
 }
+
+/// A request's statement slower than this is logged as a warning.
+const SLOW_REQUEST_STATEMENT: Duration = Duration::from_secs(1);
 
 /// Connections for requests (pages, server functions, MCP), unless
 /// `STANDMEET_DB_POOL_SIZE` says otherwise.
@@ -91,14 +98,21 @@ const ENGINE_HANDLER_CONNECTIONS: u32 = 6;
 /// Opens connections as needed. PostgreSQL probes an engine connection that has gone
 /// quiet (TCP keepalives), so that the session of a peer cut off without a reset ends
 /// in about half a minute rather than two hours.
+///
+/// The engine's statements wait their turn under load by design (a claim behind a
+/// slot, a heartbeat behind a checkpoint on a busy machine), and its waits for a
+/// connection are what a database restart looks like: both are logged at info, not as
+/// warnings. What fails, the engine reports itself.
 pub fn engine_pool(app: &PgPool, needed: u32) -> PgPool {
     PgPoolOptions::new()
         .max_connections(needed + ENGINE_HANDLER_CONNECTIONS)
         .acquire_timeout(Duration::from_secs(5))
+        .acquire_slow_level(log::LevelFilter::Info)
         .connect_lazy_with(
             (*app.connect_options())
                 .clone()
                 .application_name("standmeet-jobs")
+                .log_slow_statements(log::LevelFilter::Info, SLOW_REQUEST_STATEMENT)
                 .options([
                     ("tcp_keepalives_idle", "10"),
                     ("tcp_keepalives_interval", "5"),

@@ -16,9 +16,9 @@ use time::OffsetDateTime;
 use crate::domain::events::{self, EventType, NewEvent};
 use crate::domain::mail::{Mail, MailContext, MailOutput, Mailer};
 use crate::domain::secrets::{code_hash, new_code};
-use crate::jobs::{self, JobContext, JobError, JobId, JobKind, JobState};
 use crate::model::MailState;
 use crate::types::{EmailAddress, free_text_problem, name_problem};
+use standmeet_jobs::{self as jobs, JobContext, JobError, JobId, JobKind, JobState};
 
 /// The `access_request_status` enum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]

@@ -17,7 +17,7 @@ pub mod webhooks;
 use anyhow::Context;
 
 /// Every job kind this StandMeet runs.
-pub fn job_registry(mail: mail::MailContext) -> anyhow::Result<crate::jobs::Registry> {
+pub fn job_registry(mail: mail::MailContext) -> anyhow::Result<standmeet_jobs::Registry> {
     use crate::domain::access_requests::{ApprovalMail, NotifyOwner};
     use crate::domain::bookings;
     use crate::domain::corpus::IndexEntry;
@@ -28,7 +28,7 @@ pub fn job_registry(mail: mail::MailContext) -> anyhow::Result<crate::jobs::Regi
         FetchSource::new(&mail.settings).context("cannot make the HTTP client for job boards")?;
     let deliver = DeliverWebhook::new(&mail.settings)
         .context("cannot make the HTTP client for webhook deliveries")?;
-    Ok(crate::jobs::builtin::registry()
+    Ok(standmeet_jobs::builtin::registry()
         .register(NotifyOwner(mail.clone()))
         .register(ApprovalMail(mail.clone()))
         .register(bookings::NotifyOwner(mail.clone()))

@@ -17,8 +17,8 @@ use crate::config::Settings;
 use crate::domain::events::{self, NewEvent};
 use crate::domain::mail::{self, Mail, MailContext, MailOutput, Mailer};
 use crate::domain::secrets::{code_hash, new_code, new_token, token_hash};
-use crate::jobs::{self, InsertOptions, JobContext, JobError, JobId, JobKind, JobState};
 use crate::types::EmailAddress;
+use standmeet_jobs::{self as jobs, InsertOptions, JobContext, JobError, JobId, JobKind, JobState};
 
 /// A new confirmation mail waits this long before it goes out, so an owner who
 /// mistyped and corrects at once sends one mail, to the right address.

@@ -8,6 +8,7 @@
 //!   script), `nosniff`, a referrer policy and no framing, on every response.
 //! - `bearer`: bearer tokens (`/mcp`, `/metrics`), compared in constant time.
 //! - `client`: the client's address (the socket's peer, or what trusted proxies say).
+//! - `sessions`: which sessions are still alive (live streams end with theirs).
 //! - `rate_limit`: limits on guessing (sign-in, access codes) and on writes (access
 //!   requests, bookings), per client address and per email.
 
@@ -17,3 +18,4 @@ pub(crate) mod csrf;
 pub mod guard;
 pub(crate) mod headers;
 pub(crate) mod rate_limit;
+pub mod sessions;

@@ -32,9 +32,9 @@ use axum::extract::connect_info::MockConnectInfo;
 use axum::http::Request;
 use serde_json::Value;
 use sqlx::PgPool;
-use standmeet::jobs::EngineConfig;
 use standmeet::startup::router;
 use standmeet::state::AppState;
+use standmeet_jobs::EngineConfig;
 use tokio::task::JoinHandle;
 
 use super::Reply;
@@ -52,27 +52,52 @@ pub fn with_mock_client(router: Router) -> Router {
     router.layer(MockConnectInfo(CLIENT))
 }
 
-/// The job engine the way the app runs it, on the standard queues, with quick timings:
-/// retries after ~50 ms × attempt⁴, leases of a second (see
-/// [`quick_config`](super::jobs::quick_config)).
-pub async fn start_app_engine(pool: &PgPool, state: &AppState) -> TestEngine {
+/// The job engine the way the app runs it, with the live hub it feeds: the app's
+/// queues, with quick timings (retries after ~50 ms × attempt⁴, leases of a second; see
+/// [`quick_config`](super::jobs::quick_config)). Both stop when it is dropped.
+pub struct AppEngine {
+    pub engine: TestEngine,
+    _hub: standmeet::live::HubTask,
+}
+
+impl std::ops::Deref for AppEngine {
+    type Target = TestEngine;
+
+    fn deref(&self) -> &TestEngine {
+        &self.engine
+    }
+}
+
+impl AppEngine {
+    /// Stops the engine gracefully and waits for it (the hub stops on drop).
+    pub async fn shutdown(self) {
+        self.engine.shutdown().await;
+    }
+}
+
+pub async fn start_app_engine(pool: &PgPool, state: &AppState) -> AppEngine {
     let mut config: EngineConfig = super::jobs::quick_config(4);
-    config.queues = EngineConfig::standard_queues();
+    config.queues = state
+        .registry
+        .queues()
+        .map(standmeet::config::queue_config)
+        .collect();
     config.retry_base = Duration::from_millis(50);
-    // Connections of its own, as the app gives it: the standard queues' claims
-    // alone need more than a test's pool has.
-    let engine_pool =
-        standmeet::db::engine_pool(pool, standmeet::jobs::connections_needed(&config));
-    TestEngine::new(
-        standmeet::jobs::JobRuntime::start(
-            &engine_pool,
-            state.registry.clone(),
-            config,
-            state.signals.clone(),
-        )
-        .await
-        .expect("the engine starts"),
+    // Connections of its own, as the app gives it: the app's queues' claims alone
+    // need more than a test's pool has.
+    let engine_pool = standmeet::db::engine_pool(pool, standmeet_jobs::connections_needed(&config));
+    let runtime = standmeet_jobs::JobRuntime::start(
+        &engine_pool,
+        state.registry.clone(),
+        config,
+        &state.jobs,
     )
+    .await
+    .expect("the engine starts");
+    AppEngine {
+        engine: TestEngine::new(runtime, state.jobs.clone()),
+        _hub: standmeet::live::HubTask::start(pool, &state.jobs, &state.live),
+    }
 }
 
 /// What a test wants running besides the app; see the module's example.
@@ -201,7 +226,7 @@ pub struct TestApp {
     smtp: Option<SmtpPeer>,
     boards: Option<BoardServer>,
     /// Told to stop when dropped (see [`TestEngine`]).
-    jobs: Option<TestEngine>,
+    jobs: Option<AppEngine>,
     server: JoinHandle<()>,
 }
 

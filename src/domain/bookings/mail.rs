@@ -9,8 +9,8 @@ use super::ics::{self, Meeting, Method};
 use super::{Booking, BookingState};
 use crate::domain::mail::{Mail, MailContext, MailOutput};
 use crate::domain::secrets::{new_token, token_hash};
-use crate::jobs::{JobContext, JobError, JobKind};
 use crate::types::EmailAddress;
+use standmeet_jobs::{JobContext, JobError, JobKind};
 
 /// The arguments of every booking mail job.
 #[derive(Clone, Debug, Serialize, Deserialize)]

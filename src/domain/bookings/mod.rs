@@ -28,9 +28,9 @@ pub use mail::{BookingArgs, Cancellation, Confirmation, NotifyOwner};
 use crate::config::BookingMode;
 use crate::domain::events::{self, EventType, NewEvent};
 use crate::domain::secrets::token_hash;
-use crate::jobs::{self, JobState};
 use crate::model::MailState;
 use crate::types::{EmailAddress, free_text_problem, name_problem};
+use standmeet_jobs::{self as jobs, JobState};
 
 /// Why a booking operation did not happen, in words for the person who asked.
 #[derive(Debug, thiserror::Error)]

@@ -11,8 +11,8 @@ use super::index::queue_index;
 use super::search::MAX_QUERY_CHARS;
 use super::{CorpusError, Status, Visibility, Written};
 use crate::domain::events::{self, EventType, NewEvent};
-use crate::jobs::{JobClient, JobState};
 use crate::model::WriteReceipt;
+use standmeet_jobs::{JobClient, JobState};
 
 pub const MAX_TITLE_CHARS: usize = 300;
 pub const MAX_BODY_CHARS: usize = 100_000;

@@ -6,7 +6,7 @@ use sqlx::PgPool;
 
 use super::text;
 use super::{CorpusError, Status, Visibility, Written};
-use crate::jobs::{self, JobContext, JobError, JobKind};
+use standmeet_jobs::{self as jobs, JobContext, JobError, JobKind};
 
 /// Queues an index job for every entry whose index lags its newest version and has no
 /// index job on the way. Answers how many were queued.

@@ -94,5 +94,5 @@ impl From<sqlx::Error> for CorpusError {
 pub struct Written {
     pub id: i64,
     pub version: i64,
-    pub job: crate::jobs::JobId,
+    pub job: standmeet_jobs::JobId,
 }

@@ -14,8 +14,6 @@ use std::time::Duration;
 use sqlx::{PgConnection, PgPool};
 use time::OffsetDateTime;
 
-use crate::domain::webhooks;
-
 pub use types::{EventType, NewEvent};
 
 /// Records `event` in the caller's transaction; answers its id.
@@ -38,10 +36,10 @@ pub async fn record(tx: &mut PgConnection, event: &NewEvent) -> Result<i64, sqlx
     .await
 }
 
-/// The job cleaner's extra chore (see `jobs::EngineConfig::also_clean`): events older
+/// The job cleaner's chore for events (see `EngineConfig::also_clean`): events older
 /// than `keep` (`STANDMEET_KEEP_EVENTS_DAYS`), with their webhook deliveries.
-pub fn retention(keep: Duration) -> crate::jobs::CleanChore {
-    crate::jobs::CleanChore {
+pub fn retention(keep: Duration) -> standmeet_jobs::CleanChore {
+    standmeet_jobs::CleanChore {
         name: "events",
         run: std::sync::Arc::new(move |pool| {
             Box::pin(async move { Ok(delete_older_than(&pool, keep).await?) })
@@ -50,8 +48,9 @@ pub fn retention(keep: Duration) -> crate::jobs::CleanChore {
 }
 
 /// Deletes events older than `keep` (`STANDMEET_KEEP_EVENTS_DAYS`) with their webhook
-/// deliveries, and test deliveries as old; a batch at a time, oldest first. Answers how
-/// many events went.
+/// deliveries (the foreign key cascades); a batch at a time, oldest first. Answers how
+/// many events went. (Test deliveries, which have no event, are the webhooks' own
+/// chore: `webhooks::retention`.)
 pub async fn delete_older_than(pool: &PgPool, keep: Duration) -> Result<u64, sqlx::Error> {
     const BATCH: i64 = 1_000;
     let mut deleted = 0;
@@ -75,7 +74,6 @@ pub async fn delete_older_than(pool: &PgPool, keep: Duration) -> Result<u64, sql
             break;
         }
     }
-    webhooks::delete_old_tests(pool, keep).await?;
     Ok(deleted)
 }
 

@@ -22,7 +22,7 @@ use super::boards::{self, BoardListing};
 use crate::config::Settings;
 use crate::domain::events::{self, NewEvent};
 use crate::domain::outbound;
-use crate::jobs::{JobContext, JobError, JobKind};
+use standmeet_jobs::{JobContext, JobError, JobKind};
 
 /// The largest answer a board may give.
 pub const MAX_BODY_BYTES: usize = 5 * 1024 * 1024;
@@ -334,10 +334,10 @@ mod tests {
     //! check before the request does, shown first).
 
     use super::*;
-    use crate::jobs::ErrorAction;
     use axum::Router;
     use axum::response::Redirect;
     use axum::routing::get;
+    use standmeet_jobs::ErrorAction;
 
     /// A board on loopback that sends every `/to?url=…` to `url`, and has a feed.
     async fn board() -> String {

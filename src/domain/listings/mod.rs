@@ -20,10 +20,10 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use url::Url;
 
-use crate::jobs::{self, JobId, JobKind, JobState, WaitOutcome};
-use crate::jobs::{JobClient, JobRow};
 use crate::model::{FetchAnswer, FetchFailure, Listing};
 pub use fetch::{FetchArgs, FetchOutput, FetchSource};
+use standmeet_jobs::{self as jobs, JobId, JobKind, JobState, WaitOutcome};
+use standmeet_jobs::{JobClient, JobRow};
 
 /// What kind of board a source is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]

@@ -6,8 +6,8 @@ use sqlx::PgPool;
 use time::OffsetDateTime;
 
 use super::{Mail, Mailer, SendError};
-use crate::jobs::{JobError, JobId};
 use crate::types::EmailAddress;
+use standmeet_jobs::{JobError, JobId};
 
 /// What [`deliver`] did.
 #[derive(Debug, PartialEq, Eq)]

@@ -14,8 +14,8 @@ use lettre::{AsyncTransport, Message, Tokio1Executor};
 
 use super::Mail;
 use crate::config::MailSupplier;
-use crate::jobs::JobError;
 use crate::types::EmailAddress;
+use standmeet_jobs::JobError;
 
 /// How long one SMTP conversation may take before it counts as a passing failure.
 const SMTP_TIMEOUT: Duration = Duration::from_secs(10);

@@ -13,8 +13,8 @@ pub use delivery::{Delivery, LoggedMail, deliver, log_sent, mail_log_newest, sno
 pub use mailer::{Mailer, SendError};
 
 use crate::config::Settings;
-use crate::jobs::{JobContext, JobError};
 use crate::types::EmailAddress;
+use standmeet_jobs::{JobContext, JobError};
 
 /// One mail to send.
 #[derive(Clone, Debug)]

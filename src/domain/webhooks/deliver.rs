@@ -24,7 +24,7 @@ use super::{DISABLE_AFTER_FAILURES, TEST_MESSAGE_TYPE};
 use crate::config::Settings;
 use crate::domain::outbound;
 use crate::domain::secrets::WebhookSecret;
-use crate::jobs::{JobContext, JobError, JobKind};
+use standmeet_jobs::{JobContext, JobError, JobKind};
 
 /// How much of an endpoint's answer a delivery's record keeps.
 pub const EXCERPT_BYTES: usize = 1024;

@@ -24,8 +24,8 @@ pub use deliver::{DeliverArgs, DeliverWebhook};
 use crate::domain::events::types::EventType;
 use crate::domain::outbound;
 use crate::domain::secrets::WebhookSecret;
-use crate::jobs::{self, InsertOptions, JobClient, JobId, RetryOutcome};
 use crate::model::JobState;
+use standmeet_jobs::{self as jobs, InsertOptions, JobClient, JobId, RetryOutcome};
 
 /// Failed deliveries in a row (each with every attempt spent) that disable an endpoint.
 pub const DISABLE_AFTER_FAILURES: i32 = 20;
@@ -485,6 +485,18 @@ pub async fn redeliver(pool: &PgPool, jobs: &JobClient, id: i64) -> Result<JobId
             tx.commit().await?;
             Ok(job_id)
         }
+    }
+}
+
+/// The job cleaner's chore for webhooks (see `EngineConfig::also_clean`): test
+/// deliveries older than `keep` (`STANDMEET_KEEP_EVENTS_DAYS`, as for events, whose
+/// deliveries go with them).
+pub fn retention(keep: std::time::Duration) -> standmeet_jobs::CleanChore {
+    standmeet_jobs::CleanChore {
+        name: "webhook test deliveries",
+        run: std::sync::Arc::new(move |pool| {
+            Box::pin(async move { Ok(delete_old_tests(&pool, keep).await?) })
+        }),
     }
 }
 

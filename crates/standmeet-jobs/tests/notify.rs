@@ -8,18 +8,19 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use common::jobs::{
-    Flaky, FlakyArgs, RunCounts, client, job, quick_config, start_engine, take_as_ghost,
-    test_registry, wait_for_state, wait_until,
+    Flaky, FlakyArgs, RunCounts, client, job, quick_config, start_engine, test_registry,
+    wait_for_state, wait_until,
 };
+use common::take_as_ghost;
 use serde_json::json;
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
-use standmeet::jobs::CancelOutcome;
-use standmeet::jobs::builtin::{Noop, Sleep, SleepArgs};
-use standmeet::jobs::testing;
-use standmeet::jobs::{InsertOptions, JobId, JobState, insert, insert_with};
+use standmeet_jobs::CancelOutcome;
+use standmeet_jobs::builtin::{Noop, Sleep, SleepArgs};
+use standmeet_jobs::testing;
+use standmeet_jobs::{InsertOptions, JobId, JobState, insert, insert_with};
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn every_path_into_a_terminal_state_notifies_exactly_once_and_a_rollback_never(pool: PgPool) {
     let mut listener = PgListener::connect_with(&pool).await.unwrap();
     listener.listen("standmeet_job_final").await.unwrap();
@@ -70,7 +71,7 @@ async fn every_path_into_a_terminal_state_notifies_exactly_once_and_a_rollback_n
         .unwrap();
     wait_for_state(&pool, running, JobState::Running).await;
     wait_until(Duration::from_secs(5), || async {
-        engine.signals.running_count() == 1
+        engine.running_here() == 1
     })
     .await;
     assert_eq!(
@@ -179,7 +180,7 @@ async fn every_path_into_a_terminal_state_notifies_exactly_once_and_a_rollback_n
     assert_eq!(received, expected);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn a_job_inserted_already_finished_notifies_too(pool: PgPool) {
     let mut listener = PgListener::connect_with(&pool).await.unwrap();
     listener.listen("standmeet_job_final").await.unwrap();

@@ -1,6 +1,7 @@
 //! How the job engine of one process is set up: its queues, the backoff unit, the
-//! lease, the maintenance intervals and retention. `config::Settings` builds the
-//! standard one (`Settings::engine_config`); tests and benches build their own.
+//! lease, the maintenance intervals and retention. The application says which queues
+//! it runs and how (StandMeet's `Settings::engine_config`, from its kinds' registry);
+//! tests and benches build their own.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -48,9 +49,9 @@ impl QueueConfig {
     }
 }
 
-/// More cleaning for the cleaner's turns: whatever outlives its use elsewhere in
-/// StandMeet (old events and their deliveries), deleted on the same rhythm as finished
-/// jobs. Given the pool; answers what it deleted, in words for the log.
+/// More cleaning for the cleaner's turns: whatever outlives its use elsewhere in the
+/// application (StandMeet's old events and their deliveries), deleted on the same
+/// rhythm as finished jobs. Given the pool; answers what it deleted, in words for the log.
 #[derive(Clone)]
 pub struct CleanChore {
     pub name: &'static str,
@@ -94,34 +95,12 @@ pub struct EngineConfig {
     /// How long a claim waits for its attempts before it writes the rest `running`
     /// ([`CLAIM_WINDOW`] unless a test needs otherwise; see `claim`).
     pub claim_window: Duration,
-    /// Whether a claim's write sends `standmeet_job_final` for the jobs it finishes
-    /// (it does so itself, and the trigger that tells of every other move stands aside
-    /// for it; see `store::job_record_claimed`). Always on, except in the benchmark
-    /// that measures what the notification costs by turning it off here and disabling
-    /// that trigger.
-    pub final_notification: bool,
 }
 
 /// A claim's usual window: long enough for a quick job (a local mail, an index update,
 /// a no-op) to end inside it, short enough that a slow job shows `running` at once to
 /// a person.
 pub const CLAIM_WINDOW: Duration = Duration::from_millis(20);
-
-impl EngineConfig {
-    /// The queues StandMeet uses. Callers wait on `mail`, `index` and `fetch`, so those
-    /// look for work every 100 ms at most even if a notification is lost.
-    pub fn standard_queues() -> Vec<QueueConfig> {
-        vec![
-            QueueConfig::new("default", 10, Duration::from_secs(1)),
-            QueueConfig::new("mail", 5, Duration::from_millis(100)),
-            QueueConfig::new("index", 2, Duration::from_millis(100)),
-            QueueConfig::new("fetch", 8, Duration::from_millis(100)),
-            // A delivery mostly waits (for the receiver, for its commit): 32 at once
-            // keep up with 1,000 events/s to one endpoint (`bench --only events`).
-            QueueConfig::new("webhooks", 32, Duration::from_millis(100)),
-        ]
-    }
-}
 
 /// `<host>:<pid>:<random>`: unique per process, readable in the Tasks panel.
 pub fn worker_id() -> String {

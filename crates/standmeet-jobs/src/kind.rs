@@ -43,6 +43,16 @@ pub trait JobKind: Send + Sync + 'static {
 }
 
 /// What a handler knows about the attempt it runs, and what it can do about it.
+///
+/// What the handler sees of its own job: a quick attempt runs inside the claim that
+/// took it (see the crate's documentation), so until that claim commits, its row
+/// reads `available` with the previous attempt's number to every other connection,
+/// the handler's own queries included. Read the job's arguments from the handler's
+/// parameters, not from the table; to finish the job together with a business write,
+/// use [`JobContext::complete_tx`], which first has the claim written.
+///
+/// [`JobContext::pool`] is the engine's pool, shared with the claims of every queue:
+/// hold a connection for a query or a transaction, not for a whole attempt.
 #[derive(Clone)]
 pub struct JobContext {
     pub id: JobId,

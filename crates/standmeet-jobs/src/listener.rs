@@ -20,10 +20,9 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
 
-use super::live::LiveJobs;
 use super::store::HeldAttempt;
 use super::waiters::Waiters;
 use super::{JobId, channels};
@@ -94,20 +93,44 @@ pub struct Signals {
     /// Attempts this process has recorded (written by its completer, or completed by
     /// their handler's own transaction).
     recorded: std::sync::atomic::AtomicU64,
-    /// The jobs the browser's live streams follow (`GET /api/live`).
-    pub live: Arc<LiveJobs>,
+    /// Tells subscribers (see [`FinishedJobs`]) of every job the listener hears finish,
+    /// and of reconnects, after which they should re-read what they follow.
+    finished: broadcast::Sender<Finished>,
 }
 
-impl Signals {
-    /// Signals with room for `max_waiters` waits at once (and the default number of
-    /// live streams).
-    pub fn new(max_waiters: usize) -> Arc<Self> {
-        Self::with_live_streams(max_waiters, DEFAULT_LIVE_STREAMS)
-    }
+/// What a subscription to finished jobs hears.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finished {
+    /// This job reached a terminal state (`standmeet_job_final`).
+    Job(JobId),
+    /// Some notifications may have been missed (the LISTEN connection was down, or this
+    /// subscriber fell behind): re-read the jobs you follow.
+    MayHaveMissed,
+}
 
-    /// Signals with room for `max_waiters` waits and `max_live_streams` live streams
-    /// (`STANDMEET_MAX_LIVE_CLIENTS`) at once.
-    pub fn with_live_streams(max_waiters: usize, max_live_streams: usize) -> Arc<Self> {
+/// A subscription to the jobs this process hears finish ([`JobClient::finished_jobs`](
+/// super::JobClient::finished_jobs)). A subscriber that falls more than
+/// 4,096 finished jobs behind hears [`Finished::MayHaveMissed`] instead of what it missed.
+pub struct FinishedJobs(broadcast::Receiver<Finished>);
+
+impl FinishedJobs {
+    /// The next finished job; `None` once the client and its engine are gone.
+    pub async fn next(&mut self) -> Option<Finished> {
+        match self.0.recv().await {
+            Ok(news) => Some(news),
+            Err(broadcast::error::RecvError::Lagged(_)) => Some(Finished::MayHaveMissed),
+            Err(broadcast::error::RecvError::Closed) => None,
+        }
+    }
+}
+
+/// How far a subscriber to finished jobs may fall behind before it hears
+/// [`Finished::MayHaveMissed`].
+pub const FINISHED_BACKLOG: usize = 4_096;
+
+impl Signals {
+    /// Signals with room for `max_waiters` waits at once.
+    pub fn new(max_waiters: usize) -> Arc<Self> {
         Arc::new(Signals {
             queues: Mutex::default(),
             running: Mutex::default(),
@@ -116,7 +139,7 @@ impl Signals {
             waiters: Waiters::new(max_waiters),
             resync_now: Notify::new(),
             recorded: std::sync::atomic::AtomicU64::new(0),
-            live: LiveJobs::new(max_live_streams),
+            finished: broadcast::channel(FINISHED_BACKLOG).0,
         })
     }
 
@@ -260,6 +283,11 @@ impl Signals {
         self.recorded.fetch_add(count, Ordering::Relaxed);
     }
 
+    /// A subscription to the jobs the listener hears finish.
+    pub(crate) fn finished_jobs(&self) -> FinishedJobs {
+        FinishedJobs(self.finished.subscribe())
+    }
+
     /// Whether the LISTEN connection is up.
     pub fn listener_connected(&self) -> bool {
         self.connected.load(Ordering::Acquire)
@@ -276,7 +304,8 @@ impl Signals {
             channels::FINAL => {
                 if let Ok(id) = payload.parse::<i64>() {
                     self.waiters.job_finished(JobId(id));
-                    self.live.job_finished(JobId(id));
+                    // Nobody subscribed is fine: the send then has nobody to tell.
+                    let _ = self.finished.send(Finished::Job(JobId(id)));
                 }
             }
             _ => {}
@@ -286,12 +315,9 @@ impl Signals {
     fn after_reconnect(&self) {
         self.wake_all_queues();
         self.resync_now.notify_one();
-        self.live.reread_all();
+        let _ = self.finished.send(Finished::MayHaveMissed);
     }
 }
-
-/// Live streams per process when nothing says otherwise (`STANDMEET_MAX_LIVE_CLIENTS`).
-pub const DEFAULT_LIVE_STREAMS: usize = 256;
 
 /// How often the waited-for jobs are re-read even when no reconnect happened.
 const RESYNC_EVERY: Duration = Duration::from_secs(1);
@@ -301,32 +327,48 @@ const RESYNC_WHILE_DISCONNECTED: Duration = Duration::from_millis(100);
 /// The longest pause between two reconnection attempts.
 const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(1);
 
-/// Runs the LISTEN connection until `stop`, reconnecting with a capped backoff, and
-/// the task that re-reads waited-for jobs after reconnects and once a second (through
-/// `pool`, never through the LISTEN connection).
-pub fn spawn_listener(
-    pool: &PgPool,
-    signals: Arc<Signals>,
+/// The process's LISTEN connection at work ([`JobClient::listen`](super::JobClient::listen),
+/// or the one [`JobRuntime`](super::JobRuntime) starts), until [`Listening::stop`].
+pub struct Listening {
     stop: CancellationToken,
-) -> tokio::task::JoinHandle<()> {
-    spawn_listener_on(pool, None, signals, stop)
+    task: tokio::task::JoinHandle<()>,
 }
 
-/// [`spawn_listener`], with the LISTEN connection made to `listen` when given
-/// (`STANDMEET_LISTEN_DATABASE_URL`: a direct connection to the server, where `pool` goes
-/// through a transaction-pooling PgBouncer, which cannot keep a LISTEN).
-pub fn spawn_listener_on(
+impl Listening {
+    pub(crate) fn start(
+        pool: &PgPool,
+        listen: Option<PgConnectOptions>,
+        signals: Arc<Signals>,
+    ) -> Listening {
+        let stop = CancellationToken::new();
+        let task = spawn_listener_on(pool, listen, signals, stop.clone());
+        Listening { stop, task }
+    }
+
+    /// Tells the listener to stop, without waiting.
+    pub(crate) fn stop_soon(&self) {
+        self.stop.cancel();
+    }
+
+    /// Stops listening, and waits until the connection is closed.
+    pub async fn stop(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+    }
+}
+
+/// Runs the LISTEN connection until `stop`, reconnecting with a capped backoff, and
+/// the task that re-reads waited-for jobs after reconnects and once a second (through
+/// `pool`, never through the LISTEN connection). The connection goes to `listen` when
+/// given (`STANDMEET_LISTEN_DATABASE_URL`: a direct connection to the server, where
+/// `pool` goes through a transaction-pooling PgBouncer, which cannot keep a LISTEN).
+fn spawn_listener_on(
     pool: &PgPool,
     listen: Option<PgConnectOptions>,
     signals: Arc<Signals>,
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     let resync = tokio::spawn(resync_waiters(pool.clone(), signals.clone(), stop.clone()));
-    let live = tokio::spawn(super::live::run(
-        pool.clone(),
-        signals.live.clone(),
-        stop.clone(),
-    ));
     // A pool of one, only for this connection, so it never takes one of the app's.
     let options = listen.unwrap_or_else(|| (*pool.connect_options()).clone());
     let own_pool = PgPoolOptions::new()
@@ -363,7 +405,6 @@ pub fn spawn_listener_on(
                         signals.connected.store(false, Ordering::Release);
                         drop(listener);
                         let _ = resync.await;
-                        let _ = live.await;
                         own_pool.close().await;
                         return;
                     }
@@ -392,7 +433,6 @@ pub fn spawn_listener_on(
         }
         signals.connected.store(false, Ordering::Release);
         let _ = resync.await;
-        let _ = live.await;
         own_pool.close().await;
     })
 }

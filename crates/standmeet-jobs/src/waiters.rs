@@ -262,6 +262,7 @@ impl Waiters {
     }
 
     /// Whether a waiter waits for job `id` now.
+    #[cfg(feature = "testing")]
     pub fn waits_for(&self, id: JobId) -> bool {
         self.by_job.lock().expect("not poisoned").contains_key(&id)
     }
@@ -466,7 +467,7 @@ mod tests {
         Outcome {
             id,
             attempt: 1,
-            state: crate::jobs::JobState::Completed,
+            state: crate::JobState::Completed,
             output: None,
             error: None,
             delay: None,

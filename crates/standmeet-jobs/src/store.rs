@@ -119,63 +119,6 @@ pub async fn job_insert_many(
     .await
 }
 
-/// Takes up to `limit` available jobs of `queue` for `worker`, marked `running` at
-/// once. The producers claim instead ([`job_claim`]); this is how the tests take jobs
-/// as another process holding them would (`jobs::testing`). In priority order: one
-/// statement marks them `running`, counts the attempt and starts the lease, and
-/// `SKIP LOCKED` lets other workers take the next ones at the same moment. A paused
-/// queue (a row in `job_queue_pauses`) gives nothing: the check is one primary-key
-/// lookup, evaluated once per fetch.
-///
-/// Only jobs of `kinds` (those this process has handlers for) are taken: a job of a kind
-/// it does not know stays `available` for a process that does (during a rolling deploy,
-/// the newer version's jobs wait for the newer version instead of being discarded).
-///
-/// The picked ids reach the `UPDATE` as an array (`id = ANY(ARRAY(…))`), not as a
-/// join: for a join the planner may hash the whole table, finished rows and all, on
-/// every fetch (measured: 38 ms instead of 9 ms to take 1,000 of 100,000 jobs), so the
-/// cost would grow with the rows kept. The array makes it 1,000 primary-key lookups.
-/// The scheduler, the rescuer and the cleaner below do the same for the same reason.
-pub async fn job_fetch_available(
-    pool: &PgPool,
-    queue: &str,
-    limit: i64,
-    worker: &str,
-    lease: Duration,
-    kinds: &[String],
-) -> Result<Vec<FetchedJob>, sqlx::Error> {
-    sqlx::query_as!(
-        FetchedJob,
-        r#"
-        WITH picked AS (
-            SELECT id FROM jobs
-            WHERE state = 'available' AND queue = $1 AND scheduled_at <= now()
-              AND kind = ANY($5)
-              AND NOT EXISTS (SELECT FROM job_queue_pauses p WHERE p.queue = $1)
-            ORDER BY priority, scheduled_at, id
-            LIMIT $2
-            FOR UPDATE SKIP LOCKED
-        )
-        UPDATE jobs AS j
-        SET state = 'running',
-            attempt = j.attempt + 1,
-            attempted_at = now(),
-            attempted_by = $3,
-            lease_expires_at = now() + $4 * interval '1 millisecond',
-            cancel_requested_at = NULL
-        WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
-        RETURNING j.id AS "id: JobId", j.kind, j.args, j.attempt, j.max_attempts
-        "#,
-        queue,
-        limit,
-        worker,
-        lease.as_millis() as f64,
-        kinds,
-    )
-    .fetch_all(pool)
-    .await
-}
-
 /// Claims up to `limit` available jobs of `queue` inside the caller's transaction `tx`,
 /// by row lock alone (`FOR UPDATE SKIP LOCKED`): nothing is written, so a claim costs
 /// no row version and no index entry. The jobs come back with the number of the
@@ -184,11 +127,15 @@ pub async fn job_fetch_available(
 /// trace ([`job_claim_trace`]) under the transaction's id, which comes back with the
 /// rows (`ClaimedRows::xact`).
 ///
-/// Only jobs of `kinds` are taken, never from a paused queue (as in
-/// [`job_fetch_available`]), and never a job whose attempt an earlier claim started
-/// and did not record (its trace is still in `job_claims`): that one waits for the
-/// rescuer to count the attempt ([`job_count_dead_claims`]), so that a job that kills
-/// its process is not picked first by every process again and again.
+/// In priority order, and only jobs of `kinds` (those this process has handlers for): a
+/// job of a kind it does not know stays `available` for a process that does (during a
+/// rolling deploy, the newer version's jobs wait for the newer version instead of
+/// being discarded). A paused queue (a row in `job_queue_pauses`) gives nothing: the
+/// check is one primary-key lookup, evaluated once per claim. Never a job whose
+/// attempt an earlier claim started and did not record (its trace is still in
+/// `job_claims`): that one waits for the rescuer to count the attempt
+/// ([`job_count_dead_claims`]), so that a job that kills its process is not picked
+/// first by every process again and again.
 pub async fn job_claim(
     tx: &mut PgConnection,
     queue: &str,
@@ -383,7 +330,7 @@ pub struct ClaimedRows {
 /// the lease, the end and a delay count from the write (`clock_timestamp()`), so that
 /// the window does not eat into the lease.
 ///
-/// With `notify`, the statement sends `standmeet_job_final` for each job it finishes
+/// The statement sends `standmeet_job_final` for each job it finishes
 /// itself, in its `RETURNING`, and sets `standmeet.notifies_itself` for its
 /// transaction (once, before any row is written: an uncorrelated subquery in the
 /// `WHERE` is a one-time filter) so that the trigger that otherwise sends it stands
@@ -405,7 +352,6 @@ pub async fn job_record_claimed(
     outcomes: &[Outcome],
     still_running: &[HeldAttempt],
     claimed: &ClaimedRows,
-    notify: bool,
     watched: &[JobId],
     trace: Option<&str>,
 ) -> Result<Vec<RecordedJob>, sqlx::Error> {
@@ -424,7 +370,7 @@ pub async fn job_record_claimed(
     );
     sqlx::query!(
         r#"
-        WITH untraced AS (DELETE FROM job_claims WHERE xid = $13::text::xid8)
+        WITH untraced AS (DELETE FROM job_claims WHERE xid = $12::text::xid8)
         UPDATE jobs AS j
         SET state = c.state::job_state,
             attempt = CASE WHEN c.give_back THEN greatest(c.attempt - 1, 0) ELSE c.attempt END,
@@ -442,18 +388,18 @@ pub async fn job_record_claimed(
             finalized_at = CASE WHEN c.state IN ('completed', 'discarded', 'cancelled')
                                 THEN clock_timestamp() END
         FROM unnest($1::bigint[], $2::smallint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bool[],
-                    $11::text[])
+                    $10::text[])
              AS c(id, attempt, state, output, error, delay_ms, give_back, row_at)
         WHERE j.ctid = c.row_at::tid AND j.id = c.id
           AND j.state = 'available' AND j.attempt = c.attempt - 1
           AND (SELECT set_config('standmeet.notifies_itself',
-                                 CASE WHEN $10 THEN 'on' ELSE 'off' END, true)) IS NOT NULL
+                                 'on', true)) IS NOT NULL
         RETURNING j.id AS "id: JobId",
                   -- pg_notify answers void, which `IS NULL` turns into a column.
-                  CASE WHEN $10 AND j.state IN ('completed', 'discarded', 'cancelled')
+                  CASE WHEN j.state IN ('completed', 'discarded', 'cancelled')
                        THEN pg_notify('standmeet_job_final', j.id::text) IS NULL END AS notified,
-                  CASE WHEN j.id = ANY($12) THEN to_jsonb(j)::text END AS "whole?: String",
-                  CASE WHEN j.id = ANY($12) THEN j.output IS NOT NULL END AS "has_output?: bool"
+                  CASE WHEN j.id = ANY($11) THEN to_jsonb(j)::text END AS "whole?: String",
+                  CASE WHEN j.id = ANY($11) THEN j.output IS NOT NULL END AS "has_output?: bool"
         "#,
         &c.ids,
         &c.attempts,
@@ -464,7 +410,6 @@ pub async fn job_record_claimed(
         &c.give_back,
         worker,
         lease.as_millis() as f64,
-        notify,
         &rows as &[Option<&str>],
         &watched.iter().map(|id| id.0).collect::<Vec<i64>>(),
         trace,
@@ -839,6 +784,12 @@ pub async fn job_renew_leases(
 
 /// Makes up to `limit` due `scheduled` and `retryable` jobs `available` (a trigger
 /// wakes their queues). Answers how many.
+///
+/// The picked ids reach the `UPDATE` as an array (`id = ANY(ARRAY(…))`), not as a
+/// join: for a join the planner may hash the whole table, finished rows and all, on
+/// every pass (measured: 38 ms instead of 9 ms to take 1,000 of 100,000 jobs), so the
+/// cost would grow with the rows kept. The array makes it primary-key lookups. The
+/// rescuer and the cleaner below do the same for the same reason.
 pub async fn job_schedule_due(pool: &PgPool, limit: i64) -> Result<u64, sqlx::Error> {
     let result = sqlx::query!(
         r#"
@@ -1242,38 +1193,28 @@ pub async fn job_count_by_state_and_kind(
         .collect())
 }
 
-/// A job as a live stream tells it (`jobs::live`): `data: {"id","state","attempt",
-/// "errors_count"}`.
+/// Where a job stands, briefly: what a live view shows of it (StandMeet's live streams
+/// send it as is: `{"id","state","attempt","errors_count"}`).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct LiveJob {
+pub struct JobProgress {
     pub id: i64,
     pub state: JobState,
     pub attempt: i16,
     pub errors_count: i32,
 }
 
-/// The live-stream view of these jobs (those that exist): state, attempt and how many
-/// errors they have.
-pub async fn job_live_states(pool: &PgPool, ids: &[JobId]) -> Result<Vec<LiveJob>, sqlx::Error> {
+/// Where these jobs (those that exist) stand: state, attempt and how many errors they
+/// have.
+pub async fn job_progress(pool: &PgPool, ids: &[JobId]) -> Result<Vec<JobProgress>, sqlx::Error> {
     let ids: Vec<i64> = ids.iter().map(|id| id.0).collect();
     sqlx::query_as!(
-        LiveJob,
+        JobProgress,
         r#"
         SELECT id, state AS "state: JobState", attempt,
                jsonb_array_length(errors) AS "errors_count!"
         FROM jobs WHERE id = ANY($1)
         "#,
         &ids
-    )
-    .fetch_all(pool)
-    .await
-}
-
-/// Which of these sessions (tower-sessions ids) still exist and have not expired.
-pub async fn sessions_alive(pool: &PgPool, ids: &[String]) -> Result<Vec<String>, sqlx::Error> {
-    sqlx::query_scalar!(
-        "SELECT id FROM sessions WHERE id = ANY($1) AND expiry_date > now()",
-        ids
     )
     .fetch_all(pool)
     .await

@@ -1,10 +1,11 @@
 //! Live job states for the browser's chips (`GET /api/live`, Server-Sent Events): one
-//! hub per process, fed by the process's one LISTEN connection.
+//! hub per process, fed by the jobs the process hears finish
+//! ([`JobClient::finished_jobs`]).
 //!
 //! A stream says which jobs it follows; the hub keeps, for every followed job, the last
 //! state it knows and how many streams follow it. Streams hold no database connection:
 //! - a move into a terminal state arrives as `standmeet_job_final` on the LISTEN
-//!   connection; the hub re-reads those jobs at once (one query for all of them) and
+//!   connection, which the job client passes on; the hub re-reads those jobs at once (one query for all of them) and
 //!   sends what changed to every stream;
 //! - other moves (`running`, `retryable`) are found by one shared re-read per process
 //!   of the followed unfinished jobs, every [`REREAD_EVERY`];
@@ -23,12 +24,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::PgPool;
+use standmeet_jobs::{Finished, JobClient, JobId};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, broadcast};
 use tokio_util::sync::CancellationToken;
 
-use super::store;
-pub use super::store::LiveJob;
-use crate::model::JobId;
+/// A job as a stream sends it: `data: {"id","state","attempt","errors_count"}`.
+pub use standmeet_jobs::JobProgress as LiveJob;
 
 /// How often the followed unfinished jobs are re-read for their non-terminal moves.
 pub const REREAD_EVERY: Duration = Duration::from_millis(500);
@@ -289,20 +290,62 @@ impl Drop for LiveFollow {
     }
 }
 
-/// Reads the current state of `ids` (those that exist).
-pub async fn read(pool: &PgPool, ids: &[JobId]) -> Result<Vec<LiveJob>, sqlx::Error> {
-    store::job_live_states(pool, ids).await
+/// Live streams per process when nothing says otherwise (`STANDMEET_MAX_LIVE_CLIENTS`).
+pub const DEFAULT_LIVE_STREAMS: usize = 256;
+
+/// The hub's one task in a process ([`run`]), until stopped or dropped.
+pub struct HubTask {
+    stop: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
 }
 
-/// The hub's one task per process: re-reads followed jobs when a notification says one
-/// finished (at once) and every [`REREAD_EVERY`], and ends the streams of sessions that
-/// ended, until `stop`.
-pub(crate) async fn run(pool: PgPool, hub: Arc<LiveJobs>, stop: CancellationToken) {
+impl HubTask {
+    /// Starts feeding `hub` from `jobs` (whose LISTEN connection the job runtime runs),
+    /// checking sessions on `pool`.
+    pub fn start(pool: &PgPool, jobs: &JobClient, hub: &Arc<LiveJobs>) -> HubTask {
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(run(pool.clone(), jobs.clone(), hub.clone(), stop.clone()));
+        HubTask {
+            stop,
+            task: Some(task),
+        }
+    }
+
+    /// Stops the task and waits for it.
+    pub async fn stop(mut self) {
+        self.stop.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for HubTask {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// The hub's one task per process: re-reads followed jobs when the job client hears
+/// one finish (at once), when it may have missed some (the LISTEN connection came back)
+/// and every [`REREAD_EVERY`]; and ends the streams of sessions that ended. Until
+/// `stop`.
+async fn run(pool: PgPool, jobs: JobClient, hub: Arc<LiveJobs>, stop: CancellationToken) {
+    let mut finished = jobs.finished_jobs();
     let mut session_check = tokio::time::interval(SESSION_CHECK_EVERY);
     session_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
+            heard = finished.next() => {
+                match heard {
+                    Some(Finished::Job(id)) => hub.job_finished(id),
+                    Some(Finished::MayHaveMissed) => hub.reread_all(),
+                    // The client is gone: the process is stopping.
+                    None => return,
+                }
+                continue;
+            }
             _ = hub.reread_now.notified() => {}
             _ = tokio::time::sleep(REREAD_EVERY) => {}
             _ = session_check.tick() => {
@@ -314,7 +357,7 @@ pub(crate) async fn run(pool: PgPool, hub: Arc<LiveJobs>, stop: CancellationToke
         if ids.is_empty() {
             continue;
         }
-        match read(&pool, &ids).await {
+        match jobs.progress(&ids).await {
             Ok(jobs) => hub.learn(jobs),
             Err(err) => tracing::debug!(error = %err, "cannot re-read the followed jobs"),
         }
@@ -326,7 +369,7 @@ async fn end_ended_sessions(pool: &PgPool, hub: &LiveJobs) {
     if sessions.is_empty() {
         return;
     }
-    match store::sessions_alive(pool, &sessions).await {
+    match crate::security::sessions::sessions_alive(pool, &sessions).await {
         Ok(alive) => {
             for session in sessions.iter().filter(|s| !alive.contains(s)) {
                 hub.end_session(session);
@@ -339,7 +382,7 @@ async fn end_ended_sessions(pool: &PgPool, hub: &LiveJobs) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::JobState;
+    use standmeet_jobs::JobState;
 
     fn job(id: i64, state: JobState) -> LiveJob {
         LiveJob {

@@ -29,7 +29,8 @@ pub const CONTROL_CONNECTIONS: u32 = 6;
 pub const CONNECTIONS_BESIDE_CLAIMS: u32 = 2;
 
 /// The connections an engine with `config` needs in the pool it is given: one per
-/// claim its queues may keep open at once, and [`CONNECTIONS_BESIDE_CLAIMS`].
+/// claim its queues may keep open at once, and two more (for handlers' own queries and
+/// a claim's second try).
 pub fn connections_needed(config: &EngineConfig) -> u32 {
     let claims: usize = config.queues.iter().map(|q| q.claims_in_flight).sum();
     claims as u32 + CONNECTIONS_BESIDE_CLAIMS
@@ -62,7 +63,7 @@ pub struct Engine {
 
 impl Engine {
     /// Starts producers for `config.queues`, the completer and the maintenance chores.
-    /// `signals` must be fed by this process's listener (`listener::spawn_listener`).
+    /// `signals` must be fed by this process's listener (`listener::Listening`).
     ///
     /// Claims and handlers use `pool`, which must have room for every claim the queues
     /// may keep open at once and more ([`connections_needed`]; refused otherwise, with
@@ -120,7 +121,6 @@ impl Engine {
                 worker_id,
                 lease: config.lease,
                 window: config.claim_window,
-                notify: config.final_notification,
             }),
         });
         let producers = config

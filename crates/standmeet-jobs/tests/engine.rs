@@ -12,14 +12,14 @@ use common::jobs::{
 };
 use serde_json::json;
 use sqlx::PgPool;
-use standmeet::jobs::builtin::{Noop, Sleep, SleepArgs};
-use standmeet::jobs::testing::{self, Outcome};
-use standmeet::jobs::{CancelOutcome, RetryOutcome};
-use standmeet::jobs::{
+use standmeet_jobs::builtin::{Noop, Sleep, SleepArgs};
+use standmeet_jobs::testing::{self, Outcome};
+use standmeet_jobs::{CancelOutcome, RetryOutcome};
+use standmeet_jobs::{
     InsertOptions, JobId, JobState, insert, insert_many_tx, insert_tx, insert_with,
 };
 
-fn registry() -> standmeet::jobs::Registry {
+fn registry() -> standmeet_jobs::Registry {
     test_registry(RunCounts::default())
 }
 
@@ -27,7 +27,7 @@ fn all_kinds() -> Vec<String> {
     registry().kinds().map(str::to_string).collect()
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn an_insert_inside_a_rolled_back_transaction_leaves_no_job(pool: PgPool) {
     let mut tx = pool.begin().await.unwrap();
     let id = insert_tx::<Noop>(&mut tx, &json!({"n": 1})).await.unwrap();
@@ -49,7 +49,7 @@ async fn an_insert_inside_a_rolled_back_transaction_leaves_no_job(pool: PgPool) 
     assert_eq!(count, 0);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn an_insert_commits_with_the_callers_transaction(pool: PgPool) {
     let mut tx = pool.begin().await.unwrap();
     let id = insert_tx::<Noop>(&mut tx, &json!({"n": 1})).await.unwrap();
@@ -62,7 +62,7 @@ async fn an_insert_commits_with_the_callers_transaction(pool: PgPool) {
     assert_eq!(row.args, json!({"n": 1}));
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn a_batch_insert_answers_ids_in_the_order_of_its_arguments(pool: PgPool) {
     let args: Vec<serde_json::Value> = (0..50).map(|n| json!({ "n": n })).collect();
     let mut tx = pool.begin().await.unwrap();
@@ -74,7 +74,7 @@ async fn a_batch_insert_answers_ids_in_the_order_of_its_arguments(pool: PgPool) 
     }
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn a_noop_job_completes_with_its_args_as_output_and_no_errors(pool: PgPool) {
     let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     let id = insert::<Noop>(&pool, &json!({"hello": "world"}))
@@ -115,12 +115,12 @@ async fn transitions_of(pool: &PgPool, id: JobId) -> Vec<(String, String)> {
         .unwrap()
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn a_quick_job_is_written_once_and_a_slow_one_is_running_first(pool: PgPool) {
     record_transitions(&pool).await;
     // A window far longer than 20 no-ops take on a busy machine, and shorter than the
     // slow job.
-    let config = standmeet::jobs::EngineConfig {
+    let config = standmeet_jobs::EngineConfig {
         claim_window: Duration::from_millis(1_000),
         ..quick_config(8)
     };
@@ -162,7 +162,7 @@ async fn a_quick_job_is_written_once_and_a_slow_one_is_running_first(pool: PgPoo
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn a_job_inserted_by_plain_sql_is_picked_up_at_once(pool: PgPool) {
     // The default queue polls only every 10 s here: pickup within the wait below
     // comes from the insert notification.
@@ -183,7 +183,7 @@ async fn a_job_inserted_by_plain_sql_is_picked_up_at_once(pool: PgPool) {
     assert_eq!(row.output, Some(json!({"by": "sql"})));
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn a_failing_job_is_retried_with_its_errors_kept_and_then_completes(pool: PgPool) {
     let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     let id = insert::<Flaky>(&pool, &FlakyArgs { succeed_on: 3 })
@@ -200,7 +200,7 @@ async fn a_failing_job_is_retried_with_its_errors_kept_and_then_completes(pool: 
     assert!(errors[0].at <= errors[1].at);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn a_job_out_of_attempts_is_discarded_with_one_error_per_attempt(pool: PgPool) {
     let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     let id = insert::<Flaky>(&pool, &FlakyArgs { succeed_on: 99 })
@@ -214,7 +214,7 @@ async fn a_job_out_of_attempts_is_discarded_with_one_error_per_attempt(pool: PgP
     assert!(row.finalized_at.is_some());
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn unreadable_args_are_discarded_without_retrying_and_an_unknown_kind_waits(pool: PgPool) {
     let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     let unknown: i64 = sqlx::query_scalar(
@@ -249,7 +249,7 @@ async fn unreadable_args_are_discarded_without_retrying_and_an_unknown_kind_wait
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn a_panicking_handler_becomes_an_error_entry_and_the_worker_goes_on(pool: PgPool) {
     let _engine = start_engine(&pool, registry(), quick_config(1)).await;
     let id = insert::<Panics>(&pool, &json!({"until": 2})).await.unwrap();
@@ -267,7 +267,7 @@ async fn a_panicking_handler_becomes_an_error_entry_and_the_worker_goes_on(pool:
     wait_for_state(&pool, next, JobState::Completed).await;
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn an_attempt_past_its_timeout_is_stopped_and_counted_as_failed(pool: PgPool) {
     let _engine = start_engine(&pool, registry(), quick_config(1)).await;
     let id = insert::<Slow>(&pool, &json!({})).await.unwrap();
@@ -280,7 +280,7 @@ async fn an_attempt_past_its_timeout_is_stopped_and_counted_as_failed(pool: PgPo
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn a_handler_can_discard_cancel_or_snooze(pool: PgPool) {
     let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     let discard = insert::<Actions>(&pool, &json!({"action": "discard"}))
@@ -312,7 +312,7 @@ async fn a_handler_can_discard_cancel_or_snooze(pool: PgPool) {
     assert_eq!((row.attempt, row.max_attempts), (1, 25));
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn a_job_scheduled_for_later_waits_then_runs(pool: PgPool) {
     let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     let at = time::OffsetDateTime::now_utc() + Duration::from_millis(300);
@@ -342,7 +342,7 @@ async fn a_job_scheduled_for_later_waits_then_runs(pool: PgPool) {
     assert!(row.attempted_at.unwrap() >= at, "not run before its time");
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn cancelling_a_job_that_has_not_run_finishes_it_at_once(pool: PgPool) {
     let at = time::OffsetDateTime::now_utc() + Duration::from_secs(3600);
     let scheduled = insert_with::<Noop>(
@@ -375,7 +375,7 @@ async fn cancelling_a_job_that_has_not_run_finishes_it_at_once(pool: PgPool) {
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn cancelling_a_running_job_fires_its_cancellation_and_ends_it_cancelled(pool: PgPool) {
     let engine = start_engine(&pool, registry(), quick_config(4)).await;
     let id = insert::<Sleep>(&pool, &SleepArgs { ms: 60_000 })
@@ -383,7 +383,7 @@ async fn cancelling_a_running_job_fires_its_cancellation_and_ends_it_cancelled(p
         .unwrap();
     wait_for_state(&pool, id, JobState::Running).await;
     wait_until(Duration::from_secs(5), || async {
-        engine.signals.running_count() == 1
+        engine.running_here() == 1
     })
     .await;
     assert_eq!(
@@ -397,7 +397,7 @@ async fn cancelling_a_running_job_fires_its_cancellation_and_ends_it_cancelled(p
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn an_admin_retry_brings_a_finished_job_back_with_room_for_one_more_attempt(pool: PgPool) {
     let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     let id = insert_with::<Flaky>(
@@ -431,18 +431,19 @@ async fn an_admin_retry_brings_a_finished_job_back_with_room_for_one_more_attemp
 /// Takes a job as a worker would (running, attempt 1, leased to "ghost").
 async fn take_as_ghost(pool: &PgPool) -> JobId {
     let id = insert::<Noop>(pool, &json!({})).await.unwrap();
-    let taken = testing::job_fetch_available(
+    let taken = testing::claim_as_ghost(
         pool,
         "default",
         10,
+        &all_kinds(),
         "ghost",
         Duration::from_secs(60),
-        &all_kinds(),
     )
     .await
     .unwrap();
-    assert_eq!(taken.len(), 1);
-    assert_eq!(taken[0].attempt, 1);
+    assert_eq!(taken, vec![id]);
+    let row = job(pool, id).await;
+    assert_eq!((row.state, row.attempt), (JobState::Running, 1));
     id
 }
 
@@ -458,7 +459,7 @@ fn completion(id: JobId, attempt: i16) -> Outcome {
     }
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn the_rescuer_takes_back_a_job_whose_lease_ran_out_and_a_late_completion_changes_nothing(
     pool: PgPool,
 ) {
@@ -501,7 +502,7 @@ async fn the_rescuer_takes_back_a_job_whose_lease_ran_out_and_a_late_completion_
     assert_eq!(after.output, None);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn the_rescuer_discards_a_lost_job_out_of_attempts_and_cancels_one_an_admin_cancelled(
     pool: PgPool,
 ) {
@@ -530,7 +531,7 @@ async fn the_rescuer_discards_a_lost_job_out_of_attempts_and_cancels_one_an_admi
     assert_eq!(job(&pool, cancel_asked).await.state, JobState::Cancelled);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn a_late_completion_after_a_cancel_changes_nothing(pool: PgPool) {
     let id = take_as_ghost(&pool).await;
     // An operator (or the rescuer of a cancel request) finishes it meanwhile.
@@ -570,9 +571,9 @@ async fn a_late_completion_after_a_cancel_changes_nothing(pool: PgPool) {
     assert_eq!(job(&pool, other).await.output, Some(json!({"late": true})));
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn complete_tx_commits_the_business_write_and_the_completion_together(pool: PgPool) {
-    use standmeet::jobs::{JobContext, JobError, JobKind};
+    use standmeet_jobs::{JobContext, JobError, JobKind};
     sqlx::query("CREATE TABLE effects (job_id bigint PRIMARY KEY)")
         .execute(&pool)
         .await
@@ -602,7 +603,7 @@ async fn complete_tx_commits_the_business_write_and_the_completion_together(pool
 
     let engine = start_engine(
         &pool,
-        standmeet::jobs::Registry::new().register(Business),
+        standmeet_jobs::Registry::new().register(Business),
         quick_config(2),
     )
     .await;
@@ -627,11 +628,14 @@ async fn complete_tx_commits_the_business_write_and_the_completion_together(pool
         .execute(&pool)
         .await
         .unwrap();
-    engine
-        .signals
-        .stop_running(cancelled, standmeet::jobs::StopReason::Cancelled);
+    // What an admin's cancel sends to the job's holder.
+    sqlx::query("SELECT pg_notify('standmeet_job_cancel', $1)")
+        .bind(cancelled.0.to_string())
+        .execute(&pool)
+        .await
+        .unwrap();
     wait_until(Duration::from_secs(5), || async {
-        engine.signals.running_count() == 0
+        engine.running_here() == 0
     })
     .await;
     let effects: i64 = sqlx::query_scalar("SELECT count(*) FROM effects WHERE job_id = $1")
@@ -646,7 +650,7 @@ async fn complete_tx_commits_the_business_write_and_the_completion_together(pool
     assert_eq!(job(&pool, cancelled).await.state, JobState::Cancelled);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn the_cleaner_deletes_finished_jobs_past_their_retention_only(pool: PgPool) {
     let mut ids = Vec::new();
     for state in ["completed", "cancelled", "discarded"] {
@@ -683,11 +687,11 @@ async fn the_cleaner_deletes_finished_jobs_past_their_retention_only(pool: PgPoo
     assert!(client(&pool).get(pending).await.unwrap().is_some());
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn a_graceful_shutdown_lets_short_attempts_finish_and_interrupts_long_ones_as_retryable(
     pool: PgPool,
 ) {
-    let config = standmeet::jobs::EngineConfig {
+    let config = standmeet_jobs::EngineConfig {
         shutdown_grace: Duration::from_secs(2),
         ..quick_config(4)
     };
@@ -724,7 +728,7 @@ async fn a_graceful_shutdown_lets_short_attempts_finish_and_interrupts_long_ones
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn two_engines_with_two_workers_each_run_two_thousand_jobs_exactly_once(pool: PgPool) {
     let runs = RunCounts::default();
     let first = start_engine(&pool, test_registry(runs.clone()), quick_config(2)).await;
@@ -759,8 +763,8 @@ async fn two_engines_with_two_workers_each_run_two_thousand_jobs_exactly_once(po
 }
 
 /// `config` with one claim in flight per queue, i.e. one claim slot.
-fn one_claim_in_flight(config: standmeet::jobs::EngineConfig) -> standmeet::jobs::EngineConfig {
-    standmeet::jobs::EngineConfig {
+fn one_claim_in_flight(config: standmeet_jobs::EngineConfig) -> standmeet_jobs::EngineConfig {
+    standmeet_jobs::EngineConfig {
         queues: config
             .queues
             .iter()
@@ -778,16 +782,16 @@ fn one_claim_in_flight(config: standmeet::jobs::EngineConfig) -> standmeet::jobs
 /// same migrations (and so, often, with the same OID).
 struct ClaimsOpen;
 
-impl standmeet::jobs::JobKind for ClaimsOpen {
+impl standmeet_jobs::JobKind for ClaimsOpen {
     const KIND: &'static str = "test.claims_open";
     type Args = serde_json::Value;
     type Output = i64;
 
     async fn run(
         &self,
-        job: standmeet::jobs::JobContext,
+        job: standmeet_jobs::JobContext,
         _args: serde_json::Value,
-    ) -> Result<i64, standmeet::jobs::JobError> {
+    ) -> Result<i64, standmeet_jobs::JobError> {
         sqlx::query_scalar(
             "SELECT count(DISTINCT l.pid) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
              WHERE l.relation = 'jobs'::regclass AND l.mode = 'RowShareLock' AND l.granted
@@ -796,16 +800,16 @@ impl standmeet::jobs::JobKind for ClaimsOpen {
         )
         .fetch_one(job.pool())
         .await
-        .map_err(|err| standmeet::jobs::JobError::retry(err.to_string()))
+        .map_err(|err| standmeet_jobs::JobError::retry(err.to_string()))
     }
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn claims_in_flight_are_counted_across_engines_on_one_database(pool: PgPool) {
     // Two engines, one claim in flight each: together they keep one claim open at a
     // time, so every job runs while exactly one claim is open (its own). Without the
     // slots, the two engines' claims overlap.
-    let config = || standmeet::jobs::EngineConfig {
+    let config = || standmeet_jobs::EngineConfig {
         // The claim stays open while its attempts run, however slow the machine.
         claim_window: Duration::from_secs(10),
         ..one_claim_in_flight(quick_config(8))
@@ -834,13 +838,13 @@ async fn claims_in_flight_are_counted_across_engines_on_one_database(pool: PgPoo
     assert_eq!(open, vec![(1, 300)], "(claims open, jobs)");
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn a_claim_slot_held_elsewhere_for_too_long_does_not_stall_the_queue(pool: PgPool) {
     // Someone holds the default queue's only claim slot and never lets go (a process
     // cut off from the database keeps its locks until PostgreSQL notices).
     let mut holder = pool.acquire().await.unwrap();
     sqlx::query("SELECT pg_advisory_lock($1, 0)")
-        .bind(standmeet::jobs::testing::slot_lock_key("default"))
+        .bind(standmeet_jobs::testing::slot_lock_key("default"))
         .execute(&mut *holder)
         .await
         .unwrap();
@@ -851,18 +855,18 @@ async fn a_claim_slot_held_elsewhere_for_too_long_does_not_stall_the_queue(pool:
     assert_eq!(row.attempt, 1);
     // It waited for the slot, then went ahead without it.
     assert!(
-        started.elapsed() >= standmeet::jobs::testing::SLOT_WAIT,
+        started.elapsed() >= standmeet_jobs::testing::SLOT_WAIT,
         "done in {:?}: the slot did not hold it",
         started.elapsed()
     );
     sqlx::query("SELECT pg_advisory_unlock($1, 0)")
-        .bind(standmeet::jobs::testing::slot_lock_key("default"))
+        .bind(standmeet_jobs::testing::slot_lock_key("default"))
         .execute(&mut *holder)
         .await
         .unwrap();
 }
 
-#[sqlx::test]
+#[sqlx::test(migrations = "../../migrations")]
 async fn a_lost_worker_s_job_is_rescued_and_run_by_a_live_engine(pool: PgPool) {
     let id = take_as_ghost(&pool).await;
     sqlx::query(

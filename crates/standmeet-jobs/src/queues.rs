@@ -2,7 +2,7 @@
 //! long its oldest job has waited, and whether it is paused.
 //!
 //! A pause is a row in `job_queue_pauses`: every process's producer finds nothing to
-//! fetch in a paused queue (see `store::job_fetch_available`), so its jobs stay
+//! claim in a paused queue (see `store::job_claim`), so its jobs stay
 //! `available` in every copy of StandMeet and across restarts until it is resumed; the
 //! resume notifies the queue, and its jobs run at once. Running jobs finish.
 
@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::store::{self, QueueStateCount};
-use crate::model::JobState;
+use crate::JobState;
 
 /// One queue's figures (the shape of MCP `queues.list`).
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -162,9 +162,6 @@ pub(crate) struct ClaimContext {
     pub lease: Duration,
     /// How long the claim waits for its attempts before it writes the rest `running`.
     pub window: Duration,
-    /// Whether the write tells waiters of the jobs it finishes (see
-    /// `EngineConfig::final_notification`).
-    pub notify: bool,
 }
 
 /// Opens a transaction holding one of the queue's `slots` claim slots (waiting for
@@ -404,7 +401,6 @@ async fn write(
         ended,
         still_running,
         rows,
-        context.notify,
         watched,
         Some(&rows.xact),
     )
@@ -529,7 +525,6 @@ async fn rewrite(
         &outcomes,
         &running,
         &rows,
-        context.notify,
         &[],
         None,
     )

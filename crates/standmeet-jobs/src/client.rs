@@ -1,42 +1,136 @@
-//! [`JobClient`]: the one way into the queue for the rest of StandMeet, River's
-//! `Client` in our words. Pages, tools and features look jobs up, list them, retry,
-//! cancel or delete them and wait for them here; the SQL stays in `store`, which
-//! nothing outside `jobs` sees. (Inserting inside a caller's own transaction is
-//! [`insert_tx`](super::insert_tx), so that the business row and its job commit
-//! together.)
+//! [`JobClient`]: the one way into the queue, River's `Client` in our words. Callers look
+//! jobs up, list them, retry, cancel or delete them, wait for them and hear them finish
+//! here; the SQL stays in `store`, which nothing outside this crate sees. (Inserting
+//! inside a caller's own transaction is [`insert_tx`](super::insert_tx), so that the
+//! business row and its job commit together.)
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::PgPool;
 
+use super::listener::{FinishedJobs, Listening, Signals};
 use super::queues::{QueueError, QueueSummary};
+use super::store::JobProgress;
 use super::store::{
     self, BulkOutcome, CancelOutcome, DeleteOutcome, FinishedInMinute, JobFilter, JobRow,
     JobSummary, RetryOutcome,
 };
-use super::{JobId, JobKind, JobState, Signals, WaitError, WaitOutcome};
+use super::{JobId, JobKind, JobState, WaitError, WaitOutcome};
 
-/// A handle on the queue. Cheap to clone: a pool and the process's signals.
+/// A handle on the queue. Cheap to clone: a pool, the process's signals (its waiters,
+/// and what its LISTEN connection hears) and the queues it knows.
 #[derive(Clone)]
 pub struct JobClient {
     pool: PgPool,
     signals: Arc<Signals>,
+    queues: Arc<Vec<String>>,
     finished_counts: Arc<tokio::sync::Mutex<Option<CountedAt>>>,
+}
+
+/// The waiters of a process, in figures ([`JobClient::waiters`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaiterFigures {
+    /// Callers waiting for jobs now.
+    pub waiting: usize,
+    /// How many may wait at once.
+    pub max: usize,
+    /// Waits that ended with a receipt (limit passed, or no free place).
+    pub receipts: u64,
+    /// Waits that ended with the finished jobs.
+    pub answered: u64,
 }
 
 /// Counts of jobs by state and kind, and when they were made.
 type CountedAt = (std::time::Instant, Vec<(JobState, String, i64)>);
 
 impl JobClient {
-    /// A client over `pool`, waiting through `signals` (the ones the process's listener
-    /// wakes).
-    pub fn new(pool: PgPool, signals: Arc<Signals>) -> Self {
+    /// A client over `pool` with room for `max_waiters` callers waiting at once. Its
+    /// waits are woken by the LISTEN connection that [`JobRuntime::start`](
+    /// super::JobRuntime::start) or [`JobClient::listen`] starts for it (and answered by
+    /// a re-read once a second without one).
+    pub fn new(pool: PgPool, max_waiters: usize) -> Self {
         JobClient {
             pool,
-            signals,
+            signals: Signals::new(max_waiters),
+            queues: Arc::default(),
             finished_counts: Arc::default(),
         }
+    }
+
+    /// The same client, knowing `queues` as the ones this application runs (listed even
+    /// when empty, and the ones a pause may name besides those with jobs).
+    pub fn with_queues<'a>(self, queues: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut names: Vec<String> = queues.into_iter().map(str::to_string).collect();
+        names.sort();
+        names.dedup();
+        JobClient {
+            queues: Arc::new(names),
+            ..self
+        }
+    }
+
+    /// The queues this client was told of ([`JobClient::with_queues`]), by name.
+    pub fn queue_names(&self) -> &[String] {
+        &self.queues
+    }
+
+    pub(crate) fn signals(&self) -> &Arc<Signals> {
+        &self.signals
+    }
+
+    /// Starts this process's LISTEN connection for the client's waiters, without an
+    /// engine (a process that only waits). A [`JobRuntime`](super::JobRuntime) starts
+    /// its own: do not start both.
+    pub fn listen(&self) -> Listening {
+        Listening::start(&self.pool, None, self.signals.clone())
+    }
+
+    /// [`JobClient::listen`], with the LISTEN connection made to `options`
+    /// (`STANDMEET_LISTEN_DATABASE_URL`: a direct connection to the server, where the
+    /// pool goes through a transaction-pooling PgBouncer, which cannot keep a LISTEN).
+    pub fn listen_at(&self, options: sqlx::postgres::PgConnectOptions) -> Listening {
+        Listening::start(&self.pool, Some(options), self.signals.clone())
+    }
+
+    /// A subscription to the jobs this process hears finish (and to the moments when it
+    /// may have missed some).
+    pub fn finished_jobs(&self) -> FinishedJobs {
+        self.signals.finished_jobs()
+    }
+
+    /// Whether the LISTEN connection is up.
+    pub fn listener_connected(&self) -> bool {
+        self.signals.listener_connected()
+    }
+
+    /// The waiters' figures: how many wait now, how many may, and how their waits
+    /// ended so far.
+    pub fn waiters(&self) -> WaiterFigures {
+        let waiters = &self.signals.waiters;
+        WaiterFigures {
+            waiting: waiters.waiting(),
+            max: waiters.max(),
+            receipts: waiters.receipts_given(),
+            answered: waiters.answered(),
+        }
+    }
+
+    /// How long waiters took to be woken after their job finished (seconds), for
+    /// `/metrics`.
+    pub fn wake_latency(&self) -> &prometheus_client::metrics::histogram::Histogram {
+        self.signals.waiters.wake_latency()
+    }
+
+    /// How many attempt outcomes this process's engine has recorded so far.
+    pub fn recorded(&self) -> u64 {
+        self.signals.recorded()
+    }
+
+    /// State, attempt and error count of these jobs (those that exist): what a live
+    /// view of them shows.
+    pub async fn progress(&self, ids: &[JobId]) -> Result<Vec<JobProgress>, sqlx::Error> {
+        store::job_progress(&self.pool, ids).await
     }
 
     /// Inserts a `K` job with `args`, due now, in a transaction of its own.
@@ -143,31 +237,46 @@ impl JobClient {
         self.signals.waiters.wait(&self.pool, ids, limit).await
     }
 
-    /// Every queue (StandMeet's own, and any other with jobs or a pause) with its
-    /// figures, by name.
+    /// Every queue (the ones this client knows, and any other with jobs or a pause)
+    /// with its figures, by name.
     pub async fn queues(&self) -> Result<Vec<QueueSummary>, sqlx::Error> {
-        super::queues::list(&self.pool, &standard_queue_names()).await
+        super::queues::list(&self.pool, &self.queues).await
     }
 
     /// Pauses `queue` in every process until it is resumed; its running jobs finish.
     pub async fn pause_queue(&self, queue: &str) -> Result<QueueSummary, QueueError> {
-        super::queues::set_paused(&self.pool, &standard_queue_names(), queue, true).await
+        super::queues::set_paused(&self.pool, &self.queues, queue, true).await
     }
 
     /// Resumes `queue`: the jobs that waited run at once.
     pub async fn resume_queue(&self, queue: &str) -> Result<QueueSummary, QueueError> {
-        super::queues::set_paused(&self.pool, &standard_queue_names(), queue, false).await
+        super::queues::set_paused(&self.pool, &self.queues, queue, false).await
     }
 
-    /// The kinds some StandMeet process that was heard from within `live` can run.
+    /// The kinds some process that was heard from within `live` can run.
     pub async fn kinds_someone_runs(&self, live: Duration) -> Result<Vec<String>, sqlx::Error> {
         store::worker_known_kinds(&self.pool, live).await
     }
 }
 
-fn standard_queue_names() -> Vec<String> {
-    super::EngineConfig::standard_queues()
-        .into_iter()
-        .map(|queue| queue.name)
-        .collect()
+/// What the engine's own tests look at inside a client (feature `testing`).
+#[cfg(feature = "testing")]
+impl JobClient {
+    /// Whether a caller waits for job `id` now.
+    pub fn waits_for(&self, id: JobId) -> bool {
+        self.signals.waiters.waits_for(id)
+    }
+
+    /// The jobs callers wait for now.
+    pub fn waited_ids(&self) -> Vec<JobId> {
+        self.signals.waiters.pending_ids()
+    }
+
+    /// The same client (its waiters, its listener), reading through `pool`.
+    pub fn on_pool(&self, pool: PgPool) -> JobClient {
+        JobClient {
+            pool,
+            ..self.clone()
+        }
+    }
 }

@@ -1,0 +1,69 @@
+//! The steps a worker takes, one at a time, for the engine's own tests (feature
+//! `testing`): they play a worker that claims jobs and then vanishes, answers late, or
+//! is rescued, which a running engine never does on purpose. Production code never
+//! turns the feature on; everything else goes through [`JobClient`](super::JobClient).
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+
+use super::JobId;
+use super::store::{self, HeldAttempt};
+
+pub use super::claim::{SLOT_WAIT, slot_lock_key};
+pub use super::store::{
+    FINISHED_PER_MINUTE_SQL, MAX_DELAY, MAX_ERROR_CHARS, Outcome, job_delete_finished,
+    job_record_outcomes, job_rescue_expired,
+};
+
+/// Plays a process that claims up to `limit` jobs of `queue` (of `kinds`), writes them
+/// `running` under `worker` with a `lease` as a claim does for attempts still going,
+/// and is never heard from again: the state a process leaves behind when it dies
+/// mid-attempt. Answers the jobs it took.
+pub async fn claim_as_ghost(
+    pool: &PgPool,
+    queue: &str,
+    limit: i64,
+    kinds: &[String],
+    worker: &str,
+    lease: Duration,
+) -> Result<Vec<JobId>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let (jobs, rows) = store::job_claim(&mut tx, queue, limit, kinds).await?;
+    let running: Vec<HeldAttempt> = jobs.iter().map(held).collect();
+    if !running.is_empty() {
+        store::job_record_claimed(&mut tx, worker, lease, &[], &running, &rows, &[], None).await?;
+    }
+    tx.commit().await?;
+    Ok(running.into_iter().map(|attempt| attempt.id).collect())
+}
+
+/// Plays a process that claims up to `limit` jobs of `queue`, leaves the claim's trace
+/// as a real claim does, starts their attempts and dies before it writes anything (its
+/// transaction rolls back, as PostgreSQL ends it when the connection goes). Answers the
+/// jobs it took.
+pub async fn claim_and_die(
+    pool: &PgPool,
+    queue: &str,
+    limit: i64,
+    kinds: &[String],
+    worker: &str,
+    lease: Duration,
+) -> Result<Vec<JobId>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let (jobs, rows) = store::job_claim(&mut tx, queue, limit, kinds).await?;
+    if jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let attempts: Vec<HeldAttempt> = jobs.iter().map(held).collect();
+    store::job_claim_trace(pool, &rows.xact, queue, worker, &attempts, lease).await?;
+    tx.rollback().await?;
+    Ok(attempts.into_iter().map(|attempt| attempt.id).collect())
+}
+
+fn held(job: &store::FetchedJob) -> HeldAttempt {
+    HeldAttempt {
+        id: job.id,
+        attempt: job.attempt,
+    }
+}
