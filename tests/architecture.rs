@@ -53,7 +53,7 @@ fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
     }
 }
 
-/// `src/domain/mail/mod.rs` → `domain::mail`; `src/db/cluster.rs` → `db::cluster`; `lib.rs` → root.
+/// `src/domain/mail/mod.rs` → `domain::mail`; `src/db/private_cluster.rs` → `db::private_cluster`; `lib.rs` → root.
 fn module_of(file: &Path) -> ModulePath {
     let relative = file.strip_prefix(src_dir()).expect("under src/");
     let mut parts: ModulePath = relative
