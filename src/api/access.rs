@@ -97,6 +97,7 @@ pub(crate) mod server {
 
     use super::*;
     use crate::api::auth::require_admin;
+    use crate::api::paging::parse_filter;
     use crate::api::replies::{form_reply, reply, set_status};
     use crate::domain::access_requests::{self, NewRequest, RequestRow, RequestStatus};
     use crate::domain::mail;
@@ -202,14 +203,7 @@ pub(crate) mod server {
     pub async fn list(status: Option<String>) -> Result<Vec<AccessRequestView>, ServerFnError> {
         require_admin().await?;
         let state = expect_context::<AppState>();
-        let status = match status.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
-            None => None,
-            Some(word) => Some(RequestStatus::parse(word).ok_or_else(|| {
-                reply(AppError::BadRequest(format!(
-                    "There is no request status {word:?}; the statuses are pending, approved, replied and denied."
-                )))
-            })?),
-        };
+        let status = parse_filter::<RequestStatus>(status.as_deref()).map_err(reply)?;
         let rows = access_requests::list(&state.pool, status, 200)
             .await
             .map_err(reply)?;

@@ -44,10 +44,11 @@ mod server {
 
     use super::*;
     use crate::api::auth::require_admin;
+    use crate::api::paging::{one_page, parse_filter};
     use crate::api::replies::reply;
     use crate::api::when;
     use crate::domain::events::{self, EventType};
-    use crate::error::AppError;
+
     use crate::state::AppState;
 
     pub async fn page(
@@ -56,20 +57,12 @@ mod server {
     ) -> Result<EventsView, ServerFnError> {
         require_admin().await?;
         let state = expect_context::<AppState>();
-        let event_type = match event_type.as_deref().map(str::trim) {
-            None | Some("") => None,
-            Some(name) => Some(EventType::parse(name).ok_or_else(|| {
-                reply(AppError::BadRequest(format!(
-                    "\"{name}\" is not an event type; use one of: {}.",
-                    EventType::ALL.map(EventType::as_str).join(", ")
-                )))
-            })?),
-        };
-        let mut found = events::newest(&state.pool, event_type, before, EVENTS_PER_PAGE + 1)
-            .await
-            .map_err(reply)?;
-        let more = found.len() as i64 > EVENTS_PER_PAGE;
-        found.truncate(EVENTS_PER_PAGE as usize);
+        let event_type = parse_filter::<EventType>(event_type.as_deref()).map_err(reply)?;
+        let (found, more) = one_page(EVENTS_PER_PAGE, |limit| {
+            events::newest(&state.pool, event_type, before, limit)
+        })
+        .await
+        .map_err(reply)?;
         let older_than = more.then(|| found.last().map(|event| event.id)).flatten();
         Ok(EventsView {
             events: found

@@ -95,6 +95,7 @@ mod server {
 
     use super::*;
     use crate::api::auth::require_admin;
+    use crate::api::paging::one_page;
     use crate::api::replies::reply;
     use crate::api::when;
     use crate::domain::listings;
@@ -104,11 +105,9 @@ mod server {
         require_admin().await?;
         let state = expect_context::<AppState>();
         let sources = listings::sources(&state.pool).await.map_err(reply)?;
-        let mut rows = listings::latest(&state.pool, LISTINGS_SHOWN + 1)
+        let (rows, more) = one_page(LISTINGS_SHOWN, |limit| listings::latest(&state.pool, limit))
             .await
             .map_err(reply)?;
-        let more = rows.len() as i64 > LISTINGS_SHOWN;
-        rows.truncate(LISTINGS_SHOWN as usize);
         Ok(ListingsView {
             sources: sources
                 .into_iter()

@@ -16,6 +16,8 @@ pub(crate) mod listings;
 pub(crate) mod live;
 #[cfg(feature = "ssr")]
 pub(crate) mod metrics;
+#[cfg(feature = "ssr")]
+pub(crate) mod paging;
 pub(crate) mod queues;
 #[cfg(feature = "ssr")]
 pub(crate) mod replies;

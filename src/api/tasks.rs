@@ -214,20 +214,6 @@ pub async fn cancel_task(id: i64) -> Result<TaskActionResult, ServerFnError> {
     server::cancel(id).await
 }
 
-#[cfg(feature = "ssr")]
-/// Parses the `state` filter; `Err` names the bad word.
-pub fn parse_state_filter(state: Option<&str>) -> Result<Option<JobState>, String> {
-    match state.map(str::trim).filter(|state| !state.is_empty()) {
-        None => Ok(None),
-        Some(word) => JobState::parse(word).map(Some).ok_or_else(|| {
-            format!(
-                "There is no job state {word:?}. The states are: {}.",
-                JobState::ALL.map(JobState::as_str).join(", ")
-            )
-        }),
-    }
-}
-
 /// Asks `GET /api/jobs/status` for these jobs (from the browser): their current rows.
 #[cfg(feature = "hydrate")]
 pub async fn fetch_job_status(ids: &[i64]) -> Result<Vec<TaskRow>, String> {
@@ -261,6 +247,7 @@ mod server {
 
     use super::*;
     use crate::api::auth::require_admin;
+    use crate::api::paging::{one_page, parse_filter};
     use crate::api::replies::reply;
     use crate::api::when;
     use crate::error::AppError;
@@ -344,8 +331,7 @@ mod server {
         require_admin().await?;
         let state = expect_context::<AppState>();
         let filter = JobFilter {
-            state: parse_state_filter(query.state.as_deref())
-                .map_err(|message| reply(AppError::BadRequest(message)))?,
+            state: parse_filter::<JobState>(query.state.as_deref()).map_err(reply)?,
             kind: name_filter(query.kind),
             queue: name_filter(query.queue),
             before: query.before.map(JobId),
@@ -353,18 +339,13 @@ mod server {
             ..search_filter(query.q.as_deref())
                 .map_err(|message| reply(AppError::BadRequest(message)))?
         };
-        let mut jobs = state
-            .jobs
-            .list(&filter, PAGE_SIZE + 1)
+        let (jobs, more) = one_page(PAGE_SIZE, |limit| state.jobs.list(&filter, limit))
             .await
             .map_err(reply)?;
-        let older = if jobs.len() as i64 > PAGE_SIZE && filter.after.is_none() {
-            jobs.truncate(PAGE_SIZE as usize);
-            jobs.last().map(|job| job.id.0)
-        } else {
-            jobs.truncate(PAGE_SIZE as usize);
-            None
-        };
+        // Paging back towards the newest shows no "older" link.
+        let older = (more && filter.after.is_none())
+            .then(|| jobs.last().map(|job| job.id.0))
+            .flatten();
         let counts = state
             .jobs
             .count_by_state(COUNT_CAP + 1)

@@ -126,6 +126,7 @@ mod server {
 
     use super::*;
     use crate::api::auth::require_admin;
+    use crate::api::paging::one_page;
     use crate::api::replies::reply;
     use crate::api::when;
     use crate::domain::events::EventType;
@@ -252,11 +253,11 @@ mod server {
             Err(webhooks::WebhookError::UnknownEndpoint(_)) => return Ok(None),
             Err(err) => return Err(reply(err)),
         };
-        let mut deliveries = webhooks::deliveries(&state.pool, id, before, DELIVERIES_PER_PAGE + 1)
-            .await
-            .map_err(reply)?;
-        let more = deliveries.len() as i64 > DELIVERIES_PER_PAGE;
-        deliveries.truncate(DELIVERIES_PER_PAGE as usize);
+        let (deliveries, more) = one_page(DELIVERIES_PER_PAGE, |limit| {
+            webhooks::deliveries(&state.pool, id, before, limit)
+        })
+        .await
+        .map_err(reply)?;
         let older_than = more.then(|| deliveries.last().map(|d| d.id)).flatten();
         Ok(Some(EndpointPage {
             webhook: view(endpoint),

@@ -23,6 +23,7 @@ use tokio::sync::mpsc;
 
 use super::JobId;
 use super::listener::Signals;
+use super::retry;
 use super::store::{self, Outcome, RecordedJob};
 
 /// The most outcomes written in one statement.
@@ -155,20 +156,16 @@ async fn write_one_by_one(
             Ok(written) => changed.extend(written),
             Err(err) if refused_for_good(&err) => {
                 let reason = format!("the outcome of this attempt could not be recorded: {err}");
-                match store::job_record_unwritable(
-                    &context.pool,
-                    &context.worker_id,
-                    outcome.id,
-                    outcome.attempt,
-                    &reason,
-                    context.retry_base,
-                )
-                .await
+                let failed = retry::unwritable(outcome, reason, context.retry_base);
+                let failed = std::slice::from_ref(&failed);
+                match store::job_record_outcomes(&context.pool, &context.worker_id, failed, watched)
+                    .await
                 {
-                    Ok(true) => {
-                        tracing::warn!(job.id = outcome.id.0, error = %err, "recorded a refused outcome as a failed attempt")
+                    Ok(written) if !written.is_empty() => {
+                        tracing::warn!(job.id = outcome.id.0, error = %err, "recorded a refused outcome as a failed attempt");
+                        changed.extend(written);
                     }
-                    Ok(false) => {}
+                    Ok(_) => {}
                     Err(err) => {
                         tracing::error!(job.id = outcome.id.0, error = %err, "cannot record a refused outcome; the rescuer will take the job back")
                     }

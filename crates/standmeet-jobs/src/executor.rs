@@ -61,19 +61,15 @@ pub(crate) async fn execute(
             context.signals.add_recorded(1);
             context.signals.waiters.job_finished(job.id);
         }
-        let Some(plan) = retry::plan(
-            result,
-            job.attempt,
-            job.max_attempts,
-            context.retry_base,
-            retry::jitter(),
-        ) else {
+        let Some(plan) = retry::plan(result, job.attempt, job.max_attempts, context.retry_base)
+        else {
             context.signals.release(job.id, job.attempt);
             return None;
         };
         Some(Outcome {
             id: job.id,
             attempt: job.attempt,
+            max_attempts: job.max_attempts,
             state: plan.state,
             output: plan.output,
             error: plan.error,

@@ -106,9 +106,20 @@ impl JobContext {
                 "the job's claim could not be written (the database went away)",
             ));
         }
-        let changed =
-            store::job_complete_in_tx(tx, self.id, self.attempt, &self.worker_id, &output).await?;
-        if !changed {
+        // Fenced like every outcome: only while this process still runs this attempt.
+        let completed = store::Outcome {
+            id: self.id,
+            attempt: self.attempt,
+            max_attempts: self.max_attempts,
+            state: super::JobState::Completed,
+            output: Some(output),
+            error: None,
+            delay: None,
+            give_back_attempt: false,
+        };
+        let written =
+            store::job_record_outcomes(&mut *tx, &self.worker_id, &[completed], &[]).await?;
+        if written.is_empty() {
             return Err(JobError::retry(
                 "the job is no longer running this attempt (cancelled or rescued meanwhile)",
             ));

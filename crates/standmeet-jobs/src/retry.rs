@@ -1,25 +1,13 @@
 //! The retry policy, and what an attempt's result makes of its job. Pure functions,
-//! so the rules can be tested without a database.
+//! so the rules can be tested without a database. (The backoff's formula itself is the
+//! database's `job_backoff`, which every writer of a failed attempt uses, the rescuer's
+//! set-based statements included: see `store::Delay`.)
 
 use std::time::Duration;
 
-use rand::Rng;
-
 use super::JobState;
 use super::kind::{ErrorAction, JobError};
-use super::store::MAX_DELAY;
-
-/// How long before attempt `attempt + 1`, after attempt `attempt` failed:
-/// `base × attempt⁴`, give or take 10 % so that jobs that failed together do not all
-/// come back in the same instant. `jitter` is in [0, 1): 0.5 means no change.
-pub fn backoff(base: Duration, attempt: i16, jitter: f64) -> Duration {
-    let attempt = f64::from(attempt.max(1));
-    let factor = 0.9 + 0.2 * jitter.clamp(0.0, 1.0);
-    // Capped (a week): past that, a retry is no longer what anybody waits for.
-    let millis =
-        (base.as_millis() as f64 * attempt.powi(4) * factor).min(MAX_DELAY.as_millis() as f64);
-    Duration::from_millis(millis as u64)
-}
+use super::store::{Delay, MAX_DELAY, Outcome};
 
 /// How one attempt ended, as the executor saw it.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,20 +33,20 @@ pub struct Plan {
     pub state: JobState,
     pub output: Option<serde_json::Value>,
     pub error: Option<String>,
-    pub delay: Option<Duration>,
+    pub delay: Option<Delay>,
     /// Not a try: the attempt number goes back down (a snooze, a shutdown).
     pub give_back_attempt: bool,
 }
 
 /// The job's next state after attempt `attempt` of `max_attempts` ended with `result`.
 /// `None` when there is nothing to write (the handler completed it itself, or the job
-/// is no longer this process's). Every delay is at most [`MAX_DELAY`].
+/// is no longer this process's). Every delay is at most [`MAX_DELAY`]; a plain retry
+/// waits the backoff with unit `retry_base`.
 pub fn plan(
     result: AttemptResult,
     attempt: i16,
     max_attempts: i16,
     retry_base: Duration,
-    jitter: f64,
 ) -> Option<Plan> {
     let plain = |state: JobState| Plan {
         state,
@@ -80,7 +68,7 @@ pub fn plan(
         AttemptResult::Interrupted => Plan {
             // Not the job's fault: it gets its attempt back and runs again soon.
             error: Some("interrupted: StandMeet shut down during the attempt".into()),
-            delay: Some(Duration::ZERO),
+            delay: Some(Delay::After(Duration::ZERO)),
             give_back_attempt: true,
             ..plain(JobState::Retryable)
         },
@@ -91,12 +79,12 @@ pub fn plan(
             },
             ErrorAction::RetryAfter(after) => Plan {
                 error: Some(message),
-                delay: Some(after.min(MAX_DELAY)),
+                delay: Some(Delay::After(after.min(MAX_DELAY))),
                 ..plain(JobState::Retryable)
             },
             ErrorAction::Retry => Plan {
                 error: Some(message),
-                delay: Some(backoff(retry_base, attempt, jitter)),
+                delay: Some(Delay::Backoff { base: retry_base }),
                 ..plain(JobState::Retryable)
             },
             ErrorAction::Discard => Plan {
@@ -108,7 +96,7 @@ pub fn plan(
                 ..plain(JobState::Cancelled)
             },
             ErrorAction::Snooze(after) => Plan {
-                delay: Some(after.min(MAX_DELAY)),
+                delay: Some(Delay::After(after.min(MAX_DELAY))),
                 give_back_attempt: true,
                 ..plain(JobState::Scheduled)
             },
@@ -116,9 +104,24 @@ pub fn plan(
     })
 }
 
-/// A fresh jitter value for [`backoff`] and [`plan`].
-pub fn jitter() -> f64 {
-    rand::rng().random::<f64>()
+/// What to record instead of `outcome` when the database refuses to store it (an
+/// output it cannot hold, a limit it keeps hitting): a failed attempt with `reason`,
+/// retried after the backoff or discarded when it was the last, so that the job is
+/// neither stuck nor run again forever.
+pub fn unwritable(outcome: &Outcome, reason: String, retry_base: Duration) -> Outcome {
+    let last = outcome.attempt >= outcome.max_attempts;
+    Outcome {
+        state: if last {
+            JobState::Discarded
+        } else {
+            JobState::Retryable
+        },
+        output: None,
+        error: Some(reason),
+        delay: (!last).then_some(Delay::Backoff { base: retry_base }),
+        give_back_attempt: false,
+        ..outcome.clone()
+    }
 }
 
 #[cfg(test)]
@@ -128,51 +131,19 @@ mod tests {
     const BASE: Duration = Duration::from_secs(1);
 
     #[test]
-    fn backoff_grows_with_the_fourth_power_of_the_attempt() {
-        assert_eq!(backoff(BASE, 1, 0.5), Duration::from_secs(1));
-        assert_eq!(backoff(BASE, 2, 0.5), Duration::from_secs(16));
-        assert_eq!(backoff(BASE, 3, 0.5), Duration::from_secs(81));
-        assert_eq!(
-            backoff(Duration::from_millis(10), 2, 0.5),
-            Duration::from_millis(160)
-        );
-    }
-
-    #[test]
-    fn jitter_stays_within_ten_percent_either_way() {
-        assert_eq!(backoff(BASE, 2, 0.0), Duration::from_millis(14_400));
-        assert_eq!(backoff(BASE, 2, 1.0), Duration::from_millis(17_600));
-        for _ in 0..1_000 {
-            let delay = backoff(BASE, 2, jitter());
-            assert!(
-                delay >= Duration::from_millis(14_400) && delay <= Duration::from_millis(17_600),
-                "{delay:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn backoff_is_capped_at_a_week() {
-        assert_eq!(
-            backoff(BASE, 1_000, 1.0),
-            Duration::from_secs(7 * 24 * 3600)
-        );
-    }
-
-    #[test]
     fn every_delay_a_handler_asks_for_is_capped_like_the_backoff() {
         for error in [
             JobError::retry_after(Duration::from_millis(9_000_000_000_000_000_000), "later"),
             JobError::snooze(Duration::MAX, "much later"),
         ] {
-            let plan = plan(AttemptResult::Failed(error), 1, 25, BASE, 0.5).unwrap();
-            assert_eq!(plan.delay, Some(MAX_DELAY));
+            let plan = plan(AttemptResult::Failed(error), 1, 25, BASE).unwrap();
+            assert_eq!(plan.delay, Some(Delay::After(MAX_DELAY)));
         }
     }
 
     #[test]
     fn a_lost_lease_writes_nothing() {
-        assert_eq!(plan(AttemptResult::LeaseLost, 1, 3, BASE, 0.5), None);
+        assert_eq!(plan(AttemptResult::LeaseLost, 1, 3, BASE), None);
     }
 
     #[test]
@@ -182,7 +153,6 @@ mod tests {
             1,
             3,
             BASE,
-            0.5,
         )
         .unwrap();
         assert_eq!(plan.state, JobState::Completed);
@@ -193,7 +163,7 @@ mod tests {
     #[test]
     fn a_completion_inside_the_handler_needs_no_write() {
         assert_eq!(
-            plan(AttemptResult::CompletedInTransaction, 1, 3, BASE, 0.5),
+            plan(AttemptResult::CompletedInTransaction, 1, 3, BASE),
             None
         );
     }
@@ -201,11 +171,11 @@ mod tests {
     #[test]
     fn a_failure_retries_until_the_last_attempt_then_discards() {
         let failed = || AttemptResult::Failed(JobError::retry("boom"));
-        let early = plan(failed(), 2, 3, BASE, 0.5).unwrap();
+        let early = plan(failed(), 2, 3, BASE).unwrap();
         assert_eq!(early.state, JobState::Retryable);
-        assert_eq!(early.delay, Some(Duration::from_secs(16)));
+        assert_eq!(early.delay, Some(Delay::Backoff { base: BASE }));
         assert_eq!(early.error.as_deref(), Some("boom"));
-        let last = plan(failed(), 3, 3, BASE, 0.5).unwrap();
+        let last = plan(failed(), 3, 3, BASE).unwrap();
         assert_eq!(last.state, JobState::Discarded);
         assert_eq!(last.delay, None);
     }
@@ -218,12 +188,14 @@ mod tests {
                 attempt,
                 3,
                 BASE,
-                0.5,
             )
             .unwrap()
         };
         assert_eq!(failed(1).state, JobState::Retryable);
-        assert_eq!(failed(1).delay, Some(Duration::from_secs(3600)));
+        assert_eq!(
+            failed(1).delay,
+            Some(Delay::After(Duration::from_secs(3600)))
+        );
         assert_eq!(failed(3).state, JobState::Discarded);
     }
 
@@ -234,7 +206,6 @@ mod tests {
             1,
             25,
             BASE,
-            0.5,
         )
         .unwrap();
         assert_eq!(discard.state, JobState::Discarded);
@@ -243,7 +214,6 @@ mod tests {
             1,
             25,
             BASE,
-            0.5,
         )
         .unwrap();
         assert_eq!(cancel.state, JobState::Cancelled);
@@ -252,11 +222,10 @@ mod tests {
             1,
             25,
             BASE,
-            0.5,
         )
         .unwrap();
         assert_eq!(snooze.state, JobState::Scheduled);
-        assert_eq!(snooze.delay, Some(Duration::from_secs(30)));
+        assert_eq!(snooze.delay, Some(Delay::After(Duration::from_secs(30))));
         assert!(
             snooze.give_back_attempt,
             "a snooze does not use up an attempt"
@@ -266,14 +235,37 @@ mod tests {
 
     #[test]
     fn cancel_while_running_and_shutdown_are_told_apart() {
-        let cancelled = plan(AttemptResult::CancelledWhileRunning, 1, 25, BASE, 0.5).unwrap();
+        let cancelled = plan(AttemptResult::CancelledWhileRunning, 1, 25, BASE).unwrap();
         assert_eq!(cancelled.state, JobState::Cancelled);
-        let interrupted = plan(AttemptResult::Interrupted, 25, 25, BASE, 0.5).unwrap();
+        let interrupted = plan(AttemptResult::Interrupted, 25, 25, BASE).unwrap();
         assert_eq!(
             interrupted.state,
             JobState::Retryable,
             "even on the last attempt"
         );
         assert!(interrupted.give_back_attempt);
+    }
+
+    #[test]
+    fn an_unwritable_outcome_is_a_failed_attempt_retried_or_on_the_last_discarded() {
+        let outcome = |attempt| Outcome {
+            id: crate::JobId(7),
+            attempt,
+            max_attempts: 3,
+            state: JobState::Completed,
+            output: Some(serde_json::json!({"too": "big"})),
+            error: None,
+            delay: None,
+            give_back_attempt: false,
+        };
+        let early = unwritable(&outcome(1), "refused".into(), BASE);
+        assert_eq!(early.state, JobState::Retryable);
+        assert_eq!(early.delay, Some(Delay::Backoff { base: BASE }));
+        assert_eq!(
+            (early.output, early.error.as_deref()),
+            (None, Some("refused"))
+        );
+        let last = unwritable(&outcome(3), "refused".into(), BASE);
+        assert_eq!((last.state, last.delay), (JobState::Discarded, None));
     }
 }

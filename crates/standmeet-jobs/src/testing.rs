@@ -12,7 +12,7 @@ use super::store::{self, HeldAttempt};
 
 pub use super::claim::{SLOT_WAIT, slot_lock_key};
 pub use super::store::{
-    FINISHED_PER_MINUTE_SQL, MAX_DELAY, MAX_ERROR_CHARS, Outcome, job_delete_finished,
+    Delay, FINISHED_PER_MINUTE_SQL, MAX_DELAY, MAX_ERROR_CHARS, Outcome, job_delete_finished,
     job_record_outcomes, job_rescue_expired,
 };
 

@@ -467,6 +467,7 @@ mod tests {
         Outcome {
             id,
             attempt: 1,
+            max_attempts: 1,
             state: crate::JobState::Completed,
             output: None,
             error: None,

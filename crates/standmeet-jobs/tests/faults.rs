@@ -12,7 +12,7 @@ use common::take_as_ghost;
 use serde_json::json;
 use sqlx::PgPool;
 use standmeet_jobs::builtin::{Flaky, FlakyArgs, Noop, Sleep, SleepArgs};
-use standmeet_jobs::testing::{self, MAX_DELAY, Outcome};
+use standmeet_jobs::testing::{self, Delay, MAX_DELAY, Outcome};
 use standmeet_jobs::{JobContext, JobError, JobId, JobKind, JobState, Registry, insert};
 use standmeet_jobs_testkit::{
     job, quick_config, start_engine, test_registry, wait_for_state, wait_until,
@@ -243,8 +243,16 @@ async fn an_attempt_whose_job_was_taken_back_stops_and_writes_nothing(pool: PgPo
 #[sqlx::test(migrations = "../../migrations")]
 async fn a_cancel_the_attempt_never_saw_wins_over_its_retry_or_snooze(pool: PgPool) {
     for (state, delay) in [
-        (JobState::Retryable, Some(Duration::from_secs(10))),
-        (JobState::Scheduled, Some(Duration::from_secs(10))),
+        (
+            JobState::Retryable,
+            Some(Delay::Backoff {
+                base: Duration::from_secs(10),
+            }),
+        ),
+        (
+            JobState::Scheduled,
+            Some(Delay::After(Duration::from_secs(10))),
+        ),
     ] {
         let id = insert::<Noop>(&pool, &json!({})).await.unwrap();
         assert_eq!(take_as_ghost(&pool, "system.noop").await, 1);
@@ -257,6 +265,7 @@ async fn a_cancel_the_attempt_never_saw_wins_over_its_retry_or_snooze(pool: PgPo
         let outcome = Outcome {
             id,
             attempt: 1,
+            max_attempts: 25,
             state,
             output: None,
             error: Some("failed meanwhile".into()),
@@ -538,4 +547,37 @@ async fn an_outcome_whose_write_times_out_every_time_is_a_failed_attempt_not_a_r
     pool: PgPool,
 ) {
     a_write_refused_with(pool, "57014").await;
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn the_one_backoff_grows_with_the_fourth_power_within_ten_percent_and_is_capped(
+    pool: PgPool,
+) {
+    // `job_backoff`, the formula every writer of a failed attempt uses: a second as the
+    // unit, a thousand draws per attempt.
+    let cap_ms = MAX_DELAY.as_millis() as f64;
+    for (attempt, middle) in [(0, 1.0), (1, 1.0), (2, 16.0), (3, 81.0)] {
+        let (low, high): (f64, f64) = sqlx::query_as(
+            "SELECT min(s), max(s) FROM (
+                 SELECT extract(epoch FROM job_backoff($1, 1000, $2))::float8 AS s
+                 FROM generate_series(1, 1000)) AS draws",
+        )
+        .bind(attempt)
+        .bind(cap_ms)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert!(
+            low >= middle * 0.9 && high <= middle * 1.1,
+            "attempt {attempt}: {low}–{high} s, not within 10 % of {middle} s"
+        );
+        assert!(high > low, "attempt {attempt}: jittered ({low}–{high} s)");
+    }
+    let capped: f64 =
+        sqlx::query_scalar("SELECT extract(epoch FROM job_backoff(1000, 1000, $1))::float8")
+            .bind(cap_ms)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(capped, MAX_DELAY.as_secs_f64());
 }

@@ -1,0 +1,108 @@
+//! Every SQL statement about jobs, one documented function each, named noun first, in
+//! a file per noun: `insert`, `claim` (the one pick), `outcome` (the one way an
+//! attempt's outcome is written), `maintenance` (leases, scheduling, rescue, cleaning),
+//! `operator` (cancel, retry, delete), `read`, `queue` and `worker`. The state machine
+//! lives here: each statement says in its WHERE clause which states it moves jobs out
+//! of, so a job that moved meanwhile is simply not touched (fencing).
+
+mod claim;
+mod insert;
+mod maintenance;
+mod operator;
+mod outcome;
+mod queue;
+mod read;
+mod worker;
+
+pub use claim::{
+    ClaimFate, ClaimedRows, job_claim, job_claim_again, job_claim_settle, job_claim_trace,
+    job_count_dead_claims,
+};
+pub use insert::{job_insert, job_insert_many};
+pub use maintenance::{
+    job_delete_finished, job_renew_leases, job_rescue_expired, job_schedule_due,
+};
+pub use operator::{
+    BulkOutcome, CancelOutcome, DeleteOutcome, RetryOutcome, job_cancel, job_cancel_many,
+    job_delete, job_delete_many, job_retry, job_retry_many,
+};
+pub use outcome::{
+    Delay, MAX_DELAY, Outcome, RecordedJob, job_record_claimed, job_record_outcomes,
+};
+pub use queue::{QueueStateCount, queue_pause, queue_paused, queue_resume, queue_state_counts};
+pub use read::{
+    FinishedInMinute, JobFilter, JobProgress, JobSummary, job_count_by_state_and_kind,
+    job_finished_per_minute, job_get, job_get_many, job_list_page, job_progress, job_state_counts,
+    job_summaries, job_terminal_among,
+};
+// What only the engine's own tests read.
+#[cfg(feature = "testing")]
+pub use outcome::MAX_ERROR_CHARS;
+#[cfg(feature = "testing")]
+pub use read::FINISHED_PER_MINUTE_SQL;
+pub use worker::{worker_forget_silent, worker_heartbeat, worker_known_kinds, worker_remove};
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::{JobId, JobState};
+
+/// One failed attempt, as kept in `errors`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AttemptError {
+    pub attempt: i16,
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    pub error: String,
+}
+
+/// A whole `jobs` row. (Also read from the row as jsonb, `to_jsonb(jobs)`, which is
+/// how the writes of outcomes hand finished jobs to this process's waiters.)
+#[derive(Clone, Debug, sqlx::FromRow, Deserialize)]
+pub struct JobRow {
+    pub id: JobId,
+    pub kind: String,
+    pub queue: String,
+    pub args: serde_json::Value,
+    pub state: JobState,
+    pub attempt: i16,
+    pub max_attempts: i16,
+    pub priority: i16,
+    #[serde(with = "time::serde::rfc3339")]
+    pub scheduled_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub attempted_at: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub finalized_at: Option<OffsetDateTime>,
+    pub errors: serde_json::Value,
+    pub output: Option<serde_json::Value>,
+    pub attempted_by: Option<String>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub cancel_requested_at: Option<OffsetDateTime>,
+}
+
+impl JobRow {
+    /// The error entries, oldest first.
+    pub fn attempt_errors(&self) -> Vec<AttemptError> {
+        serde_json::from_value(self.errors.clone()).unwrap_or_default()
+    }
+}
+
+/// A job a producer just fetched or claimed, with the number of the attempt it starts.
+#[derive(Clone, Debug)]
+pub struct FetchedJob {
+    pub id: JobId,
+    pub kind: String,
+    pub args: serde_json::Value,
+    pub attempt: i16,
+    pub max_attempts: i16,
+}
+
+/// One attempt this process holds: the job and the attempt number it fetched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct HeldAttempt {
+    pub id: JobId,
+    pub attempt: i16,
+}

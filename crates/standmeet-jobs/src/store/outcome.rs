@@ -1,0 +1,360 @@
+//! Outcomes: what an attempt made of its job, written by a claim for the jobs it holds
+//! by row lock ([`job_record_claimed`]) and by everyone else for jobs held by lease
+//! ([`job_record_outcomes`]): the completer, a handler's own `complete_tx`, and an
+//! outcome the database refused, recorded as a failed attempt. Both set the same
+//! columns the same way, from the same columns of outcomes ([`OutcomeColumns`]), with
+//! the one backoff (`job_backoff`, see [`Delay`]); they differ in how they find and
+//! fence the row (a claim's row lock and `ctid`, or the lease's holder and attempt).
+
+use std::time::Duration;
+
+use sqlx::{PgConnection, PgExecutor};
+
+use crate::{JobId, JobState};
+
+use super::{ClaimedRows, HeldAttempt, JobRow};
+
+/// Writes, in the transaction that claimed them ([`job_claim`]), what became of
+/// claimed jobs, in one statement: the attempts that ended get their outcome (as
+/// [`job_record_outcomes`] would write it), the ones `still_running` become `running`
+/// under `worker` with a lease, for the completer to finish later. Either way the
+/// attempt counts (`attempt` is the claimed attempt's number) unless the outcome gives
+/// it back. Answers the ids it changed (all of them: the claim's lock kept them as
+/// they were). `attempted_at` is the claim's start (`now()`, the transaction's time);
+/// the lease, the end and a delay count from the write (`clock_timestamp()`), so that
+/// the window does not eat into the lease.
+///
+/// The statement sends `standmeet_job_final` for each job it finishes
+/// itself, in its `RETURNING`, and sets `standmeet.notifies_itself` for its
+/// transaction (once, before any row is written: an uncorrelated subquery in the
+/// `WHERE` is a one-time filter) so that the trigger that otherwise sends it stands
+/// aside: a function call per job instead of a queued trigger event, a second look at
+/// the row and a PL/pgSQL call.
+///
+/// The jobs of `watched` (some of `outcomes`: those a waiter of this process waits
+/// for) come back whole, as the write left them, so that their waiters have their
+/// answer without reading it again (a query after the commit, a quarter of the time
+/// from a quick job's insert to its waiter's answer).
+///
+/// The same statement deletes the claim's trace `trace` (see [`job_claim_trace`]), so
+/// that the attempts are recorded and their trace gone in one commit, or neither.
+#[allow(clippy::too_many_arguments)]
+pub async fn job_record_claimed(
+    tx: &mut PgConnection,
+    worker: &str,
+    lease: Duration,
+    outcomes: &[Outcome],
+    still_running: &[HeldAttempt],
+    claimed: &ClaimedRows,
+    watched: &[JobId],
+    trace: Option<&str>,
+) -> Result<Vec<RecordedJob>, sqlx::Error> {
+    let mut c = OutcomeColumns::with_capacity(outcomes.len() + still_running.len());
+    outcomes.iter().for_each(|o| c.push_outcome(o));
+    still_running.iter().for_each(|held| c.push_running(held));
+    // A job the claim does not hold has no row here, so nothing is written for it.
+    let rows: Vec<Option<&str>> = c
+        .ids
+        .iter()
+        .map(|id| claimed.rows.get(&JobId(*id)).map(String::as_str))
+        .collect();
+    debug_assert!(
+        rows.iter().all(Option::is_some),
+        "a claim writes only jobs it holds"
+    );
+    sqlx::query!(
+        r#"
+        WITH untraced AS (DELETE FROM job_claims WHERE xid = $12::text::xid8)
+        UPDATE jobs AS j
+        SET state = c.state::job_state,
+            attempt = CASE WHEN c.give_back THEN greatest(c.attempt - 1, 0) ELSE c.attempt END,
+            attempted_at = now(),
+            attempted_by = CASE WHEN c.state = 'running' THEN $8 END,
+            lease_expires_at = CASE WHEN c.state = 'running'
+                                    THEN clock_timestamp() + $9 * interval '1 millisecond' END,
+            cancel_requested_at = NULL,
+            output = CASE WHEN c.output IS NULL THEN j.output ELSE c.output::jsonb END,
+            errors = CASE WHEN c.error IS NULL THEN j.errors
+                          ELSE j.errors || jsonb_build_array(jsonb_build_object(
+                                   'attempt', c.attempt, 'at', clock_timestamp(), 'error', c.error)) END,
+            scheduled_at = CASE WHEN c.backoff_ms IS NOT NULL
+                                THEN clock_timestamp() + job_backoff(c.attempt, c.backoff_ms, $13)
+                                WHEN c.delay_ms IS NOT NULL
+                                THEN clock_timestamp() + c.delay_ms * interval '1 millisecond'
+                                ELSE j.scheduled_at END,
+            finalized_at = CASE WHEN c.state IN ('completed', 'discarded', 'cancelled')
+                                THEN clock_timestamp() END
+        FROM unnest($1::bigint[], $2::smallint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bool[],
+                    $10::text[], $14::float8[])
+             AS c(id, attempt, state, output, error, delay_ms, give_back, row_at, backoff_ms)
+        WHERE j.ctid = c.row_at::tid AND j.id = c.id
+          AND j.state = 'available' AND j.attempt = c.attempt - 1
+          AND (SELECT set_config('standmeet.notifies_itself',
+                                 'on', true)) IS NOT NULL
+        RETURNING j.id AS "id: JobId",
+                  -- pg_notify answers void, which `IS NULL` turns into a column.
+                  CASE WHEN j.state IN ('completed', 'discarded', 'cancelled')
+                       THEN pg_notify('standmeet_job_final', j.id::text) IS NULL END AS notified,
+                  CASE WHEN j.id = ANY($11) THEN to_jsonb(j)::text END AS "whole?: String",
+                  CASE WHEN j.id = ANY($11) THEN j.output IS NOT NULL END AS "has_output?: bool"
+        "#,
+        &c.ids,
+        &c.attempts,
+        &c.states,
+        &c.outputs as &[Option<String>],
+        &c.errors as &[Option<String>],
+        &c.delays as &[Option<i64>],
+        &c.give_back,
+        worker,
+        lease.as_millis() as f64,
+        &rows as &[Option<&str>],
+        &watched.iter().map(|id| id.0).collect::<Vec<i64>>(),
+        trace,
+        max_delay_ms(),
+        &c.backoff_units as &[Option<f64>],
+    )
+    .fetch_all(tx)
+    .await
+    .map(|rows| {
+        rows.into_iter()
+            .map(|row| RecordedJob::new(row.id, row.whole, row.has_output))
+            .collect()
+    })
+}
+
+/// A job an outcome's write changed; whole when it was watched.
+#[derive(Debug)]
+pub struct RecordedJob {
+    pub id: JobId,
+    pub whole: Option<JobRow>,
+}
+
+impl RecordedJob {
+    /// From the row as jsonb text (parsed here, so that a row serde_json cannot read,
+    /// e.g. an output nested deeper than it goes, fails nothing but the handover: its
+    /// waiter reads it instead) and whether `output` is there at all (`to_jsonb` writes
+    /// a missing output and a JSON `null` alike).
+    fn new(id: JobId, whole: Option<String>, has_output: Option<bool>) -> Self {
+        let whole = whole
+            .and_then(|text| serde_json::from_str::<JobRow>(&text).ok())
+            .map(|mut row| {
+                if has_output == Some(true) && row.output.is_none() {
+                    row.output = Some(serde_json::Value::Null);
+                }
+                row
+            });
+        RecordedJob { id, whole }
+    }
+}
+
+/// What an attempt made of its job, as a claim's write and the completer record it
+/// (see `retry::plan`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    pub id: JobId,
+    pub attempt: i16,
+    /// The job's attempts in all (what an outcome that cannot be written becomes
+    /// depends on it: see `retry::unwritable`).
+    pub max_attempts: i16,
+    pub state: JobState,
+    pub output: Option<serde_json::Value>,
+    /// Appended to `errors` when present.
+    pub error: Option<String>,
+    /// When the job runs again, for a job that goes back to waiting.
+    pub delay: Option<Delay>,
+    /// The attempt is given back (`attempt - 1`): a snooze or a shutdown is not a try.
+    pub give_back_attempt: bool,
+}
+
+/// When a job that goes back to waiting runs again (`scheduled_at`, from the write).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Delay {
+    /// After this long (at most [`MAX_DELAY`]): a handler's own delay, or a snooze.
+    After(Duration),
+    /// After the backoff of its attempt with this unit: `base × attempt⁴`, ±10 %, at
+    /// most [`MAX_DELAY`]. Computed by the database's `job_backoff`, the one place the
+    /// formula lives (the rescuer uses it too).
+    Backoff { base: Duration },
+}
+
+/// The longest any delay may be: the backoff's cap, a handler's `retry_after` or
+/// snooze, alike. Past a week a retry is no longer what anybody waits for, and an
+/// unbounded delay would overflow PostgreSQL's interval.
+pub const MAX_DELAY: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The longest error text kept per attempt (in characters): a whole feed or a stack of
+/// causes helps nobody in the Tasks panel and bloats the row at every state change.
+pub const MAX_ERROR_CHARS: usize = 2_000;
+
+/// An error text as it can be stored: without NUL characters (PostgreSQL's text and
+/// jsonb refuse them; a feed or a remote error may carry one) and at most
+/// [`MAX_ERROR_CHARS`] characters, with an ellipsis when cut.
+pub fn clean_error(text: &str) -> String {
+    let mut chars = text.chars().filter(|c| *c != '\0');
+    let mut cleaned: String = chars.by_ref().take(MAX_ERROR_CHARS).collect();
+    if chars.next().is_some() {
+        cleaned.push('…');
+    }
+    cleaned
+}
+
+/// `value` as jsonb text, without NUL characters in strings and keys (jsonb refuses
+/// them); serializes once in the usual case.
+fn clean_json_text(value: &serde_json::Value) -> String {
+    let text = value.to_string();
+    if text.contains("\\u0000") {
+        without_nul(value).to_string()
+    } else {
+        text
+    }
+}
+
+fn without_nul(value: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(text) => Value::String(text.replace('\0', "")),
+        Value::Array(items) => Value::Array(items.iter().map(without_nul).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, item)| (key.replace('\0', ""), without_nul(item)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn delay_millis(delay: Duration) -> i64 {
+    delay.min(MAX_DELAY).as_millis() as i64
+}
+
+/// [`MAX_DELAY`] in milliseconds, as `job_backoff` takes its cap.
+pub(super) fn max_delay_ms() -> f64 {
+    MAX_DELAY.as_millis() as f64
+}
+
+/// Outcomes as the parallel arrays that `unnest` turns back into rows.
+struct OutcomeColumns {
+    ids: Vec<i64>,
+    attempts: Vec<i16>,
+    states: Vec<String>,
+    outputs: Vec<Option<String>>,
+    errors: Vec<Option<String>>,
+    delays: Vec<Option<i64>>,
+    backoff_units: Vec<Option<f64>>,
+    give_back: Vec<bool>,
+}
+
+impl OutcomeColumns {
+    fn with_capacity(count: usize) -> Self {
+        OutcomeColumns {
+            ids: Vec::with_capacity(count),
+            attempts: Vec::with_capacity(count),
+            states: Vec::with_capacity(count),
+            outputs: Vec::with_capacity(count),
+            errors: Vec::with_capacity(count),
+            delays: Vec::with_capacity(count),
+            backoff_units: Vec::with_capacity(count),
+            give_back: Vec::with_capacity(count),
+        }
+    }
+
+    fn push_outcome(&mut self, o: &Outcome) {
+        self.ids.push(o.id.0);
+        self.attempts.push(o.attempt);
+        self.states.push(o.state.as_str().to_string());
+        self.outputs.push(o.output.as_ref().map(clean_json_text));
+        self.errors.push(o.error.as_deref().map(clean_error));
+        let (delay, backoff) = match o.delay {
+            None => (None, None),
+            Some(Delay::After(after)) => (Some(delay_millis(after)), None),
+            Some(Delay::Backoff { base }) => (None, Some(base.as_millis() as f64)),
+        };
+        self.delays.push(delay);
+        self.backoff_units.push(backoff);
+        self.give_back.push(o.give_back_attempt);
+    }
+
+    /// An attempt that goes on: `running`, nothing else to write.
+    fn push_running(&mut self, held: &HeldAttempt) {
+        self.ids.push(held.id.0);
+        self.attempts.push(held.attempt);
+        self.states.push(JobState::Running.as_str().to_string());
+        self.outputs.push(None);
+        self.errors.push(None);
+        self.delays.push(None);
+        self.backoff_units.push(None);
+        self.give_back.push(false);
+    }
+}
+
+/// Writes many outcomes of `worker`'s attempts in one statement, each fenced: a job no
+/// longer `running` at that attempt under `worker` (rescued, cancelled) is left alone.
+/// The completer's batches, a handler's own `complete_tx` (in its transaction) and an
+/// outcome the database refused (recorded as a failed attempt instead) all go through
+/// it; a claim's write ([`job_record_claimed`]) sets the same columns the same way, for
+/// jobs it holds by row lock instead of by lease. Times are the write's
+/// (`clock_timestamp()`, as in a claim's write, whose transaction began long before:
+/// a handler's transaction may have too). Only here can a cancel request be pending
+/// (a job held by lease is `running`); a claim's jobs were `available`, which a cancel
+/// ends at once, after waiting for the claim's row lock.
+/// An admin's cancel that the attempt did not see wins over a retry or a snooze: such
+/// a job ends `cancelled` (a completion or a discard stands). Answers the jobs it
+/// changed, those of `watched` whole (as in [`job_record_claimed`]).
+pub async fn job_record_outcomes(
+    executor: impl PgExecutor<'_>,
+    worker: &str,
+    outcomes: &[Outcome],
+    watched: &[JobId],
+) -> Result<Vec<RecordedJob>, sqlx::Error> {
+    let mut c = OutcomeColumns::with_capacity(outcomes.len());
+    outcomes.iter().for_each(|o| c.push_outcome(o));
+    sqlx::query!(
+        r#"
+        UPDATE jobs AS j
+        SET state = (CASE WHEN j.cancel_requested_at IS NOT NULL
+                               AND c.state NOT IN ('completed', 'discarded', 'cancelled')
+                          THEN 'cancelled' ELSE c.state END)::job_state,
+            output = CASE WHEN c.output IS NULL THEN j.output ELSE c.output::jsonb END,
+            errors = CASE WHEN c.error IS NULL THEN j.errors
+                          ELSE j.errors || jsonb_build_array(jsonb_build_object(
+                                   'attempt', c.attempt, 'at', clock_timestamp(), 'error', c.error)) END,
+            scheduled_at = CASE WHEN j.cancel_requested_at IS NOT NULL THEN j.scheduled_at
+                                WHEN c.backoff_ms IS NOT NULL
+                                THEN clock_timestamp() + job_backoff(c.attempt, c.backoff_ms, $10)
+                                WHEN c.delay_ms IS NOT NULL
+                                THEN clock_timestamp() + c.delay_ms * interval '1 millisecond'
+                                ELSE j.scheduled_at END,
+            attempt = CASE WHEN c.give_back AND j.cancel_requested_at IS NULL
+                           THEN greatest(j.attempt - 1, 0) ELSE j.attempt END,
+            finalized_at = CASE WHEN c.state IN ('completed', 'discarded', 'cancelled')
+                                     OR j.cancel_requested_at IS NOT NULL THEN clock_timestamp() END,
+            attempted_by = NULL,
+            lease_expires_at = NULL
+        FROM unnest($1::bigint[], $2::smallint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bool[],
+                    $11::float8[])
+             AS c(id, attempt, state, output, error, delay_ms, give_back, backoff_ms)
+        WHERE j.id = c.id AND j.state = 'running' AND j.attempt = c.attempt AND j.attempted_by = $8
+        RETURNING j.id AS "id: JobId",
+                  CASE WHEN j.id = ANY($9) THEN to_jsonb(j)::text END AS "whole?: String",
+                  CASE WHEN j.id = ANY($9) THEN j.output IS NOT NULL END AS "has_output?: bool"
+        "#,
+        &c.ids,
+        &c.attempts,
+        &c.states,
+        &c.outputs as &[Option<String>],
+        &c.errors as &[Option<String>],
+        &c.delays as &[Option<i64>],
+        &c.give_back,
+        worker,
+        &watched.iter().map(|id| id.0).collect::<Vec<i64>>(),
+        max_delay_ms(),
+        &c.backoff_units as &[Option<f64>],
+    )
+    .fetch_all(executor)
+    .await
+    .map(|rows| {
+        rows.into_iter()
+            .map(|row| RecordedJob::new(row.id, row.whole, row.has_output))
+            .collect()
+    })
+}

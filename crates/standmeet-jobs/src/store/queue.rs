@@ -1,0 +1,67 @@
+//! Queues: their figures by state, and the pauses every process obeys.
+
+use sqlx::PgPool;
+
+use crate::JobState;
+
+/// One (queue, state) pair's figures, for the queues page.
+#[derive(Clone, Debug)]
+pub struct QueueStateCount {
+    pub queue: String,
+    pub state: JobState,
+    pub count: i64,
+    /// Of these, finished (`finalized_at`) in the last five minutes.
+    pub finished_last_5m: i64,
+    /// Seconds since the oldest of these became due (meaningful for `available`).
+    pub oldest_due_age_s: Option<f64>,
+}
+
+/// How many jobs each queue has in each state, how many of them finished in the last
+/// five minutes, and how long the oldest has been due: one pass over the table (the
+/// finished rows are kept only for their retention, a day by default).
+pub async fn queue_state_counts(pool: &PgPool) -> Result<Vec<QueueStateCount>, sqlx::Error> {
+    sqlx::query_as!(
+        QueueStateCount,
+        r#"
+        SELECT queue AS "queue!", state AS "state!: JobState", count(*) AS "count!",
+               count(*) FILTER (WHERE finalized_at > now() - interval '5 minutes')
+                   AS "finished_last_5m!",
+               greatest(extract(epoch FROM now() - min(scheduled_at)), 0)::float8
+                   AS oldest_due_age_s
+        FROM jobs GROUP BY queue, state
+        "#
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// The paused queues, by name.
+pub async fn queue_paused(pool: &PgPool) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar!("SELECT queue FROM job_queue_pauses ORDER BY queue")
+        .fetch_all(pool)
+        .await
+}
+
+/// Pauses `queue` (staying paused when it already was).
+pub async fn queue_pause(pool: &PgPool, queue: &str) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "INSERT INTO job_queue_pauses (queue) VALUES ($1) ON CONFLICT (queue) DO NOTHING",
+        queue
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Resumes `queue`, and in the same transaction wakes its producers in every process
+/// (the insert channel), so that the jobs that waited run at once.
+pub async fn queue_resume(pool: &PgPool, queue: &str) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::query!("DELETE FROM job_queue_pauses WHERE queue = $1", queue)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query!("SELECT pg_notify($1, $2)", crate::channels::INSERT, queue)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await
+}

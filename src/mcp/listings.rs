@@ -1,0 +1,70 @@
+//! Job listings as tools: `jobs.fetch_new`, `jobs.fetch_result` (as `api::listings`).
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{ErrorData, tool, tool_router};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{Tools, respond};
+use crate::domain::listings::{self, ListingsError};
+use crate::error::AppError;
+use standmeet_jobs::JobId;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct FetchNewParams {
+    /// Fetch only these sources (ids from the listings page); every enabled source
+    /// when not given.
+    pub source_ids: Option<Vec<i64>>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct FetchResultParams {
+    /// The job_ids a jobs.fetch_new answer gave.
+    pub job_ids: Vec<i64>,
+}
+
+#[tool_router(router = listings_tools, vis = "pub(super)")]
+impl Tools {
+    #[tool(
+        name = "jobs.fetch_new",
+        description = "Fetch new job listings: one fetch per enabled job board (or per source in source_ids), run in parallel. Waits up to 20 s; when every fetch is done the answer is {job_ids, pending:false, listings, errors}, where new:true marks listings no earlier fetch saw. Otherwise it is a receipt {job_ids, pending:true}: pass those job_ids to jobs.fetch_result later."
+    )]
+    async fn jobs_fetch_new(
+        &self,
+        Parameters(params): Parameters<FetchNewParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let state = &self.state;
+        let answer = listings::fetch_new(
+            &state.pool,
+            &state.jobs,
+            state.settings.fetch_wait,
+            params.source_ids.as_deref(),
+        )
+        .await;
+        respond(fetch_answer(answer))
+    }
+
+    #[tool(
+        name = "jobs.fetch_result",
+        description = "Redeem a jobs.fetch_new receipt: with its job_ids, the same answer jobs.fetch_new gives when its fetches finish in time ({job_ids, pending:false, listings, errors}), or {job_ids, pending:true} while one still runs."
+    )]
+    async fn jobs_fetch_result(
+        &self,
+        Parameters(params): Parameters<FetchResultParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let ids: Vec<JobId> = params.job_ids.into_iter().map(JobId).collect();
+        respond(fetch_answer(
+            listings::fetch_result(&self.state.pool, &self.state.jobs, &ids).await,
+        ))
+    }
+}
+
+/// A listings fetch's answer as a tool's object.
+fn fetch_answer(
+    answer: Result<crate::model::FetchAnswer, ListingsError>,
+) -> Result<Value, AppError> {
+    let answer = answer?;
+    serde_json::to_value(&answer).map_err(|err| AppError::Internal(err.into()))
+}
