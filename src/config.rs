@@ -28,189 +28,140 @@ pub enum MailSupplier {
     Smtp(Url),
 }
 
-/// Every setting StandMeet reads: its name, its default, and what it does, for
-/// `standmeet --help` (a test keeps this list and [`Settings::from_lookup`] alike).
-pub const SETTINGS: &[(&str, &str, &str)] = &[
-    (
-        "DATABASE_URL",
-        "unset: a private cluster",
-        "the PostgreSQL database to use",
-    ),
-    (
-        "STANDMEET_DATA_DIR",
-        ".standmeet",
-        "where the private cluster lives (<dir>/pg)",
-    ),
-    (
-        "LEPTOS_SITE_ADDR",
-        "127.0.0.1:3000",
-        "the address the server listens on",
-    ),
-    (
-        "STANDMEET_PUBLIC_URL",
-        "http://<LEPTOS_SITE_ADDR>",
-        "how people reach StandMeet (links in mail, cookies)",
-    ),
-    (
-        "STANDMEET_MAIL",
-        "log",
-        "log, none, smtp://host:port, smtps://host:port or smtp+insecure://user:password@host:port",
-    ),
-    (
-        "STANDMEET_MAIL_FROM",
-        "standmeet@<public host>",
-        "the sender of every mail",
-    ),
-    (
-        "STANDMEET_OWNER_EMAIL",
-        "the first admin",
-        "the owner's address",
-    ),
-    (
-        "STANDMEET_ADMIN_EMAIL",
-        "unset",
-        "an admin created or updated at start (with the password)",
-    ),
-    (
-        "STANDMEET_ADMIN_PASSWORD",
-        "unset",
-        "that admin's password (8 characters or more)",
-    ),
-    (
-        "STANDMEET_MCP_TOKEN",
-        "unset: MCP off",
-        "the bearer token of /mcp, 32 characters or more",
-    ),
-    (
-        "STANDMEET_APPROVE_WAIT_MS",
-        "2000",
-        "how long an approval waits for its mail",
-    ),
-    (
-        "STANDMEET_FETCH_WAIT_MS",
-        "20000",
-        "how long \"fetch new listings\" waits",
-    ),
-    (
-        "STANDMEET_INDEX_WAIT_MS",
-        "2000",
-        "how long a corpus write waits for its index job",
-    ),
-    (
-        "STANDMEET_MAX_WAITERS",
-        "64",
-        "callers that may wait for jobs at once",
-    ),
-    (
-        "STANDMEET_MAX_LIVE_CLIENTS",
-        "256",
-        "live streams (/api/live) one process serves at once",
-    ),
-    (
-        "STANDMEET_RETRY_BASE_MS",
-        "1000",
-        "the retry backoff unit (base × attempt⁴)",
-    ),
-    (
-        "STANDMEET_MAIL_PER_RECIPIENT_PER_HOUR",
-        "5",
-        "mails one address gets at most an hour",
-    ),
-    (
-        "STANDMEET_CONFIRM_LINK_HOURS",
-        "24",
-        "how long an address confirmation link works",
-    ),
-    (
-        "STANDMEET_JOB_LEASE_MS",
-        "30000",
-        "how long a running job stays its worker's without renewal",
-    ),
-    (
-        "STANDMEET_KEEP_COMPLETED_HOURS",
-        "24",
-        "how long completed and cancelled jobs are kept",
-    ),
-    (
-        "STANDMEET_KEEP_DISCARDED_HOURS",
-        "168",
-        "how long discarded jobs are kept",
-    ),
-    (
-        "STANDMEET_LOGIN_ATTEMPTS_PER_MINUTE",
-        "10",
-        "failed sign-ins (and access codes) per client address a minute",
-    ),
-    (
-        "STANDMEET_FETCH_ALLOW_PRIVATE",
-        "false",
-        "let job boards and webhooks be on private addresses",
-    ),
-    (
-        "STANDMEET_WEBHOOK_TIMEOUT_MS",
-        "10000",
-        "how long one webhook delivery attempt may take",
-    ),
-    (
-        "STANDMEET_KEEP_EVENTS_DAYS",
-        "30",
-        "how long events and their deliveries are kept",
-    ),
-    (
-        "STANDMEET_LISTEN_DATABASE_URL",
-        "DATABASE_URL",
-        "where the one LISTEN connection goes (behind a transaction-pooling PgBouncer: a direct URL)",
-    ),
-    (
-        "STANDMEET_LOG_FORMAT",
-        "text",
-        "text, or json: one JSON object per line with the span fields",
-    ),
-    (
-        "STANDMEET_MCP_TOOL_NAMES",
-        "dots",
-        "dots (access_requests.list) or underscore (access_requests_list) in MCP tool names",
-    ),
-    (
-        "STANDMEET_METRICS_TOKEN",
-        "unset: loopback only",
-        "the bearer token of /metrics",
-    ),
-    (
-        "STANDMEET_DB_POOL_SIZE",
-        "16",
-        "database connections for requests (the job engine has its own 10 and the listener 1)",
-    ),
-    (
-        "STANDMEET_TRUSTED_PROXIES",
-        "unset: none",
-        "reverse proxies (CIDRs) whose X-Forwarded-For names the client",
-    ),
-    (
-        "STANDMEET_TIMEZONE",
-        "UTC",
-        "the owner's IANA time zone, for the booking windows",
-    ),
-    (
-        "STANDMEET_BOOKING",
-        "access",
-        "who may book: access, open or off",
-    ),
-    ("RUST_LOG", DEFAULT_LOG_FILTER, "the log filter"),
-];
+/// One setting StandMeet reads: its name in the environment, its default, and what it
+/// does. The table below is the only list of them: `standmeet --help` prints it, and
+/// [`Settings::from_lookup`] reads each setting through its entry, so no setting is
+/// read without being listed, and a default is written once.
+#[derive(Clone, Copy, Debug)]
+pub struct Setting {
+    pub name: &'static str,
+    pub when_unset: WhenUnset,
+    pub meaning: &'static str,
+}
+
+/// What an unset setting means.
+#[derive(Clone, Copy, Debug)]
+pub enum WhenUnset {
+    /// This value, read as if it had been given.
+    Value(&'static str),
+    /// Nothing; what that means, in words for `--help`.
+    Nothing(&'static str),
+}
+
+impl WhenUnset {
+    /// How `--help` shows it.
+    pub fn shown(self) -> &'static str {
+        match self {
+            WhenUnset::Value(value) | WhenUnset::Nothing(value) => value,
+        }
+    }
+}
+
+/// Declares each setting once, as a constant of [`env`] (read by the parser) and as an
+/// entry of [`SETTINGS`] (listed by `--help`).
+macro_rules! settings {
+    ($($name:ident: $default:expr, $meaning:expr;)*) => {
+        /// Every setting, by its name in the environment.
+        pub mod env {
+            use super::{DEFAULT_LOG_FILTER, Setting, WhenUnset::*};
+            $(pub const $name: Setting = Setting {
+                name: stringify!($name),
+                when_unset: $default,
+                meaning: $meaning,
+            };)*
+        }
+
+        /// Every setting, in the order `--help` lists them.
+        pub const SETTINGS: &[Setting] = &[$(env::$name),*];
+    };
+}
+
+settings! {
+    DATABASE_URL: Nothing("unset: a private cluster"),
+        "the PostgreSQL database to use";
+    STANDMEET_DATA_DIR: Value(".standmeet"),
+        "where the private cluster lives (<dir>/pg)";
+    LEPTOS_SITE_ADDR: Value("127.0.0.1:3000"),
+        "the address the server listens on";
+    STANDMEET_PUBLIC_URL: Nothing("http://<LEPTOS_SITE_ADDR>"),
+        "how people reach StandMeet (links in mail, cookies)";
+    STANDMEET_MAIL: Value("log"),
+        "log, none, smtp://host:port, smtps://host:port or smtp+insecure://user:password@host:port";
+    STANDMEET_MAIL_FROM: Nothing("standmeet@<public host>"),
+        "the sender of every mail";
+    STANDMEET_OWNER_EMAIL: Nothing("the first admin"),
+        "the owner's address";
+    STANDMEET_ADMIN_EMAIL: Nothing("unset"),
+        "an admin created or updated at start (with the password)";
+    STANDMEET_ADMIN_PASSWORD: Nothing("unset"),
+        "that admin's password (8 characters or more)";
+    STANDMEET_MCP_TOKEN: Nothing("unset: MCP off"),
+        "the bearer token of /mcp, 32 characters or more";
+    STANDMEET_APPROVE_WAIT_MS: Value("2000"),
+        "how long an approval waits for its mail";
+    STANDMEET_FETCH_WAIT_MS: Value("20000"),
+        "how long \"fetch new listings\" waits";
+    STANDMEET_INDEX_WAIT_MS: Value("2000"),
+        "how long a corpus write waits for its index job";
+    STANDMEET_MAX_WAITERS: Value("64"),
+        "callers that may wait for jobs at once";
+    STANDMEET_MAX_LIVE_CLIENTS: Value("256"),
+        "live streams (/api/live) one process serves at once";
+    STANDMEET_RETRY_BASE_MS: Value("1000"),
+        "the retry backoff unit (base × attempt⁴)";
+    STANDMEET_MAIL_PER_RECIPIENT_PER_HOUR: Value("5"),
+        "mails one address gets at most an hour";
+    STANDMEET_CONFIRM_LINK_HOURS: Value("24"),
+        "how long an address confirmation link works";
+    STANDMEET_JOB_LEASE_MS: Value("30000"),
+        "how long a running job stays its worker's without renewal";
+    STANDMEET_KEEP_COMPLETED_HOURS: Value("24"),
+        "how long completed and cancelled jobs are kept";
+    STANDMEET_KEEP_DISCARDED_HOURS: Value("168"),
+        "how long discarded jobs are kept";
+    STANDMEET_LOGIN_ATTEMPTS_PER_MINUTE: Value("10"),
+        "failed sign-ins (and access codes) per client address a minute";
+    STANDMEET_FETCH_ALLOW_PRIVATE: Value("false"),
+        "let job boards and webhooks be on private addresses";
+    STANDMEET_WEBHOOK_TIMEOUT_MS: Value("10000"),
+        "how long one webhook delivery attempt may take";
+    STANDMEET_KEEP_EVENTS_DAYS: Value("30"),
+        "how long events and their deliveries are kept";
+    STANDMEET_LISTEN_DATABASE_URL: Nothing("DATABASE_URL"),
+        "where the one LISTEN connection goes (behind a transaction-pooling PgBouncer: a direct URL)";
+    STANDMEET_LOG_FORMAT: Value("text"),
+        "text, or json: one JSON object per line with the span fields";
+    STANDMEET_MCP_TOOL_NAMES: Value("dots"),
+        "dots (access_requests.list) or underscore (access_requests_list) in MCP tool names";
+    STANDMEET_METRICS_TOKEN: Nothing("unset: loopback only"),
+        "the bearer token of /metrics";
+    STANDMEET_DB_POOL_SIZE: Value("16"),
+        "database connections for requests (the job engine and the listener have their own)";
+    STANDMEET_TRUSTED_PROXIES: Nothing("unset: none"),
+        "reverse proxies (CIDRs) whose X-Forwarded-For names the client";
+    STANDMEET_TIMEZONE: Value("UTC"),
+        "the owner's IANA time zone, for the booking windows";
+    STANDMEET_BOOKING: Value("access"),
+        "who may book: access, open or off";
+    RUST_LOG: Value(DEFAULT_LOG_FILTER),
+        "the log filter";
+}
 
 /// The settings as `standmeet --help` lists them.
 pub fn settings_help() -> String {
     let width = SETTINGS
         .iter()
-        .map(|(name, _, _)| name.len())
+        .map(|setting| setting.name.len())
         .max()
         .unwrap_or(0);
     let mut text =
         String::from("Settings (from the environment; a bad value stops the start, naming it):\n");
-    for (name, default, meaning) in SETTINGS {
+    for setting in SETTINGS {
         text.push_str(&format!(
-            "  {name:<width$}  {meaning} [default: {default}]\n"
+            "  {:<width$}  {} [default: {}]\n",
+            setting.name,
+            setting.meaning,
+            setting.when_unset.shown()
         ));
     }
     text
@@ -409,54 +360,57 @@ impl Settings {
     /// Reads every setting through `lookup` (the environment, or a map in tests).
     /// An empty value counts as unset, as shells make it easy to export `X=`.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let get = |name: &str| lookup(name).filter(|value| !value.trim().is_empty());
-
-        let database_url = get("DATABASE_URL")
-            .map(|raw| parse_database_url(&raw))
-            .transpose()?;
-        let data_dir =
-            PathBuf::from(get("STANDMEET_DATA_DIR").unwrap_or_else(|| ".standmeet".into()));
-
-        let site_addr = match get("LEPTOS_SITE_ADDR") {
-            Some(raw) => raw.trim().parse::<SocketAddr>().map_err(|_| ConfigError {
-                setting: "LEPTOS_SITE_ADDR",
-                value: Some(raw.clone()),
-                problem: "expected an IP address and port, such as 127.0.0.1:3000".into(),
-            })?,
-            None => SocketAddr::from(([127, 0, 0, 1], 3000)),
+        let given =
+            |setting: &Setting| lookup(setting.name).filter(|value| !value.trim().is_empty());
+        // What a setting holds: the value given, else its default value (nothing for a
+        // setting that is off, or made from others, when unset).
+        let read = |setting: &Setting| {
+            given(setting).or_else(|| match setting.when_unset {
+                WhenUnset::Value(value) => Some(value.to_string()),
+                WhenUnset::Nothing(_) => None,
+            })
         };
 
-        let public_url = match get("STANDMEET_PUBLIC_URL") {
+        let database_url = given(&env::DATABASE_URL)
+            .map(|raw| parse_database_url(&raw))
+            .transpose()?;
+        let data_dir = PathBuf::from(read(&env::STANDMEET_DATA_DIR).unwrap_or_default());
+
+        let raw = read(&env::LEPTOS_SITE_ADDR).unwrap_or_default();
+        let site_addr = raw.trim().parse::<SocketAddr>().map_err(|_| ConfigError {
+            setting: env::LEPTOS_SITE_ADDR.name,
+            value: Some(raw.clone()),
+            problem: "expected an IP address and port, such as 127.0.0.1:3000".into(),
+        })?;
+
+        let public_url = match given(&env::STANDMEET_PUBLIC_URL) {
             Some(raw) => parse_public_url(&raw)?,
             None => {
                 Url::parse(&format!("http://{site_addr}")).expect("a socket address makes a URL")
             }
         };
 
-        let mail = match get("STANDMEET_MAIL") {
-            Some(raw) => parse_mail_supplier(&raw)?,
-            None => MailSupplier::Log,
-        };
+        let mail = parse_mail_supplier(&read(&env::STANDMEET_MAIL).unwrap_or_default())?;
 
-        let mail_from = match get("STANDMEET_MAIL_FROM") {
-            Some(raw) => parse_email("STANDMEET_MAIL_FROM", &raw)?,
+        let mail_from = match given(&env::STANDMEET_MAIL_FROM) {
+            Some(raw) => parse_email(env::STANDMEET_MAIL_FROM.name, &raw)?,
             None => default_mail_from(&public_url),
         };
 
-        let owner_email = get("STANDMEET_OWNER_EMAIL")
-            .map(|raw| parse_email("STANDMEET_OWNER_EMAIL", &raw))
+        let owner_email = given(&env::STANDMEET_OWNER_EMAIL)
+            .map(|raw| parse_email(env::STANDMEET_OWNER_EMAIL.name, &raw))
             .transpose()?;
 
         let admin = match (
-            get("STANDMEET_ADMIN_EMAIL"),
-            lookup("STANDMEET_ADMIN_PASSWORD"),
+            given(&env::STANDMEET_ADMIN_EMAIL),
+            lookup(env::STANDMEET_ADMIN_PASSWORD.name),
         ) {
             (None, None) => None,
             (Some(email), Some(password)) if !password.is_empty() => {
-                let email = parse_email("STANDMEET_ADMIN_EMAIL", &email)?;
+                let email = parse_email(env::STANDMEET_ADMIN_EMAIL.name, &email)?;
                 if password.chars().count() < 8 {
                     return Err(ConfigError {
-                        setting: "STANDMEET_ADMIN_PASSWORD",
+                        setting: env::STANDMEET_ADMIN_PASSWORD.name,
                         value: None,
                         problem: "the password must be at least 8 characters long".into(),
                     });
@@ -465,29 +419,29 @@ impl Settings {
             }
             (Some(_), _) => {
                 return Err(ConfigError {
-                    setting: "STANDMEET_ADMIN_PASSWORD",
+                    setting: env::STANDMEET_ADMIN_PASSWORD.name,
                     value: None,
                     problem: "it must be set when STANDMEET_ADMIN_EMAIL is set".into(),
                 });
             }
             (None, Some(_)) => {
                 return Err(ConfigError {
-                    setting: "STANDMEET_ADMIN_EMAIL",
+                    setting: env::STANDMEET_ADMIN_EMAIL.name,
                     value: None,
                     problem: "it must be set when STANDMEET_ADMIN_PASSWORD is set".into(),
                 });
             }
         };
 
-        let mcp_token = get("STANDMEET_MCP_TOKEN")
-            .map(|token| check_token("STANDMEET_MCP_TOKEN", token))
+        let mcp_token = given(&env::STANDMEET_MCP_TOKEN)
+            .map(|token| check_token(env::STANDMEET_MCP_TOKEN.name, token))
             .transpose()?;
         // Anyone who reaches /mcp may guess it: it must be long enough not to be.
         if let Some(token) = &mcp_token
             && token.chars().count() < MIN_MCP_TOKEN_CHARS
         {
             return Err(ConfigError {
-                setting: "STANDMEET_MCP_TOKEN",
+                setting: env::STANDMEET_MCP_TOKEN.name,
                 value: None,
                 problem: format!(
                     "the token must be at least {MIN_MCP_TOKEN_CHARS} characters long (it has {}); make one with `openssl rand -hex 32`",
@@ -496,81 +450,80 @@ impl Settings {
             });
         }
 
-        let approve_wait = parse_millis(&get, "STANDMEET_APPROVE_WAIT_MS", 2_000)?;
-        let fetch_wait = parse_millis(&get, "STANDMEET_FETCH_WAIT_MS", 20_000)?;
-        let index_wait = parse_millis(&get, "STANDMEET_INDEX_WAIT_MS", 2_000)?;
-        let max_waiters = parse_count(&get, "STANDMEET_MAX_WAITERS", 64, 0..=100_000)?;
-        let max_live_clients = parse_count(&get, "STANDMEET_MAX_LIVE_CLIENTS", 256, 0..=100_000)?;
-        let retry_base = parse_millis(&get, "STANDMEET_RETRY_BASE_MS", 1_000)?;
-        let mail_per_recipient_per_hour =
-            parse_count(&get, "STANDMEET_MAIL_PER_RECIPIENT_PER_HOUR", 5, 1..=10_000)? as u32;
-        let confirm_link_valid = parse_count(&get, "STANDMEET_CONFIRM_LINK_HOURS", 24, 1..=24 * 30)
-            .map(|hours| Duration::from_secs(hours as u64 * 3600))?;
-        let job_lease = parse_millis(&get, "STANDMEET_JOB_LEASE_MS", 30_000)?;
+        let approve_wait = parse_millis(&read, &env::STANDMEET_APPROVE_WAIT_MS)?;
+        let fetch_wait = parse_millis(&read, &env::STANDMEET_FETCH_WAIT_MS)?;
+        let index_wait = parse_millis(&read, &env::STANDMEET_INDEX_WAIT_MS)?;
+        let max_waiters = parse_count(&read, &env::STANDMEET_MAX_WAITERS, 0..=100_000)?;
+        let max_live_clients = parse_count(&read, &env::STANDMEET_MAX_LIVE_CLIENTS, 0..=100_000)?;
+        let retry_base = parse_millis(&read, &env::STANDMEET_RETRY_BASE_MS)?;
+        let mail_per_recipient_per_hour = parse_count(
+            &read,
+            &env::STANDMEET_MAIL_PER_RECIPIENT_PER_HOUR,
+            1..=10_000,
+        )? as u32;
+        let confirm_link_valid =
+            parse_count(&read, &env::STANDMEET_CONFIRM_LINK_HOURS, 1..=24 * 30)
+                .map(|hours| Duration::from_secs(hours as u64 * 3600))?;
+        let job_lease = parse_millis(&read, &env::STANDMEET_JOB_LEASE_MS)?;
         if job_lease < Duration::from_millis(300) {
             return Err(ConfigError {
-                setting: "STANDMEET_JOB_LEASE_MS",
-                value: get("STANDMEET_JOB_LEASE_MS"),
+                setting: env::STANDMEET_JOB_LEASE_MS.name,
+                value: given(&env::STANDMEET_JOB_LEASE_MS),
                 problem: "at least 300 milliseconds".into(),
             });
         }
         let hours = |n: usize| Duration::from_secs(n as u64 * 3600);
         let keep_completed =
-            parse_count(&get, "STANDMEET_KEEP_COMPLETED_HOURS", 24, 1..=24 * 365).map(hours)?;
+            parse_count(&read, &env::STANDMEET_KEEP_COMPLETED_HOURS, 1..=24 * 365).map(hours)?;
         let keep_discarded =
-            parse_count(&get, "STANDMEET_KEEP_DISCARDED_HOURS", 7 * 24, 1..=24 * 365).map(hours)?;
+            parse_count(&read, &env::STANDMEET_KEEP_DISCARDED_HOURS, 1..=24 * 365).map(hours)?;
         let login_attempts_per_minute =
-            parse_count(&get, "STANDMEET_LOGIN_ATTEMPTS_PER_MINUTE", 10, 1..=10_000)
+            parse_count(&read, &env::STANDMEET_LOGIN_ATTEMPTS_PER_MINUTE, 1..=10_000)
                 .map(|n| std::num::NonZeroU32::new(n as u32).expect("the range starts at 1"))?;
 
-        let fetch_allow_private = parse_bool(&get, "STANDMEET_FETCH_ALLOW_PRIVATE", false)?;
-        let webhook_timeout = parse_millis(&get, "STANDMEET_WEBHOOK_TIMEOUT_MS", 10_000)?;
+        let fetch_allow_private = parse_bool(&read, &env::STANDMEET_FETCH_ALLOW_PRIVATE)?;
+        let webhook_timeout = parse_millis(&read, &env::STANDMEET_WEBHOOK_TIMEOUT_MS)?;
         if webhook_timeout < Duration::from_millis(100) || webhook_timeout > MAX_WEBHOOK_TIMEOUT {
             return Err(ConfigError {
-                setting: "STANDMEET_WEBHOOK_TIMEOUT_MS",
-                value: get("STANDMEET_WEBHOOK_TIMEOUT_MS"),
+                setting: env::STANDMEET_WEBHOOK_TIMEOUT_MS.name,
+                value: given(&env::STANDMEET_WEBHOOK_TIMEOUT_MS),
                 problem: format!(
                     "it must be between 100 and {} milliseconds",
                     MAX_WEBHOOK_TIMEOUT.as_millis()
                 ),
             });
         }
-        let keep_events = parse_count(&get, "STANDMEET_KEEP_EVENTS_DAYS", 30, 1..=3650)
+        let keep_events = parse_count(&read, &env::STANDMEET_KEEP_EVENTS_DAYS, 1..=3650)
             .map(|days| Duration::from_secs(days as u64 * 24 * 3600))?;
 
-        let listen_database_url = get("STANDMEET_LISTEN_DATABASE_URL")
+        let listen_database_url = given(&env::STANDMEET_LISTEN_DATABASE_URL)
             .map(|raw| {
                 parse_database_url(&raw).map_err(|err| ConfigError {
-                    setting: "STANDMEET_LISTEN_DATABASE_URL",
+                    setting: env::STANDMEET_LISTEN_DATABASE_URL.name,
                     ..err
                 })
             })
             .transpose()?;
         let log_format = parse_choice(
-            &get,
-            "STANDMEET_LOG_FORMAT",
+            &read,
+            &env::STANDMEET_LOG_FORMAT,
             &[("text", LogFormat::Text), ("json", LogFormat::Json)],
             "it must be text or json",
         )?;
         let mcp_tool_names = parse_choice(
-            &get,
-            "STANDMEET_MCP_TOOL_NAMES",
+            &read,
+            &env::STANDMEET_MCP_TOOL_NAMES,
             &[
                 ("dots", ToolNames::Dots),
                 ("underscore", ToolNames::Underscore),
             ],
             "it must be dots (access_requests.list) or underscore (access_requests_list)",
         )?;
-        let metrics_token = get("STANDMEET_METRICS_TOKEN")
-            .map(|token| check_token("STANDMEET_METRICS_TOKEN", token))
+        let metrics_token = given(&env::STANDMEET_METRICS_TOKEN)
+            .map(|token| check_token(env::STANDMEET_METRICS_TOKEN.name, token))
             .transpose()?;
-        let db_pool_size = parse_count(
-            &get,
-            "STANDMEET_DB_POOL_SIZE",
-            crate::db::APP_POOL_SIZE as usize,
-            1..=1000,
-        )? as u32;
-        let trusted_proxies = match get("STANDMEET_TRUSTED_PROXIES") {
+        let db_pool_size = parse_count(&read, &env::STANDMEET_DB_POOL_SIZE, 1..=1000)? as u32;
+        let trusted_proxies = match given(&env::STANDMEET_TRUSTED_PROXIES) {
             None => Vec::new(),
             Some(raw) => raw
                 .split(',')
@@ -580,7 +533,7 @@ impl Settings {
                     part.parse::<ipnet::IpNet>()
                         .or_else(|_| part.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
                         .map_err(|_| ConfigError {
-                            setting: "STANDMEET_TRUSTED_PROXIES",
+                            setting: env::STANDMEET_TRUSTED_PROXIES.name,
                             value: Some(raw.clone()),
                             problem: format!(
                                 "{part:?} is not an address or a CIDR; write them comma-separated, such as 10.0.0.0/8, 192.0.2.7"
@@ -589,17 +542,15 @@ impl Settings {
                 })
                 .collect::<Result<Vec<_>, _>>()?,
         };
-        let timezone = match get("STANDMEET_TIMEZONE") {
-            Some(raw) => jiff::tz::TimeZone::get(raw.trim()).map_err(|_| ConfigError {
-                setting: "STANDMEET_TIMEZONE",
+        let raw = read(&env::STANDMEET_TIMEZONE).unwrap_or_default();
+        let timezone = jiff::tz::TimeZone::get(raw.trim()).map_err(|_| ConfigError {
+                setting: env::STANDMEET_TIMEZONE.name,
                 value: Some(raw.clone()),
                 problem: "not a time zone name; use an IANA name such as Europe/Berlin, America/New_York or UTC".into(),
-            })?,
-            None => jiff::tz::TimeZone::UTC,
-        };
+            })?;
         let booking = parse_choice(
-            &get,
-            "STANDMEET_BOOKING",
+            &read,
+            &env::STANDMEET_BOOKING,
             &[
                 ("access", BookingMode::Access),
                 ("open", BookingMode::Open),
@@ -608,19 +559,17 @@ impl Settings {
             "it must be access (visitors with an access code), open (anyone) or off",
         )?;
 
-        let log_filter = match get("RUST_LOG") {
-            Some(raw) => {
-                tracing_subscriber::EnvFilter::builder()
-                    .parse(&raw)
-                    .map_err(|err| ConfigError {
-                        setting: "RUST_LOG",
-                        value: Some(raw.clone()),
-                        problem: format!("not a tracing filter ({err}); try RUST_LOG=info or RUST_LOG=standmeet=debug"),
-                    })?;
-                raw
-            }
-            None => DEFAULT_LOG_FILTER.to_string(),
-        };
+        let raw = read(&env::RUST_LOG).unwrap_or_default();
+        tracing_subscriber::EnvFilter::builder()
+            .parse(&raw)
+            .map_err(|err| ConfigError {
+                setting: env::RUST_LOG.name,
+                value: Some(raw.clone()),
+                problem: format!(
+                    "not a tracing filter ({err}); try RUST_LOG=info or RUST_LOG=standmeet=debug"
+                ),
+            })?;
+        let log_filter = raw;
 
         Ok(Settings {
             database_url,
@@ -705,13 +654,11 @@ const MAX_WAIT_MS: u64 = 600_000;
 pub const MAX_WEBHOOK_TIMEOUT: Duration = Duration::from_secs(50);
 
 fn parse_millis(
-    get: &impl Fn(&str) -> Option<String>,
-    setting: &'static str,
-    default_ms: u64,
+    read: &impl Fn(&Setting) -> Option<String>,
+    setting: &Setting,
 ) -> Result<Duration, ConfigError> {
-    let Some(raw) = get(setting) else {
-        return Ok(Duration::from_millis(default_ms));
-    };
+    let raw = read(setting).unwrap_or_default();
+    let setting = setting.name;
     match raw.trim().parse::<u64>() {
         Ok(ms) if ms <= MAX_WAIT_MS => Ok(Duration::from_millis(ms)),
         Ok(_) => Err(ConfigError {
@@ -727,15 +674,13 @@ fn parse_millis(
     }
 }
 
-/// `true`/`false` (also `1`/`0`, `yes`/`no`, `on`/`off`), or the default when unset.
+/// `true`/`false` (also `1`/`0`, `yes`/`no`, `on`/`off`).
 fn parse_bool(
-    get: &impl Fn(&str) -> Option<String>,
-    setting: &'static str,
-    default: bool,
+    read: &impl Fn(&Setting) -> Option<String>,
+    setting: &Setting,
 ) -> Result<bool, ConfigError> {
-    let Some(raw) = get(setting) else {
-        return Ok(default);
-    };
+    let raw = read(setting).unwrap_or_default();
+    let setting = setting.name;
     match raw.trim().to_ascii_lowercase().as_str() {
         "true" | "1" | "yes" | "on" => Ok(true),
         "false" | "0" | "no" | "off" => Ok(false),
@@ -747,16 +692,15 @@ fn parse_bool(
     }
 }
 
-/// One of a few words (case and spaces ignored), or the first choice when unset.
+/// One of a few words (case and spaces ignored).
 fn parse_choice<T: Copy>(
-    get: &impl Fn(&str) -> Option<String>,
-    setting: &'static str,
+    read: &impl Fn(&Setting) -> Option<String>,
+    setting: &Setting,
     choices: &[(&str, T)],
     problem: &str,
 ) -> Result<T, ConfigError> {
-    let Some(raw) = get(setting) else {
-        return Ok(choices[0].1);
-    };
+    let raw = read(setting).unwrap_or_default();
+    let setting = setting.name;
     let word = raw.trim().to_ascii_lowercase();
     choices
         .iter()
@@ -782,14 +726,12 @@ fn check_token(setting: &'static str, token: String) -> Result<String, ConfigErr
 }
 
 fn parse_count(
-    get: &impl Fn(&str) -> Option<String>,
-    setting: &'static str,
-    default: usize,
+    read: &impl Fn(&Setting) -> Option<String>,
+    setting: &Setting,
     allowed: std::ops::RangeInclusive<usize>,
 ) -> Result<usize, ConfigError> {
-    let Some(raw) = get(setting) else {
-        return Ok(default);
-    };
+    let raw = read(setting).unwrap_or_default();
+    let setting = setting.name;
     match raw.trim().parse::<usize>() {
         Ok(n) if allowed.contains(&n) => Ok(n),
         _ => Err(ConfigError {
@@ -819,7 +761,7 @@ fn parse_database_url(raw: &str) -> Result<String, ConfigError> {
     };
     // The URL may hold a password: never repeat it.
     Err(ConfigError {
-        setting: "DATABASE_URL",
+        setting: env::DATABASE_URL.name,
         value: None,
         problem,
     })
@@ -827,7 +769,7 @@ fn parse_database_url(raw: &str) -> Result<String, ConfigError> {
 
 fn parse_public_url(raw: &str) -> Result<Url, ConfigError> {
     let error = |problem: &str| ConfigError {
-        setting: "STANDMEET_PUBLIC_URL",
+        setting: env::STANDMEET_PUBLIC_URL.name,
         value: Some(raw.to_string()),
         problem: problem.to_string(),
     };
@@ -858,7 +800,7 @@ fn parse_mail_supplier(raw: &str) -> Result<MailSupplier, ConfigError> {
         .filter(|url| url.password().is_none())
         .map(|_| raw.to_string());
     let error = |problem: String| ConfigError {
-        setting: "STANDMEET_MAIL",
+        setting: env::STANDMEET_MAIL.name,
         value: shown.clone(),
         problem,
     };
@@ -950,28 +892,25 @@ mod tests {
     }
 
     #[test]
-    fn the_help_lists_every_setting_that_is_read() {
-        let source = include_str!("config.rs");
-        let source = &source[..source.find("#[cfg(test)]").unwrap()];
-        // The names the parser looks up: `get("…")`, `lookup("…")`, `(&get, "…"`.
-        // (`parse_*(&get, "…"` may break its line after `&get,`.)
-        let read: std::collections::BTreeSet<&str> = ["get(", "lookup(", "&get,"]
-            .iter()
-            .flat_map(|call| {
-                source
-                    .match_indices(call)
-                    .map(move |(at, _)| at + call.len())
-            })
-            .filter_map(|start| {
-                let rest = source[start..].trim_start();
-                rest.strip_prefix('"')?.split('"').next()
-            })
-            .filter(|name| name.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
-            .collect();
-        let listed: std::collections::BTreeSet<&str> =
-            SETTINGS.iter().map(|(name, _, _)| *name).collect();
-        assert_eq!(read, listed, "config.rs reads what --help lists");
+    fn every_default_in_the_table_is_what_an_unset_setting_gives() {
+        let unset = format!("{:?}", settings(&[]).unwrap());
+        for setting in SETTINGS {
+            if let WhenUnset::Value(value) = setting.when_unset {
+                let given = settings(&[(setting.name, value)]).unwrap_or_else(|err| {
+                    panic!("{}'s default does not parse: {err:?}", setting.name)
+                });
+                assert_eq!(format!("{given:?}"), unset, "{} = {value}", setting.name);
+            }
+        }
+        // The pool `db::connect` makes without settings is the default's size.
+        assert_eq!(
+            settings(&[]).unwrap().db_pool_size,
+            crate::db::APP_POOL_SIZE
+        );
         let help = settings_help();
+        for setting in SETTINGS {
+            assert!(help.contains(setting.name), "{help}");
+        }
         assert!(
             help.contains("STANDMEET_BOOKING") && help.contains("[default: access]"),
             "{help}"

@@ -38,7 +38,8 @@
 //! - `domain`: what StandMeet does, in its own words and errors: access requests, the
 //!   owner's address, listings, the corpus (entries, search, index), bookings (weekly
 //!   availability in the owner's time zone, free slots, invitations as `.ics`), admins; `mail`
-//!   (supplier, throttle, mail log, "deliver or snooze" for every mail job) and
+//!   (supplier, throttle, mail log, and the one shape of a mail job: load, stop when
+//!   stale, compose, deliver or snooze, record) and
 //!   `secrets` (access codes, link tokens, webhook signing secrets) serve them all;
 //!   `events` is the outbox each change writes what happened to, in its own
 //!   transaction, and `webhooks` delivers those events to the owner's other systems as
@@ -65,7 +66,7 @@
 //!   restarted under waiters, a misbehaving mail server, bad input everywhere, jobs
 //!   that kill their process, a worker frozen mid-drain, claims whose connection
 //!   breaks), with real processes on a fresh private cluster; it fails when a promise
-//!   breaks.
+//!   breaks. Its SMTP peer on loopback (`chaos::smtp_peer`) is the tests' too.
 //!
 //! The browser's entry point is [`hydrate`].
 

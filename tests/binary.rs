@@ -204,7 +204,8 @@ fn check_config_validates_without_connecting_and_help_lists_every_setting() {
 
     let help = standmeet().arg("--help").output().unwrap();
     let text = String::from_utf8_lossy(&help.stdout);
-    for (name, default, _) in standmeet::config::SETTINGS {
+    for setting in standmeet::config::SETTINGS {
+        let (name, default) = (setting.name, setting.when_unset.shown());
         assert!(text.contains(name), "--help names {name}: {text}");
         assert!(
             text.contains(&format!("[default: {default}]")),

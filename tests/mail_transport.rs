@@ -29,7 +29,7 @@ fn sender() -> EmailAddress {
 
 #[tokio::test]
 async fn smtp_insecure_signs_in_with_the_password_as_written() {
-    let peer = SmtpPeer::start().await;
+    let peer = SmtpPeer::start().await.expect("an SMTP peer on loopback");
     let url = format!(
         "smtp+insecure://mail%40desk.example:pa+ss%2Bw%20rd@127.0.0.1:{}",
         peer.port
@@ -47,7 +47,7 @@ async fn smtp_insecure_signs_in_with_the_password_as_written() {
 
 #[tokio::test]
 async fn smtp_with_a_password_needs_starttls_and_sends_nothing_without_it() {
-    let peer = SmtpPeer::start().await;
+    let peer = SmtpPeer::start().await.expect("an SMTP peer on loopback");
     let url = format!("smtp://user:secret@127.0.0.1:{}", peer.port);
     let sent = mailer(&url).send(&sender(), &mail()).await;
     assert!(sent.is_err(), "no STARTTLS, no send");
@@ -57,7 +57,7 @@ async fn smtp_with_a_password_needs_starttls_and_sends_nothing_without_it() {
 
 #[tokio::test]
 async fn smtp_without_a_password_works_in_plain_text_as_before() {
-    let peer = SmtpPeer::start().await;
+    let peer = SmtpPeer::start().await.expect("an SMTP peer on loopback");
     mailer(&peer.url())
         .send(&sender(), &mail())
         .await

@@ -1,7 +1,7 @@
 //! approvals: many approvals at once, over HTTP and MCP, through a mail server that
 //! misbehaves; every visitor ends up with a code that works.
 //!
-//! A `standmeet serve` child mails through the fault-injecting [`SmtpSink`] (a `451`
+//! A `standmeet serve` child mails through the fault-injecting [`SmtpPeer`] (a `451`
 //! on the first try of one recipient in ten; the first try of one in fifty stored and
 //! then cut off, so the mail arrives although the sender sees a failure). N access
 //! requests are written straight into the database, then approved 64 at a time: every
@@ -24,7 +24,7 @@ use tokio::task::JoinSet;
 
 use super::http::{Answer, ServerClient, form_body, mcp_succeeded};
 use super::process;
-use super::smtp_sink::{SmtpSink, access_codes_in};
+use super::smtp_peer::{SmtpPeer, access_codes_in};
 use super::{Lab, Outcome, first_few, snippet};
 use crate::domain::access_requests::code_matches;
 use crate::types::EmailAddress;
@@ -41,9 +41,10 @@ struct Approval {
 pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     let count = lab.sizes.access_requests;
     let (url, pool) = lab.fresh_database("chaos_approvals").await?;
-    let sink = SmtpSink::start().await?;
+    let sink = SmtpPeer::start().await?;
+    sink.fault_first_tries();
     let log = lab.log_path("approvals-server.log");
-    let mut server = process::start_server(&url, sink.port(), &log).await?;
+    let mut server = process::start_server(&url, sink.port, &log).await?;
     // Written directly: no owner notification, so the sink sees approval mails only.
     let ids: Vec<i64> = sqlx::query_scalar(
         "INSERT INTO access_requests (name, email, message)
@@ -109,10 +110,10 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
         sqlx::query_as("SELECT lower(email), status::text FROM access_requests")
             .fetch_all(&pool)
             .await?;
-    let mails = sink.stored();
+    let mails = sink.received();
     let mut mails_per_address: HashMap<String, usize> = HashMap::new();
     for mail in &mails {
-        for recipient in &mail.recipients {
+        for recipient in &mail.to {
             *mails_per_address
                 .entry(recipient.to_ascii_lowercase())
                 .or_default() += 1;
@@ -136,11 +137,11 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     let mut dead_codes = Vec::new();
     let mut mails_without_code = 0;
     for mail in &mails {
-        let codes = access_codes_in(&mail.text);
+        let codes = access_codes_in(&mail.text());
         if codes.is_empty() {
             mails_without_code += 1;
         }
-        for recipient in &mail.recipients {
+        for recipient in &mail.to {
             let Ok(email) = EmailAddress::parse(recipient) else {
                 dead_codes.push(format!("a mail to the unreadable address {recipient:?}"));
                 continue;

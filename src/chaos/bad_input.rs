@@ -38,7 +38,7 @@ use tokio::task::JoinSet;
 
 use super::http::{Answer, ServerClient, form_body};
 use super::process;
-use super::smtp_sink::SmtpSink;
+use super::smtp_peer::SmtpPeer;
 use super::{Lab, Outcome, first_few, snippet};
 
 const MEGABYTE: usize = 1 << 20;
@@ -276,9 +276,9 @@ enum ProbeRequest {
 
 pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     let (url, pool) = lab.fresh_database("chaos_bad_input").await?;
-    let sink = SmtpSink::start().await?;
+    let sink = SmtpPeer::start().await?;
     let log = lab.log_path("bad-input-server.log");
-    let mut server = process::start_server(&url, sink.port(), &log).await?;
+    let mut server = process::start_server(&url, sink.port, &log).await?;
     let client = ServerClient::sign_in(&server).await?;
     let before = fingerprints(&pool).await?;
 

@@ -39,7 +39,7 @@ mod kill9;
 mod pg_restart;
 mod poison;
 mod process;
-mod smtp_sink;
+pub mod smtp_peer;
 
 use std::path::PathBuf;
 use std::sync::Arc;

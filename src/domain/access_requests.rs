@@ -14,11 +14,11 @@ use sqlx::PgPool;
 use time::OffsetDateTime;
 
 use crate::domain::events::{self, EventType, NewEvent};
-use crate::domain::mail::{Mail, MailContext, MailOutput, Mailer};
+use crate::domain::mail::{Mail, MailContext, MailJob, MailKind, MailOutput, Mailer, Wanted};
 use crate::domain::secrets::{code_hash, new_code};
 use crate::model::MailState;
 use crate::types::{EmailAddress, free_text_problem, name_problem};
-use standmeet_jobs::{self as jobs, JobContext, JobError, JobId, JobKind, JobState};
+use standmeet_jobs::{self as jobs, JobContext, JobError, JobId, JobState};
 
 /// The `access_request_status` enum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
@@ -123,7 +123,8 @@ pub async fn submit(pool: &PgPool, request: &NewRequest) -> anyhow::Result<i64> 
     )
     .fetch_one(&mut *tx)
     .await?;
-    let job = jobs::insert_tx::<NotifyOwner>(&mut tx, &RequestArgs { request_id: id }).await?;
+    let job =
+        jobs::insert_tx::<MailKind<NotifyOwner>>(&mut tx, &RequestArgs { request_id: id }).await?;
     // The event rides on this statement (the database's `record_event`, as
     // `events::record` calls it): a visitor's request is the commonest change that
     // records one, and a statement of its own would add a round trip to it.
@@ -261,7 +262,8 @@ pub async fn approve(
     }
     let mut tx = pool.begin().await?;
     lock_approvable(&mut tx, id).await?;
-    let job = jobs::insert_tx::<ApprovalMail>(&mut tx, &RequestArgs { request_id: id }).await?;
+    let job =
+        jobs::insert_tx::<MailKind<ApprovalMail>>(&mut tx, &RequestArgs { request_id: id }).await?;
     let email = sqlx::query_scalar!(
         r#"
         UPDATE access_requests
@@ -393,23 +395,36 @@ async fn request_for_job(job: &JobContext, id: i64) -> Result<RequestRow, JobErr
 
 /// `access_request.notify_owner`: tells the owner (`STANDMEET_OWNER_EMAIL`, else the
 /// first admin) that a request came in.
-pub struct NotifyOwner(pub MailContext);
+pub struct NotifyOwner;
 
-impl JobKind for NotifyOwner {
+impl MailJob for NotifyOwner {
     const KIND: &'static str = "access_request.notify_owner";
-    const QUEUE: &'static str = "mail";
-    const MAX_ATTEMPTS: i16 = 10;
     type Args = RequestArgs;
-    type Output = MailOutput;
+    /// The request, and the owner to tell.
+    type About = (RequestRow, EmailAddress);
 
-    async fn run(&self, job: JobContext, args: RequestArgs) -> Result<MailOutput, JobError> {
-        let request = request_for_job(&job, args.request_id).await?;
-        let owner = crate::domain::owner::owner_email(job.pool(), &self.0.settings)
+    async fn about(
+        &self,
+        mail: &MailContext,
+        job: &JobContext,
+        args: &RequestArgs,
+    ) -> Result<Wanted<Self::About>, JobError> {
+        let request = request_for_job(job, args.request_id).await?;
+        let owner = crate::domain::owner::owner_email(job.pool(), &mail.settings)
             .await?
             .ok_or_else(|| {
                 JobError::discard("there is no owner to tell: set STANDMEET_OWNER_EMAIL")
             })?;
-        let review = self.0.link("admin/access-requests")?;
+        Ok(Wanted::Yes((request, owner)))
+    }
+
+    async fn compose(
+        &self,
+        mail: &MailContext,
+        _job: &JobContext,
+        (request, owner): &Self::About,
+    ) -> Result<Mail, JobError> {
+        let review = mail.link("admin/access-requests")?;
         let mut body = format!("{} <{}> asks for access", request.name, request.email);
         if request.message.is_empty() {
             body.push_str(".\n");
@@ -417,39 +432,45 @@ impl JobKind for NotifyOwner {
             body.push_str(&format!(":\n\n{}\n", request.message));
         }
         body.push_str(&format!("\nApprove or deny it at {review}\n"));
-        let mail = Mail {
+        Ok(Mail {
             to: owner.clone(),
             subject: format!("Access request from {}", request.name),
             body,
             calendar: None,
-        };
-        self.0.deliver(&job, &mail).await?;
-        Ok(MailOutput::sent(&owner))
+        })
     }
 }
 
 /// `access_request.approval_mail`: mints an access code (its hash committed first, so
 /// the code works once mailed, whatever happens next), mails it to the visitor, and
 /// then, in one transaction with its own completion, marks the request `replied`.
-pub struct ApprovalMail(pub MailContext);
+pub struct ApprovalMail;
 
-impl JobKind for ApprovalMail {
+/// An approved request, and the code its mail carries.
+pub struct Approved {
+    request: RequestRow,
+    code: String,
+}
+
+impl MailJob for ApprovalMail {
     const KIND: &'static str = "access_request.approval_mail";
-    const QUEUE: &'static str = "mail";
-    const MAX_ATTEMPTS: i16 = 10;
     type Args = RequestArgs;
-    type Output = MailOutput;
+    type About = Approved;
 
-    async fn run(&self, job: JobContext, args: RequestArgs) -> Result<MailOutput, JobError> {
-        let request = request_for_job(&job, args.request_id).await?;
+    async fn about(
+        &self,
+        _mail: &MailContext,
+        job: &JobContext,
+        args: &RequestArgs,
+    ) -> Result<Wanted<Approved>, JobError> {
+        let request = request_for_job(job, args.request_id).await?;
         if request.status != RequestStatus::Approved {
             // Denied meanwhile, or replied by an earlier attempt: nothing to send.
-            let reason = format!("the request is {} now", request.status.as_str());
-            return Ok(MailOutput::not_sent(reason));
+            return Ok(Wanted::No(format!(
+                "the request is {} now",
+                request.status.as_str()
+            )));
         }
-        let to = EmailAddress::parse(&request.email).map_err(|err| {
-            JobError::discard(format!("the request's address is not valid: {err}"))
-        })?;
         let code = new_code();
         sqlx::query!(
             "INSERT INTO access_codes (code_hash, request_id) VALUES ($1, $2)",
@@ -458,9 +479,21 @@ impl JobKind for ApprovalMail {
         )
         .execute(job.pool())
         .await?;
-        let redeem = self.0.link("access")?;
-        let mail = Mail {
-            to: to.clone(),
+        Ok(Wanted::Yes(Approved { request, code }))
+    }
+
+    async fn compose(
+        &self,
+        mail: &MailContext,
+        _job: &JobContext,
+        Approved { request, code }: &Approved,
+    ) -> Result<Mail, JobError> {
+        let to = EmailAddress::parse(&request.email).map_err(|err| {
+            JobError::discard(format!("the request's address is not valid: {err}"))
+        })?;
+        let redeem = mail.link("access")?;
+        Ok(Mail {
+            to,
             subject: "Your access to StandMeet".into(),
             body: format!(
                 "Hello {},\n\nyour request was approved. Your access code:\n\n    {code}\n\n\
@@ -468,9 +501,18 @@ impl JobKind for ApprovalMail {
                 request.name
             ),
             calendar: None,
-        };
-        self.0.deliver(&job, &mail).await?;
-        // Sent: record it, and the job's completion, together.
+        })
+    }
+
+    /// Sent: the request is `replied`, with its event, in one transaction with the
+    /// job's own completion.
+    async fn after_sending(
+        &self,
+        _mail: &MailContext,
+        job: &JobContext,
+        Approved { request, code }: &Approved,
+        output: MailOutput,
+    ) -> Result<MailOutput, JobError> {
         let mut tx = job.pool().begin().await?;
         let replied = sqlx::query_scalar!(
             r#"
@@ -480,7 +522,7 @@ impl JobKind for ApprovalMail {
             RETURNING email
             "#,
             request.id,
-            code_hash(&code),
+            code_hash(code),
         )
         .fetch_optional(&mut *tx)
         .await?;
@@ -489,7 +531,6 @@ impl JobKind for ApprovalMail {
                 NewEvent::access_request(EventType::AccessRequestReplied, request.id, &email);
             events::record(&mut tx, &event).await?;
         }
-        let output = MailOutput::sent(&to);
         job.complete_tx(&mut tx, &output).await?;
         tx.commit().await?;
         Ok(output)

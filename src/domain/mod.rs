@@ -22,6 +22,7 @@ pub fn job_registry(mail: mail::MailContext) -> anyhow::Result<standmeet_jobs::R
     use crate::domain::bookings;
     use crate::domain::corpus::IndexEntry;
     use crate::domain::listings::FetchSource;
+    use crate::domain::mail::MailKind;
     use crate::domain::owner::EmailConfirmation;
     use crate::domain::webhooks::DeliverWebhook;
     let fetch =
@@ -29,12 +30,12 @@ pub fn job_registry(mail: mail::MailContext) -> anyhow::Result<standmeet_jobs::R
     let deliver = DeliverWebhook::new(&mail.settings)
         .context("cannot make the HTTP client for webhook deliveries")?;
     Ok(standmeet_jobs::builtin::registry()
-        .register(NotifyOwner(mail.clone()))
-        .register(ApprovalMail(mail.clone()))
-        .register(bookings::NotifyOwner(mail.clone()))
-        .register(bookings::Confirmation(mail.clone()))
+        .register(MailKind::new(NotifyOwner, mail.clone()))
+        .register(MailKind::new(ApprovalMail, mail.clone()))
+        .register(MailKind::new(bookings::NotifyOwner, mail.clone()))
+        .register(MailKind::new(bookings::Confirmation, mail.clone()))
         .register(bookings::Cancellation(mail.clone()))
-        .register(EmailConfirmation(mail))
+        .register(MailKind::new(EmailConfirmation, mail))
         .register(fetch)
         .register(deliver)
         .register(IndexEntry))

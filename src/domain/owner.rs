@@ -15,10 +15,10 @@ use time::OffsetDateTime;
 
 use crate::config::Settings;
 use crate::domain::events::{self, NewEvent};
-use crate::domain::mail::{self, Mail, MailContext, MailOutput, Mailer};
+use crate::domain::mail::{self, Mail, MailContext, MailJob, MailKind, MailOutput, Mailer, Wanted};
 use crate::domain::secrets::{code_hash, new_code, new_token, token_hash};
 use crate::types::EmailAddress;
-use standmeet_jobs::{self as jobs, InsertOptions, JobContext, JobError, JobId, JobKind, JobState};
+use standmeet_jobs::{self as jobs, InsertOptions, JobContext, JobError, JobId, JobState};
 
 /// A new confirmation mail waits this long before it goes out, so an owner who
 /// mistyped and corrects at once sends one mail, to the right address.
@@ -142,7 +142,7 @@ pub async fn request_change(
     .fetch_one(&mut *tx)
     .await?;
     let later = OffsetDateTime::now_utc() + CONFIRMATION_DELAY;
-    let job = jobs::insert_with::<EmailConfirmation>(
+    let job = jobs::insert_with::<MailKind<EmailConfirmation>>(
         &mut *tx,
         &ChangeArgs { change_id: id },
         InsertOptions {
@@ -292,29 +292,35 @@ pub struct ChangeArgs {
 
 /// `owner.email_confirmation`: mails the new address a confirmation link, minting its
 /// token as it sends; sends nothing for a change that is no longer pending.
-pub struct EmailConfirmation(pub MailContext);
+pub struct EmailConfirmation;
 
-impl JobKind for EmailConfirmation {
+/// A pending change of the owner's address, and the token its confirmation link carries.
+pub struct ChangeToConfirm {
+    change_id: i64,
+    to: EmailAddress,
+    token: String,
+}
+
+impl MailJob for EmailConfirmation {
     const KIND: &'static str = "owner.email_confirmation";
-    const QUEUE: &'static str = "mail";
-    const MAX_ATTEMPTS: i16 = 10;
     type Args = ChangeArgs;
-    type Output = MailOutput;
+    type About = ChangeToConfirm;
 
-    async fn run(&self, job: JobContext, args: ChangeArgs) -> Result<MailOutput, JobError> {
-        let stale = || MailOutput::not_sent("stale");
+    async fn about(
+        &self,
+        mail: &MailContext,
+        job: &JobContext,
+        args: &ChangeArgs,
+    ) -> Result<Wanted<ChangeToConfirm>, JobError> {
         let change = sqlx::query!(
             r#"SELECT new_email, status AS "status: ChangeStatus" FROM owner_email_changes WHERE id = $1"#,
             args.change_id
         )
         .fetch_optional(job.pool())
         .await?;
-        let Some(change) = change else {
-            return Ok(stale());
+        let Some(change) = change.filter(|change| change.status == ChangeStatus::Pending) else {
+            return Ok(Wanted::No("stale".into()));
         };
-        if change.status != ChangeStatus::Pending {
-            return Ok(stale());
-        }
         let to = EmailAddress::parse(&change.new_email)
             .map_err(|err| JobError::discard(format!("the new address is not valid: {err}")))?;
         // The token exists (by hash) before the mail that carries it leaves, so the
@@ -328,15 +334,28 @@ impl JobKind for EmailConfirmation {
             "#,
             token_hash(&token),
             args.change_id,
-            self.0.settings.confirm_link_valid.as_secs() as f64,
+            mail.settings.confirm_link_valid.as_secs() as f64,
         )
         .execute(job.pool())
         .await?;
-        let hours = self.0.settings.confirm_link_valid.as_secs() / 3600;
-        let mut link = self.0.link("account/confirm-email")?;
-        link.query_pairs_mut().append_pair("token", &token);
-        let mail = Mail {
-            to: to.clone(),
+        Ok(Wanted::Yes(ChangeToConfirm {
+            change_id: args.change_id,
+            to,
+            token,
+        }))
+    }
+
+    async fn compose(
+        &self,
+        mail: &MailContext,
+        _job: &JobContext,
+        change: &ChangeToConfirm,
+    ) -> Result<Mail, JobError> {
+        let hours = mail.settings.confirm_link_valid.as_secs() / 3600;
+        let mut link = mail.link("account/confirm-email")?;
+        link.query_pairs_mut().append_pair("token", &change.token);
+        Ok(Mail {
+            to: change.to.clone(),
             subject: "Confirm your new address for StandMeet".into(),
             body: format!(
                 "Someone (we hope you) asked StandMeet to send the owner's mail to this address.\n\n\
@@ -344,9 +363,18 @@ impl JobKind for EmailConfirmation {
                  If you did not ask for this, ignore this mail; nothing changes.\n"
             ),
             calendar: None,
-        };
-        self.0.deliver(&job, &mail).await?;
-        // Sent: only now does the token exist, and only while the change still waits.
+        })
+    }
+
+    /// Sent: only now does the change carry the token, and only while it still waits;
+    /// in one transaction with the job's own completion.
+    async fn after_sending(
+        &self,
+        mail: &MailContext,
+        job: &JobContext,
+        change: &ChangeToConfirm,
+        mut output: MailOutput,
+    ) -> Result<MailOutput, JobError> {
         let mut tx = job.pool().begin().await?;
         let stored = sqlx::query!(
             r#"
@@ -354,13 +382,12 @@ impl JobKind for EmailConfirmation {
             SET token_hash = $2, token_expires_at = now() + $3 * interval '1 second', sent_at = now()
             WHERE id = $1 AND status = 'pending'
             "#,
-            args.change_id,
-            token_hash(&token),
-            self.0.settings.confirm_link_valid.as_secs() as f64,
+            change.change_id,
+            token_hash(&change.token),
+            mail.settings.confirm_link_valid.as_secs() as f64,
         )
         .execute(&mut *tx)
         .await?;
-        let mut output = MailOutput::sent(&to);
         if stored.rows_affected() == 0 {
             // Superseded while the mail was on its way: its link will not work.
             output.reason = Some("stale".into());

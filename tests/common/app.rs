@@ -145,7 +145,7 @@ impl TestAppBuilder {
     /// and serves the router on a free loopback port.
     pub async fn spawn(self) -> TestApp {
         let smtp = if self.smtp {
-            Some(SmtpPeer::start().await)
+            Some(SmtpPeer::start().await.expect("an SMTP peer on loopback"))
         } else {
             None
         };

@@ -1,13 +1,15 @@
 //! The three booking mail jobs (queue `mail`, throttled per recipient like every mail):
-//! the owner hears of a booking, the visitor gets the invitation with a cancel link, and
-//! a cancellation goes to both sides. None of them is waited for.
+//! the owner hears of a booking, the visitor gets the invitation with a cancel link
+//! (both of the one mail-job shape, `MailJob`), and a cancellation goes to both sides
+//! (two mails in one job, each marked as told when it went out). None of them is waited
+//! for.
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::ics::{self, Meeting, Method};
 use super::{Booking, BookingState};
-use crate::domain::mail::{Mail, MailContext, MailOutput};
+use crate::domain::mail::{Mail, MailContext, MailJob, Wanted};
 use crate::domain::secrets::{new_token, token_hash};
 use crate::types::EmailAddress;
 use standmeet_jobs::{JobContext, JobError, JobKind};
@@ -55,47 +57,58 @@ async fn owner(context: &MailContext, job: &JobContext) -> Result<Option<EmailAd
 /// `booking.notify_owner`: tells the owner who booked when, with the event for their
 /// own calendar. A booking cancelled before this ran is not announced (its
 /// cancellation is).
-pub struct NotifyOwner(pub MailContext);
+pub struct NotifyOwner;
 
-impl JobKind for NotifyOwner {
+impl MailJob for NotifyOwner {
     const KIND: &'static str = "booking.notify_owner";
-    const QUEUE: &'static str = "mail";
-    const MAX_ATTEMPTS: i16 = 10;
     type Args = BookingArgs;
-    type Output = MailOutput;
+    /// The booking, and the owner to tell.
+    type About = (Booking, EmailAddress);
 
-    async fn run(&self, job: JobContext, args: BookingArgs) -> Result<MailOutput, JobError> {
-        let booking = booking_for_job(&job, args.booking_id).await?;
+    async fn about(
+        &self,
+        mail: &MailContext,
+        job: &JobContext,
+        args: &BookingArgs,
+    ) -> Result<Wanted<Self::About>, JobError> {
+        let booking = booking_for_job(job, args.booking_id).await?;
         if booking.state == BookingState::Cancelled {
-            return Ok(MailOutput::not_sent("stale"));
+            return Ok(Wanted::No("stale".into()));
         }
-        let owner = owner(&self.0, &job).await?.ok_or_else(|| {
+        let owner = owner(mail, job).await?.ok_or_else(|| {
             JobError::discard("there is no owner to tell: set STANDMEET_OWNER_EMAIL")
         })?;
-        let list = self.0.link("admin/bookings")?;
+        Ok(Wanted::Yes((booking, owner)))
+    }
+
+    async fn compose(
+        &self,
+        mail: &MailContext,
+        _job: &JobContext,
+        (booking, owner): &Self::About,
+    ) -> Result<Mail, JobError> {
+        let list = mail.link("admin/bookings")?;
         let summary = format!("Meeting with {}", booking.name);
         let mut body = format!(
             "{} <{}> booked a meeting with you:\n\n    {}\n",
             booking.name,
             booking.email,
-            when(&self.0, &booking)
+            when(mail, booking)
         );
         if !booking.topic.is_empty() {
             body.push_str(&format!("\nTopic:\n\n{}\n", booking.topic));
         }
         body.push_str(&format!("\nYour bookings: {list}\n"));
-        let mail = Mail {
+        Ok(Mail {
             to: owner.clone(),
-            subject: format!("New booking: {}, {}", booking.name, when(&self.0, &booking)),
+            subject: format!("New booking: {}, {}", booking.name, when(mail, booking)),
             body,
             calendar: Some(ics::calendar(
-                &meeting(&booking, owner.as_str(), &summary),
+                &meeting(booking, owner.as_str(), &summary),
                 Method::Publish,
                 Timestamp::now(),
             )),
-        };
-        self.0.deliver(&job, &mail).await?;
-        Ok(MailOutput::sent(&owner))
+        })
     }
 }
 
@@ -103,24 +116,36 @@ impl JobKind for NotifyOwner {
 /// link. The link's token is minted by the attempt that mails it and only its hash is
 /// kept, committed before the send, so every link that may have gone out works. A
 /// booking cancelled before this ran gets nothing (`{sent: false, reason: "stale"}`).
-pub struct Confirmation(pub MailContext);
+pub struct Confirmation;
 
-impl JobKind for Confirmation {
+/// A booking that stands, with its visitor's address, its organizer, and the token of
+/// the cancel link its invitation carries.
+pub struct Standing {
+    booking: Booking,
+    to: EmailAddress,
+    organizer: EmailAddress,
+    token: String,
+}
+
+impl MailJob for Confirmation {
     const KIND: &'static str = "booking.confirmation";
-    const QUEUE: &'static str = "mail";
-    const MAX_ATTEMPTS: i16 = 10;
     type Args = BookingArgs;
-    type Output = MailOutput;
+    type About = Standing;
 
-    async fn run(&self, job: JobContext, args: BookingArgs) -> Result<MailOutput, JobError> {
-        let booking = booking_for_job(&job, args.booking_id).await?;
+    async fn about(
+        &self,
+        mail: &MailContext,
+        job: &JobContext,
+        args: &BookingArgs,
+    ) -> Result<Wanted<Standing>, JobError> {
+        let booking = booking_for_job(job, args.booking_id).await?;
         if booking.state == BookingState::Cancelled {
-            return Ok(MailOutput::not_sent("stale"));
+            return Ok(Wanted::No("stale".into()));
         }
         let to = visitor_address(&booking)?;
-        let organizer = owner(&self.0, &job)
+        let organizer = owner(mail, job)
             .await?
-            .unwrap_or_else(|| self.0.settings.mail_from.clone());
+            .unwrap_or_else(|| mail.settings.mail_from.clone());
         // The link's token, minted only while the booking still stands: a cancel that
         // came in since the check above makes this attempt send nothing after all.
         let token = new_token();
@@ -135,16 +160,33 @@ impl JobKind for Confirmation {
         .execute(job.pool())
         .await?;
         if minted.rows_affected() == 0 {
-            return Ok(MailOutput::not_sent("stale"));
+            return Ok(Wanted::No("stale".into()));
         }
-        let mut cancel = self.0.link("book/cancel")?;
-        cancel.query_pairs_mut().append_pair("token", &token);
+        Ok(Wanted::Yes(Standing {
+            booking,
+            to,
+            organizer,
+            token,
+        }))
+    }
+
+    async fn compose(
+        &self,
+        mail: &MailContext,
+        _job: &JobContext,
+        standing: &Standing,
+    ) -> Result<Mail, JobError> {
+        let booking = &standing.booking;
+        let mut cancel = mail.link("book/cancel")?;
+        cancel
+            .query_pairs_mut()
+            .append_pair("token", &standing.token);
         let summary = "Meeting with the owner of StandMeet".to_string();
         let mut body = format!(
             "Hello {},\n\nyour meeting is booked:\n\n    {}\n\n\
              The invitation is attached (invite.ics); your calendar shows it in your own time zone.\n",
             booking.name,
-            when(&self.0, &booking)
+            when(mail, booking)
         );
         if !booking.topic.is_empty() {
             body.push_str(&format!("\nTopic: {}\n", booking.topic));
@@ -152,18 +194,16 @@ impl JobKind for Confirmation {
         body.push_str(&format!(
             "\nIf you cannot come, cancel it here (until the meeting starts):\n{cancel}\n"
         ));
-        let mail = Mail {
-            to: to.clone(),
-            subject: format!("Booked: {}", when(&self.0, &booking)),
+        Ok(Mail {
+            to: standing.to.clone(),
+            subject: format!("Booked: {}", when(mail, booking)),
             body,
             calendar: Some(ics::calendar(
-                &meeting(&booking, organizer.as_str(), &summary),
+                &meeting(booking, standing.organizer.as_str(), &summary),
                 Method::Request,
                 Timestamp::now(),
             )),
-        };
-        self.0.deliver(&job, &mail).await?;
-        Ok(MailOutput::sent(&to))
+        })
     }
 }
 

@@ -27,6 +27,7 @@ pub use mail::{BookingArgs, Cancellation, Confirmation, NotifyOwner};
 
 use crate::config::BookingMode;
 use crate::domain::events::{self, EventType, NewEvent};
+use crate::domain::mail::MailKind;
 use crate::domain::secrets::token_hash;
 use crate::model::MailState;
 use crate::types::{EmailAddress, free_text_problem, name_problem};
@@ -481,8 +482,8 @@ async fn insert_booking(
         Err(err) => return Err(err.into()),
     };
     let args = BookingArgs { booking_id: id };
-    let notify = jobs::insert_tx::<NotifyOwner>(&mut tx, &args).await?;
-    let confirmation = jobs::insert_tx::<Confirmation>(&mut tx, &args).await?;
+    let notify = jobs::insert_tx::<MailKind<NotifyOwner>>(&mut tx, &args).await?;
+    let confirmation = jobs::insert_tx::<MailKind<Confirmation>>(&mut tx, &args).await?;
     let created = booking_event(
         EventType::BookingCreated,
         id,

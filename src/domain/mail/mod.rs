@@ -1,8 +1,11 @@
-//! Mail: what every mail job shares. [`MailContext::deliver`] sends one mail for a job
-//! through the throttle and the mail log and turns a full hour into a snooze; the
-//! supplier (log, none, SMTP) is in `mailer`, the throttle and the log in `delivery`.
+//! Mail: what every mail job shares. A mail job has one shape ([`MailJob`], run by
+//! [`MailKind`]: load what it is about, stop when that changed, compose, deliver,
+//! record). [`MailContext::deliver`] sends one mail for a job through the throttle and
+//! the mail log and turns a full hour into a snooze; the supplier (log, none, SMTP) is
+//! in `mailer`, the throttle and the log in `delivery`.
 
 mod delivery;
+mod job;
 mod mailer;
 
 use std::sync::Arc;
@@ -10,6 +13,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use delivery::{Delivery, LoggedMail, deliver, log_sent, mail_log_newest, snooze_until};
+pub use job::{MailJob, MailKind, Wanted};
 pub use mailer::{Mailer, SendError};
 
 use crate::config::Settings;
