@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::TestApp;
+
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use sqlx::PgPool;
@@ -11,7 +13,7 @@ use standmeet::ui::layout::ADMIN_PAGES;
 
 #[sqlx::test]
 async fn anonymous_visitors_of_every_admin_page_are_sent_to_login_with_next(pool: PgPool) {
-    let app = common::app(pool);
+    let app = TestApp::builder(pool).spawn().await;
     let mut paths: Vec<String> = ADMIN_PAGES
         .iter()
         .map(|(path, _)| path.to_string())
@@ -31,7 +33,7 @@ async fn anonymous_visitors_of_every_admin_page_are_sent_to_login_with_next(pool
 
 #[sqlx::test]
 async fn anonymous_calls_of_admin_server_functions_get_401_and_public_ones_work(pool: PgPool) {
-    let app = common::app(pool);
+    let app = TestApp::builder(pool).spawn().await;
     // Every server function not listed as public is an admin one, including any that
     // is added later: here, one that does not exist yet.
     for path in ["/api/approve_access_request", "/api/anything_added_later"] {
@@ -65,7 +67,7 @@ async fn anonymous_calls_of_admin_server_functions_get_401_and_public_ones_work(
 
 #[sqlx::test]
 async fn signing_in_sets_a_strict_http_only_cookie_and_opens_the_admin_pages(pool: PgPool) {
-    let app = common::app(pool.clone());
+    let app = TestApp::builder(pool.clone()).spawn().await;
     common::create_admin(&pool).await;
 
     let reply = common::sign_in(&app, common::ADMIN_EMAIL, common::ADMIN_PASSWORD).await;
@@ -92,8 +94,10 @@ async fn signing_in_sets_a_strict_http_only_cookie_and_opens_the_admin_pages(poo
 
 #[sqlx::test]
 async fn the_session_cookie_is_secure_when_the_public_url_is_https(pool: PgPool) {
-    let settings = common::settings_with(&[("STANDMEET_PUBLIC_URL", "https://desk.example.org")]);
-    let app = common::app_with(pool.clone(), settings);
+    let app = TestApp::builder(pool.clone())
+        .setting("STANDMEET_PUBLIC_URL", "https://desk.example.org")
+        .spawn()
+        .await;
     common::create_admin(&pool).await;
     let reply = common::sign_in(&app, common::ADMIN_EMAIL, common::ADMIN_PASSWORD).await;
     let set_cookie = reply.session_set_cookie().expect("a session cookie");
@@ -121,7 +125,7 @@ async fn the_session_cookie_is_secure_when_the_public_url_is_https(pool: PgPool)
 
 #[sqlx::test]
 async fn over_http_there_is_no_hsts_and_answers_are_not_kept(pool: PgPool) {
-    let app = common::app(pool.clone());
+    let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let page = common::get_with_cookie(&app, "/admin/tasks", &cookie).await;
     assert_eq!(page.status, StatusCode::OK);
@@ -136,7 +140,7 @@ async fn over_http_there_is_no_hsts_and_answers_are_not_kept(pool: PgPool) {
 
 #[sqlx::test]
 async fn sign_in_returns_to_next_only_when_it_is_on_this_site(pool: PgPool) {
-    let app = common::app(pool.clone());
+    let app = TestApp::builder(pool.clone()).spawn().await;
     common::create_admin(&pool).await;
     for (next, expected) in [
         ("/admin/mail?page=2", "/admin/mail?page=2"),
@@ -162,7 +166,7 @@ async fn sign_in_returns_to_next_only_when_it_is_on_this_site(pool: PgPool) {
 
 #[sqlx::test]
 async fn a_wrong_password_and_an_unknown_email_get_the_same_answer_and_no_session(pool: PgPool) {
-    let app = common::app(pool.clone());
+    let app = TestApp::builder(pool.clone()).spawn().await;
     common::create_admin(&pool).await;
 
     let wrong_password = common::sign_in(&app, common::ADMIN_EMAIL, "not the password").await;
@@ -193,7 +197,7 @@ async fn a_wrong_password_and_an_unknown_email_get_the_same_answer_and_no_sessio
 
 #[sqlx::test]
 async fn the_eleventh_quick_wrong_sign_in_from_one_address_is_rate_limited(pool: PgPool) {
-    let app = common::app(pool.clone());
+    let app = TestApp::builder(pool.clone()).spawn().await;
     common::create_admin(&pool).await;
     for attempt in 1..=10 {
         let reply = common::sign_in(&app, &format!("guess{attempt}@example.com"), "wrong").await;
@@ -231,16 +235,12 @@ async fn the_eleventh_quick_wrong_sign_in_from_one_address_is_rate_limited(pool:
 
 #[sqlx::test]
 async fn the_right_password_gets_in_while_another_address_hammers_the_same_email(pool: PgPool) {
-    use axum::extract::connect_info::MockConnectInfo;
     use std::net::SocketAddr;
     common::create_admin(&pool).await;
-    let state = standmeet::state::AppState::new(pool.clone(), common::default_settings()).unwrap();
+    let app = TestApp::builder(pool.clone()).spawn().await;
     // Two clients of one StandMeet: an attacker and the owner, from different addresses.
-    let attacker = standmeet::startup::router(state.clone()).layer(MockConnectInfo(
-        SocketAddr::from(([198, 51, 100, 66], 40000)),
-    ));
-    let owner = standmeet::startup::router(state)
-        .layer(MockConnectInfo(SocketAddr::from(([192, 0, 2, 10], 40000))));
+    let attacker = app.router_from(SocketAddr::from(([198, 51, 100, 66], 40000)));
+    let owner = app.router_from(SocketAddr::from(([192, 0, 2, 10], 40000)));
     let mut outcomes = Vec::new();
     for _ in 0..25 {
         let reply = common::sign_in(&attacker, common::ADMIN_EMAIL, "a wrong guess").await;
@@ -273,7 +273,7 @@ async fn the_right_password_gets_in_while_another_address_hammers_the_same_email
 
 #[sqlx::test]
 async fn signing_out_ends_the_session(pool: PgPool) {
-    let app = common::app(pool.clone());
+    let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let reply = common::send(
         &app,
@@ -295,7 +295,7 @@ async fn signing_out_ends_the_session(pool: PgPool) {
 
 #[sqlx::test]
 async fn a_cross_site_post_is_refused_with_403_and_changes_nothing(pool: PgPool) {
-    let app = common::app(pool.clone());
+    let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     for (name, value) in [
         ("origin", "https://evil.example"),
@@ -334,7 +334,7 @@ async fn a_cross_site_post_is_refused_with_403_and_changes_nothing(pool: PgPool)
 
 #[sqlx::test]
 async fn pages_carry_a_nonce_policy_that_admits_the_hydration_script(pool: PgPool) {
-    let app = common::app(pool);
+    let app = TestApp::builder(pool).spawn().await;
     for path in ["/", "/login", "/no/such/page"] {
         let reply = common::get(&app, path).await;
         let policy = reply.headers["content-security-policy"]
@@ -369,7 +369,7 @@ async fn pages_carry_a_nonce_policy_that_admits_the_hydration_script(pool: PgPoo
 
 #[sqlx::test]
 async fn responses_that_are_not_pages_allow_nothing(pool: PgPool) {
-    let app = common::app(pool);
+    let app = TestApp::builder(pool).spawn().await;
     let reply = common::get(&app, "/healthz").await;
     let policy = reply.headers["content-security-policy"].to_str().unwrap();
     assert!(policy.starts_with("default-src 'none'"), "{policy}");
@@ -486,10 +486,10 @@ async fn wrong_sign_in_via(app: &axum::Router, forwarded_for: &str) -> String {
 async fn forwarded_addresses_are_believed_only_from_trusted_proxies(pool: PgPool) {
     // The in-process client (203.0.113.7) is a trusted proxy here: each visitor behind
     // it has limits of their own.
-    let behind_proxy = common::app_with(
-        pool.clone(),
-        common::settings_with(&[("STANDMEET_TRUSTED_PROXIES", "203.0.113.0/24")]),
-    );
+    let behind_proxy = TestApp::builder(pool.clone())
+        .setting("STANDMEET_TRUSTED_PROXIES", "203.0.113.0/24")
+        .spawn()
+        .await;
     for _ in 0..10 {
         assert_eq!(
             wrong_sign_in_via(&behind_proxy, "198.51.100.1").await,
@@ -506,7 +506,7 @@ async fn forwarded_addresses_are_believed_only_from_trusted_proxies(pool: PgPool
     );
 
     // Without the setting the header is anybody's claim: the socket's peer counts.
-    let direct = common::app(pool);
+    let direct = TestApp::builder(pool).spawn().await;
     for n in 0..10 {
         assert_eq!(
             wrong_sign_in_via(&direct, &format!("198.51.100.{n}")).await,
@@ -521,7 +521,7 @@ async fn forwarded_addresses_are_believed_only_from_trusted_proxies(pool: PgPool
 
 #[sqlx::test]
 async fn a_session_in_use_slides_its_idle_expiry(pool: PgPool) {
-    let app = common::app(pool.clone());
+    let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     // As if the session had gone unused for nearly eight hours: two minutes left.
     sqlx::query("UPDATE sessions SET expiry_date = now() + interval '2 minutes'")
@@ -551,7 +551,7 @@ async fn a_session_in_use_slides_its_idle_expiry(pool: PgPool) {
 
 #[sqlx::test]
 async fn a_changed_password_ends_the_admins_other_sessions(pool: PgPool) {
-    let app = common::app(pool.clone());
+    let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     assert_eq!(
         common::get_with_cookie(&app, "/admin/tasks", &cookie)

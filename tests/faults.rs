@@ -333,10 +333,10 @@ async fn job_of_kind(pool: &PgPool, kind: &str, max_attempts: i16) -> JobId {
 #[sqlx::test]
 async fn an_engine_refuses_a_pool_that_its_claims_would_use_up(pool: PgPool) {
     // StandMeet's queues, as its own registry has them.
-    let state = standmeet::state::AppState::new(pool.clone(), common::default_settings())
-        .expect("app state");
+    let app = TestApp::builder(pool.clone()).spawn().await;
     let config = standmeet_jobs::EngineConfig {
-        queues: state
+        queues: app
+            .state
             .registry
             .queues()
             .map(standmeet::config::queue_config)
@@ -381,7 +381,7 @@ async fn an_admins_cancel_of_a_job_a_silent_claim_holds_answers_409_within_two_s
     pool: PgPool,
 ) {
     let id = job_of_kind(&pool, "test.held", 3).await;
-    let app = common::app(pool.clone());
+    let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     // The claim of a process that went silent: its transaction holds the row.
     let mut silent = pool.begin().await.unwrap();

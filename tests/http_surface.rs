@@ -3,12 +3,14 @@
 
 mod common;
 
+use common::TestApp;
+
 use axum::http::StatusCode;
 use sqlx::PgPool;
 
 #[sqlx::test]
 async fn healthz_reports_ok_json_when_the_database_answers(pool: PgPool) {
-    let app = common::app(pool);
+    let app = TestApp::builder(pool).spawn().await;
     let reply = common::get(&app, "/healthz").await;
     assert_eq!(reply.status, StatusCode::OK);
     assert_eq!(reply.headers["content-type"], "application/json");
@@ -28,13 +30,10 @@ async fn metrics_are_prometheus_text_with_jobs_waiters_receipts_and_wake_latency
         .await
         .unwrap();
     // Without a metrics token only loopback clients are answered.
-    let from_afar = common::get(&common::app(pool.clone()), "/metrics").await;
+    let desk = TestApp::builder(pool.clone()).spawn().await;
+    let from_afar = common::get(&desk, "/metrics").await;
     assert_eq!(from_afar.status, StatusCode::FORBIDDEN);
-    let state = standmeet::state::AppState::new(pool.clone(), common::default_settings()).unwrap();
-    let app =
-        standmeet::startup::router(state).layer(axum::extract::connect_info::MockConnectInfo(
-            std::net::SocketAddr::from(([127, 0, 0, 1], 40000)),
-        ));
+    let app = desk.router_from(std::net::SocketAddr::from(([127, 0, 0, 1], 40000)));
     let reply = common::get(&app, "/metrics").await;
     assert_eq!(reply.status, StatusCode::OK);
     assert!(
@@ -61,10 +60,10 @@ async fn metrics_are_prometheus_text_with_jobs_waiters_receipts_and_wake_latency
 
 #[sqlx::test]
 async fn with_a_metrics_token_the_metrics_need_it_from_anywhere(pool: PgPool) {
-    let app = common::app_with(
-        pool,
-        common::settings_with(&[("STANDMEET_METRICS_TOKEN", "metrics-token-0123456789")]),
-    );
+    let app = TestApp::builder(pool)
+        .setting("STANDMEET_METRICS_TOKEN", "metrics-token-0123456789")
+        .spawn()
+        .await;
     let without = common::get(&app, "/metrics").await;
     assert_eq!(without.status, StatusCode::UNAUTHORIZED);
     for (authorization, status) in [
@@ -86,7 +85,7 @@ async fn with_a_metrics_token_the_metrics_need_it_from_anywhere(pool: PgPool) {
 
 #[sqlx::test]
 async fn healthz_answers_503_when_the_database_is_gone(pool: PgPool) {
-    let app = common::app(pool.clone());
+    let app = TestApp::builder(pool.clone()).spawn().await;
     pool.close().await;
     for path in ["/healthz", "/readyz"] {
         let reply = common::get(&app, path).await;
@@ -103,7 +102,7 @@ async fn healthz_answers_503_when_the_database_is_gone(pool: PgPool) {
 
 #[sqlx::test]
 async fn livez_and_readyz_answer_200_while_all_is_well(pool: PgPool) {
-    let app = common::app(pool);
+    let app = TestApp::builder(pool).spawn().await;
     for path in ["/livez", "/readyz"] {
         let reply = common::get(&app, path).await;
         assert_eq!(reply.status, StatusCode::OK, "{path}: {}", reply.body);
@@ -113,7 +112,7 @@ async fn livez_and_readyz_answer_200_while_all_is_well(pool: PgPool) {
 
 #[sqlx::test]
 async fn the_home_page_is_rendered_on_the_server_with_the_shell(pool: PgPool) {
-    let app = common::app(pool);
+    let app = TestApp::builder(pool).spawn().await;
     let reply = common::get(&app, "/").await;
     assert_eq!(reply.status, StatusCode::OK);
     assert!(
@@ -150,7 +149,7 @@ async fn the_home_page_is_rendered_on_the_server_with_the_shell(pool: PgPool) {
 
 #[sqlx::test]
 async fn a_signed_in_admin_sees_the_admin_links_everywhere(pool: PgPool) {
-    let app = common::app(pool.clone());
+    let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let home = common::get_with_cookie(&app, "/", &cookie).await;
     for (href, _) in standmeet::ui::layout::ADMIN_PAGES {
@@ -163,7 +162,7 @@ async fn a_signed_in_admin_sees_the_admin_links_everywhere(pool: PgPool) {
 
 #[sqlx::test]
 async fn every_admin_page_renders_in_the_layout_for_a_signed_in_admin(pool: PgPool) {
-    let app = common::app(pool.clone());
+    let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     for (path, title) in standmeet::ui::layout::ADMIN_PAGES {
         let reply = common::get_with_cookie(&app, path, &cookie).await;
@@ -179,7 +178,7 @@ async fn every_admin_page_renders_in_the_layout_for_a_signed_in_admin(pool: PgPo
 
 #[sqlx::test]
 async fn an_unknown_address_answers_404_with_a_page(pool: PgPool) {
-    let app = common::app(pool);
+    let app = TestApp::builder(pool).spawn().await;
     let reply = common::get(&app, "/no/such/page").await;
     assert_eq!(reply.status, StatusCode::NOT_FOUND);
     assert!(reply.body.contains("Page not found"), "{}", reply.body);
@@ -187,7 +186,7 @@ async fn an_unknown_address_answers_404_with_a_page(pool: PgPool) {
 
 #[sqlx::test]
 async fn the_service_status_function_reports_the_database(pool: PgPool) {
-    let app = common::app(pool);
+    let app = TestApp::builder(pool).spawn().await;
     let reply = common::get(&app, "/api/service_status").await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     assert_eq!(reply.json()["database_ok"], true);
@@ -195,7 +194,7 @@ async fn the_service_status_function_reports_the_database(pool: PgPool) {
 
 #[sqlx::test]
 async fn every_response_carries_a_request_id(pool: PgPool) {
-    let app = common::app(pool);
+    let app = TestApp::builder(pool).spawn().await;
     let reply = common::get(&app, "/healthz").await;
     let id = reply.headers.get("x-request-id").expect("x-request-id");
     assert!(!id.to_str().unwrap().is_empty());
@@ -222,7 +221,7 @@ async fn a_test_app_is_served_over_real_http_on_a_port_of_its_own(pool: PgPool) 
 
 #[sqlx::test]
 async fn pages_are_gzipped_for_clients_that_take_it(pool: PgPool) {
-    let app = common::app(pool);
+    let app = TestApp::builder(pool).spawn().await;
     let request = axum::http::Request::get("/")
         .header("accept-encoding", "gzip")
         .body(axum::body::Body::empty())
@@ -238,7 +237,7 @@ async fn pages_are_gzipped_for_clients_that_take_it(pool: PgPool) {
 
 #[sqlx::test]
 async fn the_pkg_files_are_revalidated_and_nothing_else_is_kept(pool: PgPool) {
-    let app = common::app(pool);
+    let app = TestApp::builder(pool).spawn().await;
     let css = common::get(&app, "/pkg/standmeet.css").await;
     assert_eq!(css.headers["cache-control"], "no-cache", "{}", css.status);
     let page = common::get(&app, "/search").await;

@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::TestApp;
+
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use serde_json::json;
@@ -36,7 +38,7 @@ async fn scheduled_job(pool: &PgPool) -> JobId {
 
 #[sqlx::test]
 async fn the_status_poll_answers_rows_and_unknown_ids(pool: PgPool) {
-    let app = common::app(pool.clone());
+    let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let done = completed_job(&pool).await;
     let waiting = scheduled_job(&pool).await;
@@ -74,14 +76,14 @@ async fn the_status_poll_answers_rows_and_unknown_ids(pool: PgPool) {
 
 #[sqlx::test]
 async fn the_status_poll_is_for_admins_only(pool: PgPool) {
-    let app = common::app(pool);
+    let app = TestApp::builder(pool).spawn().await;
     let reply = common::get(&app, "/api/jobs/status?ids=1").await;
     assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
 }
 
 #[sqlx::test]
 async fn bad_ids_in_the_status_poll_get_a_clear_400(pool: PgPool) {
-    let app = common::app(pool.clone());
+    let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let many = (1..=101)
         .map(|n| n.to_string())
@@ -107,7 +109,7 @@ async fn bad_ids_in_the_status_poll_get_a_clear_400(pool: PgPool) {
 
 #[sqlx::test]
 async fn the_panel_is_rendered_on_the_server_with_its_filters(pool: PgPool) {
-    let app = common::app(pool.clone());
+    let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let done = completed_job(&pool).await;
     let waiting = scheduled_job(&pool).await;
@@ -156,7 +158,7 @@ async fn the_panel_is_rendered_on_the_server_with_its_filters(pool: PgPool) {
 
 #[sqlx::test]
 async fn an_unknown_state_in_the_url_is_explained_with_a_400(pool: PgPool) {
-    let app = common::app(pool.clone());
+    let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let reply = common::get_with_cookie(&app, "/admin/tasks?state=exploded", &cookie).await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
@@ -172,7 +174,7 @@ async fn an_unknown_state_in_the_url_is_explained_with_a_400(pool: PgPool) {
 
 #[sqlx::test]
 async fn the_panel_pages_by_keyset_newest_first(pool: PgPool) {
-    let app = common::app(pool.clone());
+    let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let mut ids = Vec::new();
     for n in 0..120 {
@@ -212,7 +214,7 @@ async fn the_panel_pages_by_keyset_newest_first(pool: PgPool) {
 
 #[sqlx::test]
 async fn a_job_page_shows_args_output_and_errors_and_an_unknown_one_is_404(pool: PgPool) {
-    let app = common::app(pool.clone());
+    let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let done = completed_job(&pool).await;
     let page = common::get_with_cookie(&app, &format!("/admin/tasks/{done}"), &cookie).await;
@@ -253,7 +255,7 @@ async fn post_action(
 
 #[sqlx::test]
 async fn retry_and_cancel_say_what_they_did_and_what_no_longer_applies(pool: PgPool) {
-    let app = common::app(pool.clone());
+    let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let waiting = scheduled_job(&pool).await;
 
@@ -292,7 +294,7 @@ async fn retry_and_cancel_say_what_they_did_and_what_no_longer_applies(pool: PgP
 
 #[sqlx::test]
 async fn retry_and_cancel_need_an_admin(pool: PgPool) {
-    let app = common::app(pool.clone());
+    let app = TestApp::builder(pool.clone()).spawn().await;
     let waiting = scheduled_job(&pool).await;
     for action in ["retry", "cancel"] {
         let reply = common::send(
@@ -343,7 +345,7 @@ async fn states(pool: &PgPool, ids: &[i64]) -> Vec<String> {
 
 #[sqlx::test]
 async fn bulk_actions_change_what_they_apply_to_in_one_go_and_say_why_not_the_rest(pool: PgPool) {
-    let app = common::app(pool.clone());
+    let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let mut discarded = Vec::new();
     for _ in 0..3 {
@@ -433,7 +435,7 @@ async fn the_chart_reads_only_the_last_hour_even_with_a_million_jobs_kept(pool: 
     .await
     .unwrap();
     assert!((20_000..22_000).contains(&in_the_hour), "{in_the_hour}");
-    let app = common::app(pool.clone());
+    let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let page = common::get_with_cookie(&app, "/admin/tasks", &cookie).await;
     assert_eq!(page.status, StatusCode::OK);
@@ -462,7 +464,7 @@ async fn the_panel_finds_a_job_by_id_or_by_what_its_arguments_contain(pool: PgPo
     let eight = insert::<Noop>(&pool, &json!({"request_id": 8}))
         .await
         .unwrap();
-    let app = common::app(pool.clone());
+    let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let rows_of = |body: &str| -> Vec<String> {
         body.split(r#"data-testid="task-row" data-job-id=""#)

@@ -299,6 +299,12 @@ impl TestApp {
         with_mock_client(router(state))
     }
 
+    /// The same app (one state: its rate limits, its hub) as requests from `client`
+    /// see it: for tests of what one address may do to another's.
+    pub fn router_from(&self, client: SocketAddr) -> Router {
+        router(self.state.clone()).layer(MockConnectInfo(client))
+    }
+
     // ---- In-process requests ----
 
     pub async fn send(&self, request: Request<Body>) -> Reply {
@@ -354,6 +360,15 @@ impl TestApp {
     /// [`super::mcp::TOKEN`].
     pub async fn call_tool(&self, tool: &str, arguments: Value) -> Value {
         super::mcp::call(&self.router, tool, arguments).await
+    }
+}
+
+/// A `&TestApp` is its router, for the request helpers of `common`.
+impl std::ops::Deref for TestApp {
+    type Target = Router;
+
+    fn deref(&self) -> &Router {
+        &self.router
     }
 }
 

@@ -1,8 +1,6 @@
-//! Helpers shared by the integration tests: the app on a test database, and requests
-//! to it without a network in between.
-//!
-//! Tests that need more than a router (mail, job boards, the job engine, a real
-//! socket) build a [`TestApp`]; the plain functions here serve the rest.
+//! Helpers shared by the integration tests: the app on a test database ([`TestApp`],
+//! the one way tests build it), and requests to it without a network in between (the
+//! plain functions here take its router; a `&TestApp` is one).
 
 #![allow(dead_code)]
 
@@ -21,8 +19,6 @@ use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode};
 use sqlx::PgPool;
 use standmeet::config::Settings;
-use standmeet::startup::router;
-use standmeet::state::AppState;
 use tower::ServiceExt;
 
 /// The settings of a process started with no environment at all.
@@ -43,17 +39,6 @@ pub fn settings_with(pairs: &[(&str, &str)]) -> Settings {
             .map(|(_, v)| v.clone())
     })
     .expect("valid test settings")
-}
-
-/// The whole router, on `pool` (a database of its own, made by `#[sqlx::test]`).
-pub fn app(pool: PgPool) -> Router {
-    app_with(pool, default_settings())
-}
-
-/// The whole router with `settings`, as if every request came from 203.0.113.7.
-pub fn app_with(pool: PgPool, settings: Settings) -> Router {
-    let state = AppState::new(pool, settings).expect("app state");
-    app::with_mock_client(router(state))
 }
 
 /// An admin that tests can sign in as.
