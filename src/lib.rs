@@ -12,7 +12,7 @@
 //! `standmeet_jobs` (`crates/standmeet-jobs`), which knows nothing of the web. Data
 //! flows one way: page or MCP tool → server function → domain operation →
 //! `standmeet_jobs` and SQL → PostgreSQL; job handlers call back into the domain.
-//! `startup` is the only module that imports everything (`tests/architecture.rs`
+//! `startup` is the only module that imports everything (`tests/it/architecture.rs`
 //! checks the direction, and that no two files need each other).
 //!
 //! Shared by server and browser:

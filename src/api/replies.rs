@@ -56,11 +56,22 @@ pub async fn bad_arguments_are_400(
     axum::response::Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
-/// Whether an error answer says the arguments did not fit: server_fn's own encoding
-/// (`Args|…`, `Deserialization|…`, `MissingArg|…`) or a [`FormError`] that says so.
-fn arguments_did_not_fit(body: &[u8]) -> bool {
-    const ENCODED: [&[u8]; 3] = [b"Args|", b"Deserialization|", b"MissingArg|"];
-    if ENCODED.iter().any(|prefix| body.starts_with(prefix)) {
+/// Whether an error answer says the arguments did not fit: a `ServerFnError` that
+/// server_fn itself made before the function ran (its arguments did not decode: `Args`,
+/// `Deserialization`, `MissingArg`), read back with server_fn's own decoder (its public
+/// `FromServerFnError::Encoder`, so nothing here knows how it writes them), or a
+/// [`FormError`] that says so.
+fn arguments_did_not_fit(body: &axum::body::Bytes) -> bool {
+    use leptos::server_fn::Decodes;
+    use leptos::server_fn::error::FromServerFnError;
+    type Encoding = <ServerFnError as FromServerFnError>::Encoder;
+    let decoded = <Encoding as Decodes<ServerFnError>>::decode(body.clone());
+    if matches!(
+        decoded,
+        Ok(ServerFnError::Args(_)
+            | ServerFnError::Deserialization(_)
+            | ServerFnError::MissingArg(_))
+    ) {
         return true;
     }
     serde_json::from_slice::<FormError>(body)
@@ -71,21 +82,33 @@ fn arguments_did_not_fit(body: &[u8]) -> bool {
 mod tests {
     use super::*;
 
+    /// An error answer as server_fn writes it.
+    fn answered(err: ServerFnError) -> axum::body::Bytes {
+        use leptos::server_fn::error::FromServerFnError;
+        err.ser()
+    }
+
     #[test]
     fn argument_errors_are_told_apart_from_failures() {
-        assert!(arguments_did_not_fit(b"Args|invalid digit found in string"));
-        assert!(arguments_did_not_fit(b"Deserialization|expected value"));
+        for bad_arguments in [
+            ServerFnError::Args("invalid digit found in string".into()),
+            ServerFnError::Deserialization("expected value".into()),
+            ServerFnError::MissingArg("id".into()),
+        ] {
+            assert!(arguments_did_not_fit(&answered(bad_arguments)));
+        }
         let form = serde_json::to_vec(&FormError::new(format!(
             "{}missing field `name`",
             super::super::ARGUMENTS_DO_NOT_FIT
         )))
         .unwrap();
-        assert!(arguments_did_not_fit(&form));
-        assert!(!arguments_did_not_fit(
-            b"ServerError|StandMeet could not do that just now"
-        ));
+        assert!(arguments_did_not_fit(&form.into()));
+        assert!(!arguments_did_not_fit(&answered(ServerFnError::new(
+            "StandMeet could not do that just now"
+        ))));
         let failure =
             serde_json::to_vec(&FormError::new("StandMeet did not answer; try again.")).unwrap();
-        assert!(!arguments_did_not_fit(&failure));
+        assert!(!arguments_did_not_fit(&failure.into()));
+        assert!(!arguments_did_not_fit(&"not an error at all".into()));
     }
 }

@@ -12,7 +12,7 @@ use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 use standmeet_jobs::{
     EngineConfig, JobClient, JobContext, JobError, JobId, JobKind, JobRow, JobRuntime, JobState,
-    QueueConfig, Registry,
+    QueueConfig, Registry, WaitError, WaitOutcome,
 };
 
 /// An engine and its listener, as one process would run them, with the client they
@@ -160,6 +160,84 @@ pub async fn wait_for_errors(pool: &PgPool, id: JobId, count: usize) -> JobRow {
     })
     .await;
     job(pool, id).await
+}
+
+/// Inserts `count` `system.noop` jobs (`{"n": i}`), one transaction each; answers their ids.
+pub async fn noops(pool: &PgPool, count: usize) -> Vec<JobId> {
+    let mut ids = Vec::with_capacity(count);
+    for n in 0..count {
+        let args = serde_json::json!({ "n": n });
+        ids.push(
+            standmeet_jobs::insert::<standmeet_jobs::builtin::Noop>(pool, &args)
+                .await
+                .unwrap(),
+        );
+    }
+    ids
+}
+
+/// Waits until every job of `ids` is `completed`.
+pub async fn all_completed(pool: &PgPool, ids: &[JobId]) {
+    for id in ids {
+        wait_for_state(pool, *id, JobState::Completed).await;
+    }
+}
+
+/// Marks job `id` completed by SQL, as an operator (or another process) might, with
+/// `{"by": "hand"}` as its output.
+pub async fn finish_by_hand(pool: &PgPool, id: JobId) {
+    sqlx::query("UPDATE jobs SET state = 'completed', output = '{\"by\": \"hand\"}' WHERE id = $1")
+        .bind(id.0)
+        .execute(pool)
+        .await
+        .unwrap();
+}
+
+/// One caller waiting through `jobs` for `ids` up to `limit`, in a task of its own;
+/// answers its outcome and how long it waited.
+pub fn spawn_wait(
+    jobs: &JobClient,
+    ids: &[JobId],
+    limit: Duration,
+) -> tokio::task::JoinHandle<(Result<WaitOutcome, WaitError>, Duration)> {
+    let (jobs, ids) = (jobs.clone(), ids.to_vec());
+    tokio::spawn(async move {
+        let started = tokio::time::Instant::now();
+        let outcome = jobs.wait(&ids, limit).await;
+        (outcome, started.elapsed())
+    })
+}
+
+/// Waits until exactly `count` callers wait through `jobs`.
+pub async fn until_waiting(jobs: &JobClient, count: usize) {
+    wait_until(Duration::from_secs(10), || async {
+        jobs.waiters().waiting == count
+    })
+    .await;
+}
+
+/// Fills the jobs table with a million finished jobs over the last two days (a day is
+/// the default retention of completed jobs; two is generous), about 21,000 of them in
+/// the last hour, and analyzes it as autovacuum would have long before it grew so big:
+/// what the panels' queries must stay quick on.
+pub async fn a_million_finished_jobs(pool: &PgPool) {
+    sqlx::query(
+        r#"
+        INSERT INTO jobs (kind, state, attempt, created_at, scheduled_at, finalized_at)
+        SELECT 'system.noop',
+               (ARRAY['completed', 'completed', 'completed', 'discarded', 'cancelled'])[1 + g % 5]::job_state,
+               1, at, at, at
+        FROM generate_series(1, 1000000) AS g,
+             LATERAL (SELECT now() - make_interval(secs => g * 0.1728)) AS t(at)
+        "#,
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    sqlx::query("VACUUM ANALYZE jobs")
+        .execute(pool)
+        .await
+        .unwrap();
 }
 
 /// A queue client over `pool`, knowing the queues of [`test_registry`]'s kinds, as an

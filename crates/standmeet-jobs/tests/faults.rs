@@ -15,7 +15,8 @@ use standmeet_jobs::builtin::{Flaky, FlakyArgs, Noop, Sleep, SleepArgs};
 use standmeet_jobs::testing::{self, Delay, MAX_DELAY, Outcome};
 use standmeet_jobs::{JobContext, JobError, JobId, JobKind, JobState, Registry, insert};
 use standmeet_jobs_testkit::{
-    job, quick_config, start_engine, test_registry, wait_for_state, wait_until,
+    all_completed, job, noops, quick_config, start_engine, test_registry, wait_for_state,
+    wait_until,
 };
 
 fn registry() -> Registry {
@@ -42,20 +43,6 @@ impl JobKind for Dirty {
             Some("error") => Err(JobError::discard(dirty)),
             _ => Ok(json!({ "text": dirty, "ke\0y": 1 })),
         }
-    }
-}
-
-async fn noops(pool: &PgPool, count: usize) -> Vec<JobId> {
-    let mut ids = Vec::new();
-    for n in 0..count {
-        ids.push(insert::<Noop>(pool, &json!({ "n": n })).await.unwrap());
-    }
-    ids
-}
-
-async fn all_completed(pool: &PgPool, ids: &[JobId]) {
-    for id in ids {
-        wait_for_state(pool, *id, JobState::Completed).await;
     }
 }
 

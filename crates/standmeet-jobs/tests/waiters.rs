@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::jobs::wait_until;
+use common::jobs::{finish_by_hand, spawn_wait, until_waiting, wait_until};
 use serde_json::json;
 use sqlx::PgPool;
 use standmeet_jobs::builtin::{self, Noop, Sleep, SleepArgs};
@@ -37,37 +37,6 @@ async fn listening(pool: &PgPool, max_waiters: usize) -> Listened {
     })
     .await;
     Listened { jobs, listening }
-}
-
-async fn finish_by_hand(pool: &PgPool, id: JobId) {
-    sqlx::query("UPDATE jobs SET state = 'completed', output = '{\"by\": \"hand\"}' WHERE id = $1")
-        .bind(id.0)
-        .execute(pool)
-        .await
-        .unwrap();
-}
-
-/// One caller waiting for `ids` up to `limit`, in a task of its own; answers its
-/// outcome and how long it waited.
-fn spawn_wait(
-    jobs: &JobClient,
-    ids: &[JobId],
-    limit: Duration,
-) -> tokio::task::JoinHandle<(Result<WaitOutcome, WaitError>, Duration)> {
-    let (jobs, ids) = (jobs.clone(), ids.to_vec());
-    tokio::spawn(async move {
-        let started = Instant::now();
-        let outcome = jobs.wait(&ids, limit).await;
-        (outcome, started.elapsed())
-    })
-}
-
-/// Waits until exactly `count` callers wait.
-async fn until_waiting(jobs: &JobClient, count: usize) {
-    wait_until(Duration::from_secs(10), || async {
-        jobs.waiters().waiting == count
-    })
-    .await;
 }
 
 fn done_rows(outcome: WaitOutcome) -> Vec<JobRow> {

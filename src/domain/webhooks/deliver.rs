@@ -118,7 +118,7 @@ struct AttemptRecord {
 
 // The database function `record_event` (migrations/20261201000003_record_event.sql)
 // queues these jobs itself with the same kind, queue, attempts, priority and arguments;
-// `tests/webhooks.rs` checks that they agree.
+// `tests/it/webhooks.rs` checks that they agree.
 impl JobKind for DeliverWebhook {
     const KIND: &'static str = "webhooks.deliver";
     const QUEUE: &'static str = "webhooks";

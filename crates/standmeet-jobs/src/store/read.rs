@@ -102,7 +102,7 @@ pub struct FinishedInMinute {
 
 /// The chart's query: jobs finished per minute by outcome, this minute and the 59 before
 /// it. An index-only scan of `jobs_finalized_at_idx` over the last hour's entries, so
-/// the rows kept from before cost nothing (`tests/tasks.rs` checks the plan with a
+/// the rows kept from before cost nothing (`crates/standmeet-jobs/tests/chart.rs` checks the plan with a
 /// million rows).
 pub const FINISHED_PER_MINUTE_SQL: &str = r#"
     SELECT date_trunc('minute', finalized_at) AS minute, state, count(*) AS finished

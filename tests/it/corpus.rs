@@ -2,7 +2,7 @@
 //! read their own write, stale index jobs, CJK, who sees restricted entries, bad
 //! queries, and re-indexing at start.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! PostgreSQL when `DATABASE_URL` is unset (kept across restarts), the operator's server
 //! when it is set, and a clean stop on SIGTERM.
 
-mod common;
+use crate::common;
 
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;

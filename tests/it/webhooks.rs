@@ -4,7 +4,7 @@
 //! a row disable an endpoint; private addresses are refused unless allowed; a rollback
 //! leaves no delivery; old events go with their deliveries.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

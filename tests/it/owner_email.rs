@@ -2,7 +2,7 @@
 //! stale changes send nothing; expired, used and withdrawn links change nothing; and
 //! the recovery phrase says what really happened.
 
-mod common;
+use crate::common;
 
 use axum::http::StatusCode;
 use common::jobs::wait_for_state;

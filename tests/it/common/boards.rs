@@ -17,22 +17,22 @@ use tokio::sync::watch;
 const SAMPLES: [(&str, &str, &str); 4] = [
     (
         "/greenhouse/acme",
-        include_str!("../fixtures/boards/greenhouse.json"),
+        include_str!("../../fixtures/boards/greenhouse.json"),
         "application/json",
     ),
     (
         "/lever/globex",
-        include_str!("../fixtures/boards/lever.json"),
+        include_str!("../../fixtures/boards/lever.json"),
         "application/json",
     ),
     (
         "/feeds/rust.rss",
-        include_str!("../fixtures/boards/rss.xml"),
+        include_str!("../../fixtures/boards/rss.xml"),
         "application/rss+xml",
     ),
     (
         "/feeds/hooli.atom",
-        include_str!("../fixtures/boards/atom.xml"),
+        include_str!("../../fixtures/boards/atom.xml"),
         "application/atom+xml",
     ),
 ];

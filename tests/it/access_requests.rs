@@ -2,7 +2,7 @@
 //! form, the owner's mail, approval with its mail (and its failures), the access code,
 //! the throttle, and the mail-supplier-less case.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

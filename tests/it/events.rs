@@ -1,7 +1,7 @@
 //! The outbox: each business change writes its event in its own transaction (a rollback
 //! leaves none, a refused change writes none), with the data of §9, oldest first.
 
-mod common;
+use crate::common;
 
 use axum::http::StatusCode;
 use common::TestApp;

@@ -2,7 +2,7 @@
 //! deduplication within and across boards, what failures do, and the receipt that
 //! `jobs.fetch_result` redeems in the same shape as a fetch that finished in time.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -144,7 +144,7 @@ async fn a_second_fetch_updates_in_place_and_marks_nothing_new(pool: PgPool) {
         .unwrap();
 
     // The board renamed a posting meanwhile.
-    let renamed = include_str!("fixtures/boards/greenhouse.json")
+    let renamed = include_str!("../fixtures/boards/greenhouse.json")
         .replace("Product Designer", "Senior Product Designer");
     boards.serve("/greenhouse/acme", "application/json", renamed);
     let second = fetch_new(&app.state, Duration::from_secs(20))
@@ -195,7 +195,7 @@ async fn a_second_fetch_updates_in_place_and_marks_nothing_new(pool: PgPool) {
     );
 
     // A posting that appears later is new in its fetch only.
-    let grown = include_str!("fixtures/boards/lever.json").replacen(
+    let grown = include_str!("../fixtures/boards/lever.json").replacen(
         "[",
         r#"[{"id": "added-1", "text": "Platform Engineer", "hostedUrl": "https://jobs.lever.co/globex/added-1", "categories": {"location": "Remote"}, "createdAt": 1795348800000},"#,
         1,

@@ -5,34 +5,21 @@
 //! claims, and an admin's cancel of a job a silent claim holds answers at once. (The
 //! engine's own fault tests are in `crates/standmeet-jobs/tests/faults.rs`.)
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
 use axum::http::StatusCode;
 use common::TestApp;
-use common::jobs::{job, quick_config, start_engine, test_registry, wait_for_state, wait_until};
-use serde_json::json;
+use common::jobs::{
+    all_completed, job, noops, quick_config, start_engine, test_registry, wait_for_state,
+    wait_until,
+};
 use sqlx::PgPool;
-use standmeet_jobs::builtin::Noop;
-use standmeet_jobs::{JobContext, JobError, JobId, JobKind, JobState, Registry, insert};
+use standmeet_jobs::{JobContext, JobError, JobId, JobKind, JobState, Registry};
 
 fn registry() -> Registry {
     test_registry(Default::default())
-}
-
-async fn noops(pool: &PgPool, count: usize) -> Vec<JobId> {
-    let mut ids = Vec::new();
-    for n in 0..count {
-        ids.push(insert::<Noop>(pool, &json!({ "n": n })).await.unwrap());
-    }
-    ids
-}
-
-async fn all_completed(pool: &PgPool, ids: &[JobId]) {
-    for id in ids {
-        wait_for_state(pool, *id, JobState::Completed).await;
-    }
 }
 
 #[sqlx::test]

@@ -1,7 +1,7 @@
 //! The HTTP surface of the foundation: /healthz, the server-rendered pages, the 404
 //! page, the service-status server function, and the app over a real socket.
 
-mod common;
+use crate::common;
 
 use common::TestApp;
 

@@ -1,7 +1,7 @@
 //! Admin sign-in and the protections every request inherits: the admin guard, session
 //! cookie flags, sign-in rate limits, cross-site refusal and security headers.
 
-mod common;
+use crate::common;
 
 use common::TestApp;
 

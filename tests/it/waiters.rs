@@ -2,47 +2,15 @@
 //! or given a receipt in time, and later waits work. (The waiters' other promises are
 //! tested with the engine, in `crates/standmeet-jobs/tests/waiters.rs`.)
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::jobs::wait_until;
+use common::jobs::{finish_by_hand, spawn_wait, until_waiting, wait_until};
 use serde_json::json;
-use sqlx::PgPool;
 use standmeet_jobs::builtin::Noop;
-use standmeet_jobs::{JobClient, JobId, WaitError, WaitOutcome, insert};
-
-async fn finish_by_hand(pool: &PgPool, id: JobId) {
-    sqlx::query("UPDATE jobs SET state = 'completed', output = '{\"by\": \"hand\"}' WHERE id = $1")
-        .bind(id.0)
-        .execute(pool)
-        .await
-        .unwrap();
-}
-
-/// One caller waiting for `ids` up to `limit`, in a task of its own; answers its
-/// outcome and how long it waited.
-fn spawn_wait(
-    jobs: &JobClient,
-    ids: &[JobId],
-    limit: Duration,
-) -> tokio::task::JoinHandle<(Result<WaitOutcome, WaitError>, Duration)> {
-    let (jobs, ids) = (jobs.clone(), ids.to_vec());
-    tokio::spawn(async move {
-        let started = Instant::now();
-        let outcome = jobs.wait(&ids, limit).await;
-        (outcome, started.elapsed())
-    })
-}
-
-/// Waits until exactly `count` callers wait.
-async fn until_waiting(jobs: &JobClient, count: usize) {
-    wait_until(Duration::from_secs(10), || async {
-        jobs.waiters().waiting == count
-    })
-    .await;
-}
+use standmeet_jobs::{JobClient, WaitOutcome, insert};
 
 #[tokio::test]
 async fn a_postgres_restart_while_64_wait_answers_or_receipts_each_in_time_and_later_waits_work() {

@@ -8,7 +8,7 @@
 //! A dependency is a path that starts with `crate::` or `super::` in a file's code
 //! (comments and `#[cfg(test)] mod tests` left out), resolved to the module file it
 //! names. A parent's `pub use child::…` is not one: it re-exports, it does not use.
-//! Run `cargo test --test architecture -- --nocapture` to see the graph.
+//! Run `cargo test --test it architecture -- --nocapture` to see the graph.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

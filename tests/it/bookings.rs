@@ -4,7 +4,7 @@
 //! and bad input. The daylight-saving arithmetic is tested beside it, in
 //! `src/domain/bookings/availability.rs`.
 
-mod common;
+use crate::common;
 
 use std::net::{IpAddr, Ipv4Addr};
 

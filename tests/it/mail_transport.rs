@@ -3,7 +3,7 @@
 //! never sent without TLS over `smtp://`, and `smtp+insecure://` sends it in the clear
 //! because the operator said so.
 
-mod common;
+use crate::common;
 
 use common::smtp::SmtpPeer;
 use standmeet::config::MailSupplier;

@@ -1,7 +1,7 @@
 //! The MCP endpoint over HTTP: the token, the golden tool list, approve with a fast and
 //! with a slow SMTP server, and tool errors for bad arguments and unknown ids.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! The Tasks panel's server side: the status poll's shape, auth and bad input; the
 //! pages rendered on the server with their filters and paging; Retry and Cancel.
 
-mod common;
+use crate::common;
 
 use common::TestApp;
 
@@ -405,27 +405,8 @@ async fn bulk_actions_change_what_they_apply_to_in_one_go_and_say_why_not_the_re
 
 #[sqlx::test]
 async fn the_chart_reads_only_the_last_hour_even_with_a_million_jobs_kept(pool: PgPool) {
-    // A million finished jobs over the last two days (a day is the default retention of
-    // completed jobs; two is generous): about 21,000 of them in the last hour.
-    sqlx::query(
-        r#"
-        INSERT INTO jobs (kind, state, attempt, created_at, scheduled_at, finalized_at)
-        SELECT 'system.noop',
-               (ARRAY['completed', 'completed', 'completed', 'discarded', 'cancelled'])[1 + g % 5]::job_state,
-               1, at, at, at
-        FROM generate_series(1, 1000000) AS g,
-             LATERAL (SELECT now() - make_interval(secs => g * 0.1728)) AS t(at)
-        "#,
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
-    // As autovacuum would have, long before the table grew this big.
-    sqlx::query("VACUUM ANALYZE jobs")
-        .execute(&pool)
-        .await
-        .unwrap();
-
+    // About 21,000 of the million in the last hour.
+    common::jobs::a_million_finished_jobs(&pool).await;
     // (That its query reads an index and no more is the engine's test: `chart.rs`.)
     // What the chart shows is what finished in its hour.
     let in_the_hour: i64 = sqlx::query_scalar(

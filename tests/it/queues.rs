@@ -2,7 +2,7 @@
 //! restart, and a resume runs the waiting jobs at once; the tools and the page's server
 //! functions show every queue's figures and refuse unknown queues with words.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

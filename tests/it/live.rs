@@ -4,7 +4,7 @@
 //! 400 for bad ids, 503 past `STANDMEET_MAX_LIVE_CLIENTS`; a stream ends when its session
 //! does.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

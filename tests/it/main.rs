@@ -1,0 +1,29 @@
+//! StandMeet's integration tests, in one binary (one link of the application instead of
+//! one per file): each module is a user story or a surface, each test a sentence, and
+//! each `#[sqlx::test]` gets a database of its own. `common` has what they share:
+//! `TestApp`, the request helpers, the SMTP peer, the job boards, the webhook receiver.
+//!
+//! `cargo nextest run --test it <filter>` runs some of them; the job engine's own tests
+//! are in `crates/standmeet-jobs/tests`.
+
+mod common;
+
+mod access_requests;
+mod architecture;
+mod auth;
+mod binary;
+mod bookings;
+mod corpus;
+mod events;
+mod faults;
+mod http_surface;
+mod listings;
+mod live;
+mod mail_transport;
+mod mcp;
+mod owner_email;
+mod private_cluster;
+mod queues;
+mod tasks;
+mod waiters;
+mod webhooks;
