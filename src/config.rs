@@ -328,7 +328,7 @@ impl ConfigError {
 /// dependencies only when they warn.
 pub const DEFAULT_LOG_FILTER: &str = "info,sqlx=warn,tower_http=info";
 
-/// Added to every filter that says nothing of sqlx: the warning sqlx's pool gives for
+/// Added to every filter that does not name `sqlx::pool`: the warning sqlx's pool gives for
 /// each connection it finds broken when it takes it back (dozens while PostgreSQL
 /// restarts) says what StandMeet reports itself, once, in its own words (a failed
 /// request, the listener reconnecting, a job retried).

@@ -15,8 +15,8 @@ use tracing_subscriber::EnvFilter;
 /// later calls leave the first subscriber.
 pub fn init(filter: &str, format: LogFormat) {
     // sqlx's pool warnings about broken connections are expected noise (see
-    // `config::QUIET_SQLX_POOL`), unless the filter asks for sqlx by name.
-    let filter = if filter.contains("sqlx") {
+    // `config::QUIET_SQLX_POOL`), unless the filter names sqlx's pool itself.
+    let filter = if filter.contains("sqlx::pool") {
         filter.to_string()
     } else {
         format!("{filter},{}", crate::config::QUIET_SQLX_POOL)

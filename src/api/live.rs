@@ -1,7 +1,7 @@
 //! `GET /api/live?ids=1,2,3` (admins only): the states of up to 100 jobs as
 //! Server-Sent Events, `event: job` with `data: {"id","state","attempt","errors_count"}`,
 //! each job's current state at once and every change after. The stream holds no
-//! database connection: the process's live hub (`jobs::live`) feeds it. It ends when its
+//! database connection: the process's live hub (`crate::live`) feeds it. It ends when its
 //! session does or the process stops; the browser then reconnects (after `retry`) and
 //! gets fresh first states, or falls back to polling `/api/jobs/status`.
 

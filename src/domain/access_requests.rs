@@ -446,9 +446,10 @@ impl MailJob for NotifyOwner {
 /// then, in one transaction with its own completion, marks the request `replied`.
 pub struct ApprovalMail;
 
-/// An approved request, and the code its mail carries.
+/// An approved request, its address, and the code its mail carries.
 pub struct Approved {
     request: RequestRow,
+    to: EmailAddress,
     code: String,
 }
 
@@ -471,6 +472,9 @@ impl MailJob for ApprovalMail {
                 request.status.as_str()
             )));
         }
+        let to = EmailAddress::parse(&request.email).map_err(|err| {
+            JobError::discard(format!("the request's address is not valid: {err}"))
+        })?;
         let code = new_code();
         sqlx::query!(
             "INSERT INTO access_codes (code_hash, request_id) VALUES ($1, $2)",
@@ -479,21 +483,18 @@ impl MailJob for ApprovalMail {
         )
         .execute(job.pool())
         .await?;
-        Ok(Wanted::Yes(Approved { request, code }))
+        Ok(Wanted::Yes(Approved { request, to, code }))
     }
 
     async fn compose(
         &self,
         mail: &MailContext,
         _job: &JobContext,
-        Approved { request, code }: &Approved,
+        Approved { request, to, code }: &Approved,
     ) -> Result<Mail, JobError> {
-        let to = EmailAddress::parse(&request.email).map_err(|err| {
-            JobError::discard(format!("the request's address is not valid: {err}"))
-        })?;
         let redeem = mail.link("access")?;
         Ok(Mail {
-            to,
+            to: to.clone(),
             subject: "Your access to StandMeet".into(),
             body: format!(
                 "Hello {},\n\nyour request was approved. Your access code:\n\n    {code}\n\n\
@@ -510,7 +511,7 @@ impl MailJob for ApprovalMail {
         &self,
         _mail: &MailContext,
         job: &JobContext,
-        Approved { request, code }: &Approved,
+        Approved { request, code, .. }: &Approved,
         output: MailOutput,
     ) -> Result<MailOutput, JobError> {
         let mut tx = job.pool().begin().await?;

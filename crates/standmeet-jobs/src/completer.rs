@@ -161,9 +161,10 @@ async fn write_one_by_one(
                 match store::job_record_outcomes(&context.pool, &context.worker_id, failed, watched)
                     .await
                 {
+                    // Not handed to this batch's waiters: the batch planned another
+                    // outcome for it. They hear of it as of any other write.
                     Ok(written) if !written.is_empty() => {
                         tracing::warn!(job.id = outcome.id.0, error = %err, "recorded a refused outcome as a failed attempt");
-                        changed.extend(written);
                     }
                     Ok(_) => {}
                     Err(err) => {

@@ -63,7 +63,8 @@
 //! - `insert`: `insert`, `insert_tx`, batch inserts, insert options.
 //! - `client`: [`JobClient`].
 //! - `store`: every SQL statement about jobs, one documented function each.
-//! - `retry`: the backoff, and what an attempt's outcome makes of a job.
+//! - `retry`: what an attempt's outcome makes of a job (the backoff's formula is the
+//!   database's `job_backoff`).
 //! - `registry`: the handlers this process can run, by kind ([`Registry`]).
 //! - `executor`: one attempt: span, timeout, panic capture, cancellation.
 //! - `producer`: one per queue: claims in batches, runs up to N at once.

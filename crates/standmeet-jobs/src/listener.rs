@@ -114,7 +114,8 @@ pub enum Finished {
 pub struct FinishedJobs(broadcast::Receiver<Finished>);
 
 impl FinishedJobs {
-    /// The next finished job; `None` once the client and its engine are gone.
+    /// The next finished job; `None` once every handle on the process's signals (every
+    /// clone of the client, the runtime) is gone.
     pub async fn next(&mut self) -> Option<Finished> {
         match self.0.recv().await {
             Ok(news) => Some(news),
@@ -329,9 +330,12 @@ const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(1);
 
 /// The process's LISTEN connection at work ([`JobClient::listen`](super::JobClient::listen),
 /// or the one [`JobRuntime`](super::JobRuntime) starts), until [`Listening::stop`].
+/// Dropped without [`Listening::stop`], it stops without waiting (an early return must
+/// not leave a connection reconnecting forever).
 pub struct Listening {
     stop: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
+    /// `None` only once `stop` took it to wait for it.
+    task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Listening {
@@ -342,7 +346,10 @@ impl Listening {
     ) -> Listening {
         let stop = CancellationToken::new();
         let task = spawn_listener_on(pool, listen, signals, stop.clone());
-        Listening { stop, task }
+        Listening {
+            stop,
+            task: Some(task),
+        }
     }
 
     /// Tells the listener to stop, without waiting.
@@ -351,9 +358,17 @@ impl Listening {
     }
 
     /// Stops listening, and waits until the connection is closed.
-    pub async fn stop(self) {
+    pub async fn stop(mut self) {
         self.stop.cancel();
-        let _ = self.task.await;
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        self.stop.cancel();
     }
 }
 

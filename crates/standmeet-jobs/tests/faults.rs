@@ -228,7 +228,7 @@ async fn an_attempt_whose_job_was_taken_back_stops_and_writes_nothing(pool: PgPo
 }
 
 #[sqlx::test(migrations = "../../migrations")]
-async fn a_cancel_the_attempt_never_saw_wins_over_its_retry_or_snooze(pool: PgPool) {
+async fn a_cancel_the_attempt_never_saw_wins_over_its_retry_snooze_or_discard(pool: PgPool) {
     for (state, delay) in [
         (
             JobState::Retryable,
@@ -240,6 +240,8 @@ async fn a_cancel_the_attempt_never_saw_wins_over_its_retry_or_snooze(pool: PgPo
             JobState::Scheduled,
             Some(Delay::After(Duration::from_secs(10))),
         ),
+        // A discard too: a handler's, or an outcome refused on the last attempt.
+        (JobState::Discarded, None),
     ] {
         let id = insert::<Noop>(&pool, &json!({})).await.unwrap();
         assert_eq!(take_as_ghost(&pool, "system.noop").await, 1);

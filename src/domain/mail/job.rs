@@ -28,8 +28,9 @@ pub trait MailJob: Send + Sync + 'static {
     /// What the mail is about, as read when the job runs.
     type About: Send + Sync;
 
-    /// Reads what the mail is about, and whether it is still wanted. A subject that is
-    /// gone for good is a discard.
+    /// Reads what the mail is about, and whether it is still wanted, and stores what the
+    /// mail will carry that must work once sent (a code, a link's token: after the
+    /// stale check, before the send). A subject that is gone for good is a discard.
     fn about(
         &self,
         mail: &MailContext,
@@ -37,8 +38,9 @@ pub trait MailJob: Send + Sync + 'static {
         args: &Self::Args,
     ) -> impl Future<Output = Result<Wanted<Self::About>, JobError>> + Send;
 
-    /// The mail. Whatever it carries that must work once sent (a code, a link's token)
-    /// is stored before this answers.
+    /// The mail, from what [`MailJob::about`] read (and stored: whatever a mail carries
+    /// that must work once sent, a code or a link's token, is stored there, before the
+    /// send).
     fn compose(
         &self,
         mail: &MailContext,

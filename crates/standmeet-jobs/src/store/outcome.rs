@@ -297,9 +297,12 @@ impl OutcomeColumns {
 /// a handler's transaction may have too). Only here can a cancel request be pending
 /// (a job held by lease is `running`); a claim's jobs were `available`, which a cancel
 /// ends at once, after waiting for the claim's row lock.
-/// An admin's cancel that the attempt did not see wins over a retry or a snooze: such
-/// a job ends `cancelled` (a completion or a discard stands). Answers the jobs it
-/// changed, those of `watched` whole (as in [`job_record_claimed`]).
+/// An admin's cancel that the attempt did not see wins over every outcome but a
+/// completion (the work is done): a retry, a snooze, a discard (the handler's, or an
+/// outcome the database refused on the last attempt) all end `cancelled`, as the
+/// rescuer ends them (product contract: an admin's cancel of a running job always ends
+/// it `cancelled`). Answers the jobs it changed, those of `watched` whole (as in
+/// [`job_record_claimed`]).
 pub async fn job_record_outcomes(
     executor: impl PgExecutor<'_>,
     worker: &str,
@@ -312,7 +315,7 @@ pub async fn job_record_outcomes(
         r#"
         UPDATE jobs AS j
         SET state = (CASE WHEN j.cancel_requested_at IS NOT NULL
-                               AND c.state NOT IN ('completed', 'discarded', 'cancelled')
+                               AND c.state <> 'completed'
                           THEN 'cancelled' ELSE c.state END)::job_state,
             output = CASE WHEN c.output IS NULL THEN j.output ELSE c.output::jsonb END,
             errors = CASE WHEN c.error IS NULL THEN j.errors
