@@ -12,8 +12,8 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use common::TestApp;
 use common::jobs::{
-    all_completed, job, noops, quick_config, start_engine, test_registry, wait_for_state,
-    wait_until,
+    all_completed, job, job_of_kind, noops, quick_config, start_engine, test_registry,
+    wait_for_state, wait_until,
 };
 use sqlx::PgPool;
 use standmeet_jobs::{JobContext, JobError, JobId, JobKind, JobState, Registry};
@@ -301,20 +301,6 @@ async fn an_approved_request_whose_mail_failed_or_vanished_can_be_approved_again
     assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.body);
     assert!(refused.body.contains("on its way"), "{}", refused.body);
     smtp.release_answers();
-}
-
-/// A job of a kind no engine here runs, inserted by plain SQL with `max_attempts`.
-async fn job_of_kind(pool: &PgPool, kind: &str, max_attempts: i16) -> JobId {
-    JobId(
-        sqlx::query_scalar(
-            "INSERT INTO jobs (kind, args, max_attempts) VALUES ($1, '{}', $2) RETURNING id",
-        )
-        .bind(kind)
-        .bind(max_attempts)
-        .fetch_one(pool)
-        .await
-        .unwrap(),
-    )
 }
 
 #[sqlx::test]

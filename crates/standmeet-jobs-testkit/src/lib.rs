@@ -176,6 +176,21 @@ pub async fn noops(pool: &PgPool, count: usize) -> Vec<JobId> {
     ids
 }
 
+/// A job of `kind` with `max_attempts`, inserted by plain SQL as an operator (or a
+/// process that knows a kind this one does not) would; answers its id.
+pub async fn job_of_kind(pool: &PgPool, kind: &str, max_attempts: i16) -> JobId {
+    JobId(
+        sqlx::query_scalar(
+            "INSERT INTO jobs (kind, args, max_attempts) VALUES ($1, '{}', $2) RETURNING id",
+        )
+        .bind(kind)
+        .bind(max_attempts)
+        .fetch_one(pool)
+        .await
+        .unwrap(),
+    )
+}
+
 /// Waits until every job of `ids` is `completed`.
 pub async fn all_completed(pool: &PgPool, ids: &[JobId]) {
     for id in ids {

@@ -15,8 +15,8 @@ use standmeet_jobs::builtin::{Flaky, FlakyArgs, Noop, Sleep, SleepArgs};
 use standmeet_jobs::testing::{self, Delay, MAX_DELAY, Outcome};
 use standmeet_jobs::{JobContext, JobError, JobId, JobKind, JobState, Registry, insert};
 use standmeet_jobs_testkit::{
-    all_completed, job, noops, quick_config, start_engine, test_registry, wait_for_state,
-    wait_until,
+    all_completed, job, job_of_kind, noops, quick_config, start_engine, test_registry,
+    wait_for_state, wait_until,
 };
 
 fn registry() -> Registry {
@@ -365,20 +365,6 @@ async fn attempts_run(pool: &PgPool, id: JobId) -> Vec<i16> {
         .fetch_all(pool)
         .await
         .unwrap()
-}
-
-/// A job of a kind no engine here runs, inserted by plain SQL with `max_attempts`.
-async fn job_of_kind(pool: &PgPool, kind: &str, max_attempts: i16) -> JobId {
-    JobId(
-        sqlx::query_scalar(
-            "INSERT INTO jobs (kind, args, max_attempts) VALUES ($1, '{}', $2) RETURNING id",
-        )
-        .bind(kind)
-        .bind(max_attempts)
-        .fetch_one(pool)
-        .await
-        .unwrap(),
-    )
 }
 
 #[sqlx::test(migrations = "../../migrations")]
