@@ -290,9 +290,6 @@ impl Drop for LiveFollow {
     }
 }
 
-/// Live streams per process when nothing says otherwise (`STANDMEET_MAX_LIVE_CLIENTS`).
-pub const DEFAULT_LIVE_STREAMS: usize = 256;
-
 /// The hub's one task in a process ([`run`]), until stopped or dropped.
 pub struct HubTask {
     stop: CancellationToken,

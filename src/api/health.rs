@@ -41,6 +41,7 @@ pub async fn livez() -> (StatusCode, Json<serde_json::Value>) {
 /// `GET /readyz` and `GET /healthz`.
 pub async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
     let database_ok = crate::db::ping(&state.pool).await;
+    let waiters = state.jobs.waiters();
     let health = Health {
         status: if database_ok { "ok" } else { "degraded" },
         database: if database_ok { "ok" } else { "unavailable" },
@@ -49,8 +50,8 @@ pub async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Health>
         } else {
             "disconnected"
         },
-        waiters: state.jobs.waiters().waiting,
-        max_waiters: state.jobs.waiters().max,
+        waiters: waiters.waiting,
+        max_waiters: waiters.max,
         version: env!("CARGO_PKG_VERSION"),
     };
     let status = if database_ok {

@@ -67,11 +67,10 @@ pub enum RetryOutcome {
 /// Makes a `retryable`, `discarded` or `cancelled` job `available` now, with room for
 /// at least one more attempt.
 pub async fn job_retry(pool: &PgPool, id: JobId) -> Result<RetryOutcome, sqlx::Error> {
-    let outcome = job_retry_many(pool, &[id]).await?;
-    Ok(match outcome.unchanged.first() {
-        None => RetryOutcome::Retried,
-        Some((_, Some(state))) => RetryOutcome::NotRetryable(*state),
-        Some((_, None)) => RetryOutcome::NotFound,
+    Ok(match the_one(&job_retry_many(pool, &[id]).await?) {
+        Ok(()) => RetryOutcome::Retried,
+        Err(Some(state)) => RetryOutcome::NotRetryable(state),
+        Err(None) => RetryOutcome::NotFound,
     })
 }
 
@@ -86,11 +85,10 @@ pub enum DeleteOutcome {
 
 /// Deletes job `id` if it is finished (completed, discarded, cancelled).
 pub async fn job_delete(pool: &PgPool, id: JobId) -> Result<DeleteOutcome, sqlx::Error> {
-    let outcome = job_delete_many(pool, &[id]).await?;
-    Ok(match outcome.unchanged.first() {
-        None => DeleteOutcome::Deleted,
-        Some((_, Some(state))) => DeleteOutcome::NotFinished(*state),
-        Some((_, None)) => DeleteOutcome::NotFound,
+    Ok(match the_one(&job_delete_many(pool, &[id]).await?) {
+        Ok(()) => DeleteOutcome::Deleted,
+        Err(Some(state)) => DeleteOutcome::NotFinished(state),
+        Err(None) => DeleteOutcome::NotFound,
     })
 }
 
@@ -100,6 +98,30 @@ pub async fn job_delete(pool: &PgPool, id: JobId) -> Result<DeleteOutcome, sqlx:
 pub struct BulkOutcome {
     pub changed: Vec<JobId>,
     pub unchanged: Vec<(JobId, Option<JobState>)>,
+}
+
+/// Ends a bulk action whose statement changed `changed` of `ids`: reads what kept the
+/// others as they were, and commits.
+async fn finish_bulk(
+    mut tx: sqlx::Transaction<'static, sqlx::Postgres>,
+    ids: &[i64],
+    changed: Vec<i64>,
+) -> Result<BulkOutcome, sqlx::Error> {
+    let unchanged = unchanged_among(&mut tx, ids, &changed).await?;
+    tx.commit().await?;
+    Ok(BulkOutcome {
+        changed: changed.into_iter().map(JobId).collect(),
+        unchanged,
+    })
+}
+
+/// What a bulk action did to its one job: `Ok` changed, else the state that kept it
+/// (`None`: no such job).
+fn the_one(outcome: &BulkOutcome) -> Result<(), Option<JobState>> {
+    match outcome.unchanged.first() {
+        None => Ok(()),
+        Some((_, state)) => Err(*state),
+    }
 }
 
 /// The states of `ids` other than `changed`, read in the bulk action's transaction.
@@ -145,12 +167,7 @@ pub async fn job_retry_many(pool: &PgPool, ids: &[JobId]) -> Result<BulkOutcome,
     )
     .fetch_all(&mut *tx)
     .await?;
-    let unchanged = unchanged_among(&mut tx, &ids, &changed).await?;
-    tx.commit().await?;
-    Ok(BulkOutcome {
-        changed: changed.into_iter().map(JobId).collect(),
-        unchanged,
-    })
+    finish_bulk(tx, &ids, changed).await
 }
 
 /// [`job_cancel`] for many jobs, in one transaction: those that have not started are
@@ -232,10 +249,5 @@ pub async fn job_delete_many(pool: &PgPool, ids: &[JobId]) -> Result<BulkOutcome
     )
     .fetch_all(&mut *tx)
     .await?;
-    let unchanged = unchanged_among(&mut tx, &ids, &changed).await?;
-    tx.commit().await?;
-    Ok(BulkOutcome {
-        changed: changed.into_iter().map(JobId).collect(),
-        unchanged,
-    })
+    finish_bulk(tx, &ids, changed).await
 }
