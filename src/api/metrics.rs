@@ -9,8 +9,6 @@
 //! `Authorization: Bearer <token>` (else 401); without it, loopback clients only (else
 //! 403), so a StandMeet on the internet does not tell everyone what it does.
 
-use std::time::Duration;
-
 use axum::Extension;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -29,9 +27,6 @@ struct JobLabels {
     state: String,
     kind: String,
 }
-
-/// How long a count of the finished jobs is served before it is made again.
-const FINISHED_COUNT_TTL: Duration = Duration::from_secs(60);
 
 /// Whether this client may read the metrics; else the answer that says why not.
 fn refusal(
@@ -78,7 +73,7 @@ pub async fn metrics(
 
     let jobs = Family::<JobLabels, Gauge>::default();
     let unfinished = state.jobs.count_by_state_and_kind(false).await;
-    let finished = state.jobs.finished_counts_within(FINISHED_COUNT_TTL).await;
+    let finished = state.jobs.count_by_state_and_kind(true).await;
     match unfinished.and_then(|unfinished| Ok((unfinished, finished?))) {
         Ok((unfinished, finished)) => {
             for (job_state, kind, count) in unfinished.into_iter().chain(finished) {

@@ -181,6 +181,32 @@ pub(super) async fn drain(pool: &PgPool, jobs: &JobClient, count: usize) -> anyh
     Ok(count as f64 / took.as_secs_f64())
 }
 
+/// Queues `count` no-op jobs as for [`drain`], then runs the engine's claim and write
+/// on them with nothing else around (`standmeet_jobs::bare`), on as many connections
+/// as the engine claims on at once and in batches as large as its; answers jobs/s.
+pub(super) async fn drain_bare(pool: &PgPool, count: usize) -> anyhow::Result<f64> {
+    queue_noops(pool, count).await?;
+    let queue = &bench_config().queues[0];
+    let kinds: Vec<String> = standmeet_jobs::builtin::registry()
+        .kinds()
+        .map(str::to_string)
+        .collect();
+    let started = Instant::now();
+    let recorded = standmeet_jobs::bare::drain_bare(
+        pool,
+        &queue.name,
+        &kinds,
+        queue.workers as i64,
+        queue.claims_in_flight,
+    )
+    .await?;
+    let took = started.elapsed();
+    if recorded as usize != count {
+        bail!("the bare drain recorded {recorded} of {count} jobs");
+    }
+    Ok(count as f64 / took.as_secs_f64())
+}
+
 /// Waits until no job is left to run (another process drains them), looking every
 /// `poll`; gives up after 10 minutes.
 pub(super) async fn until_drained(pool: &PgPool, poll: Duration) -> anyhow::Result<()> {
@@ -236,37 +262,54 @@ async fn under_load(
     jobs: &JobClient,
     sizes: &Sizes,
 ) -> anyhow::Result<(Vec<Duration>, f64)> {
-    let stop = CancellationToken::new();
-    let background = {
-        let pool = pool.clone();
-        let stop = stop.clone();
-        let per_tick = sizes.load_rate_per_sec / 100;
-        tokio::spawn(async move {
-            let args: Vec<serde_json::Value> = (0..per_tick).map(|n| json!({ "n": n })).collect();
-            let mut ticks = tokio::time::interval(Duration::from_millis(10));
-            let started = Instant::now();
-            let mut inserted = 0usize;
-            while !stop.is_cancelled() {
-                ticks.tick().await;
-                let mut tx = pool.begin().await?;
-                insert_many_tx::<Noop>(&mut tx, &args).await?;
-                tx.commit().await?;
-                inserted += per_tick;
-            }
-            anyhow::Ok(inserted as f64 / started.elapsed().as_secs_f64())
-        })
-    };
+    let load = SteadyInserts::start(pool, sizes.load_rate_per_sec);
     // Let the load settle before measuring.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut latencies = Vec::with_capacity(sizes.load_waits);
     for _ in 0..sizes.load_waits {
         latencies.push(commit_to_woken(pool, jobs).await?);
     }
-    stop.cancel();
-    let rate = background
-        .await
-        .context("the background load task failed")??;
-    Ok((latencies, rate))
+    Ok((latencies, load.stop().await?))
+}
+
+/// A background task that inserts no-op jobs at a steady rate (a batch every 10 ms)
+/// until stopped, for measures taken under load.
+pub(super) struct SteadyInserts {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<anyhow::Result<f64>>,
+}
+
+impl SteadyInserts {
+    pub(super) fn start(pool: &PgPool, per_second: usize) -> SteadyInserts {
+        let stop = CancellationToken::new();
+        let task = {
+            let pool = pool.clone();
+            let stop = stop.clone();
+            let per_tick = per_second / 100;
+            tokio::spawn(async move {
+                let args: Vec<serde_json::Value> =
+                    (0..per_tick).map(|n| json!({ "n": n })).collect();
+                let mut ticks = tokio::time::interval(Duration::from_millis(10));
+                let started = Instant::now();
+                let mut inserted = 0usize;
+                while !stop.is_cancelled() {
+                    ticks.tick().await;
+                    let mut tx = pool.begin().await?;
+                    insert_many_tx::<Noop>(&mut tx, &args).await?;
+                    tx.commit().await?;
+                    inserted += per_tick;
+                }
+                anyhow::Ok(inserted as f64 / started.elapsed().as_secs_f64())
+            })
+        };
+        SteadyInserts { stop, task }
+    }
+
+    /// Stops the inserts; answers the rate they actually ran at (jobs/s).
+    pub(super) async fn stop(self) -> anyhow::Result<f64> {
+        self.stop.cancel();
+        self.task.await.context("the background load task failed")?
+    }
 }
 
 fn report(

@@ -211,6 +211,31 @@ pub(crate) async fn open(
     Ok(Some((tx, jobs, claim)))
 }
 
+/// Takes up to `limit` jobs of a nearly idle queue in one call, `running` under a lease
+/// from the start ([`store::job_claim_running`]), and holds their attempts in this
+/// process: they run outside any claim, and the completer writes their outcomes.
+pub(crate) async fn take_running(
+    context: &ClaimContext,
+    queue: &str,
+    limit: i64,
+    kinds: &[String],
+) -> Result<Vec<FetchedJob>, sqlx::Error> {
+    let jobs = store::job_claim_running(
+        &context.pool,
+        queue,
+        limit,
+        kinds,
+        &context.worker_id,
+        context.lease,
+    )
+    .await?;
+    context.signals.hold(jobs.iter().map(|job| HeldAttempt {
+        id: job.id,
+        attempt: job.attempt,
+    }));
+    Ok(jobs)
+}
+
 impl ClaimContext {
     /// How long a claim's transaction may sit idle before PostgreSQL ends it: the
     /// lease (a claim idles for its window, 20 ms, and never longer on purpose), or

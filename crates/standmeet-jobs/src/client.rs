@@ -25,7 +25,6 @@ pub struct JobClient {
     pool: PgPool,
     signals: Arc<Signals>,
     queues: Arc<Vec<String>>,
-    finished_counts: Arc<tokio::sync::Mutex<Option<CountedAt>>>,
 }
 
 /// The waiters of a process, in figures ([`JobClient::waiters`]).
@@ -41,9 +40,6 @@ pub struct WaiterFigures {
     pub answered: u64,
 }
 
-/// Counts of jobs by state and kind, and when they were made.
-type CountedAt = (std::time::Instant, Vec<(JobState, String, i64)>);
-
 impl JobClient {
     /// A client over `pool` with room for `max_waiters` callers waiting at once. Its
     /// waits are woken by the LISTEN connection that [`JobRuntime::start`](
@@ -54,7 +50,6 @@ impl JobClient {
             pool,
             signals: Signals::new(max_waiters),
             queues: Arc::default(),
-            finished_counts: Arc::default(),
         }
     }
 
@@ -168,30 +163,12 @@ impl JobClient {
     }
 
     /// How many jobs there are of each state and kind: of the unfinished ones (few, found
-    /// by index) or of the finished ones (a pass over the finished-by-kind index).
+    /// by index) or of the finished ones (from their summaries).
     pub async fn count_by_state_and_kind(
         &self,
         finished: bool,
     ) -> Result<Vec<(JobState, String, i64)>, sqlx::Error> {
         store::job_count_by_state_and_kind(&self.pool, finished).await
-    }
-
-    /// The finished jobs by state and kind, counted again only when the last count is
-    /// older than `max_age` (a caller that comes while one is made waits for it and
-    /// shares it): for figures read often that need not be exact to the second.
-    pub async fn finished_counts_within(
-        &self,
-        max_age: Duration,
-    ) -> Result<Vec<(JobState, String, i64)>, sqlx::Error> {
-        let mut last = self.finished_counts.lock().await;
-        if let Some((made, counts)) = last.as_ref()
-            && made.elapsed() < max_age
-        {
-            return Ok(counts.clone());
-        }
-        let counts = store::job_count_by_state_and_kind(&self.pool, true).await?;
-        *last = Some((std::time::Instant::now(), counts.clone()));
-        Ok(counts)
     }
 
     /// Makes a `retryable`, `discarded` or `cancelled` job `available` now.

@@ -119,6 +119,8 @@ impl JobContext {
         };
         let written =
             store::job_record_outcomes(&mut *tx, &self.worker_id, &[completed], &[]).await?;
+        // The handler's transaction goes on: what else it changes is counted as usual.
+        store::job_counts_by_trigger_again(&mut *tx).await?;
         if written.is_empty() {
             return Err(JobError::retry(
                 "the job is no longer running this attempt (cancelled or rescued meanwhile)",

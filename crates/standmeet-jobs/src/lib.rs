@@ -40,7 +40,8 @@
 //!   Out: the scheduler; an admin's cancel.
 //! - `running`: held by one process (`attempted_by`) under a lease it renews for
 //!   exactly the attempts it still has in flight. In: a claim's write, for an attempt
-//!   still going when the claim's window closes (attempt + 1 in the same statement).
+//!   still going when the claim's window closes (attempt + 1 in the same statement);
+//!   the one-call claim of a nearly idle queue, which takes its jobs `running` at once.
 //!   Out: the completer (fenced: only while still `running` at that attempt under that
 //!   process), the rescuer when the lease ran out (the old holder's renewal then finds
 //!   the job gone and stops the attempt), [`JobContext::complete_tx`] inside a
@@ -55,7 +56,10 @@
 //!   `pg_notify('standmeet_job_final', id)` in the same transaction (a trigger; a
 //!   claim's write sends it itself, which costs less, and the trigger stands aside).
 //!   Out: only an admin's retry (`discarded`, `cancelled`), and the cleaner, which
-//!   deletes them after their retention.
+//!   deletes them after their retention. A finished job has no index entry but its
+//!   primary key's: what is shown of finished jobs (counts, the chart, the Tasks
+//!   filters) is read from the summaries kept in the same transactions
+//!   (`job_finished_minutes`, `job_finished_blocks`; see `store::outcome`).
 //!
 //! ## The pieces (private unless named above)
 //!
@@ -67,7 +71,8 @@
 //!   database's `job_backoff`).
 //! - `registry`: the handlers this process can run, by kind ([`Registry`]).
 //! - `executor`: one attempt: span, timeout, panic capture, cancellation.
-//! - `producer`: one per queue: claims in batches, runs up to N at once.
+//! - `producer`: one per queue: claims in batches (one call when the queue is nearly
+//!   idle), runs up to N at once.
 //! - `claim`: a batch of jobs that run inside the transaction that claimed them; each
 //!   holds one of its queue's claim slots (counted for the whole database), leaves a
 //!   trace that makes its attempts count even if its process dies, and lets go of its
@@ -75,7 +80,8 @@
 //! - `queues`: each queue's figures, and the pause every process obeys.
 //! - `completer`: writes the outcomes of attempts that outlived their claim, batching
 //!   them when busy.
-//! - `maintenance`: the scheduler, rescuer, cleaner and lease renewal.
+//! - `maintenance`: the scheduler, rescuer, cleaner, lease renewal and the folding of
+//!   the summaries of finished jobs.
 //! - `listener`: the one LISTEN connection of the process, and what it wakes (waiters,
 //!   producers, running attempts, subscribers to finished jobs).
 //! - `waiters`: callers waiting for jobs to finish, up to a limit, then a receipt.
@@ -85,6 +91,8 @@
 mod types;
 pub use types::{JobId, JobState};
 
+#[cfg(feature = "bench")]
+pub mod bare;
 #[cfg(feature = "engine")]
 pub mod builtin;
 #[cfg(feature = "engine")]

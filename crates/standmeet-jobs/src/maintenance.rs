@@ -9,8 +9,9 @@
 //! - the rescuer takes back running jobs whose holder stopped renewing (it died), and
 //!   counts the attempts of claims whose process died before it recorded them (their
 //!   trace outlived their transaction; see `claim`);
-//! - the cleaner deletes finished jobs past their retention, in batches, and then does
-//!   the other cleaning it was given (`EngineConfig::also_clean`: old events).
+//! - the cleaner deletes finished jobs past their retention, block of ids by block, and
+//!   then does the other cleaning it was given (`EngineConfig::also_clean`: old events);
+//! - the folder keeps the summaries of finished jobs small (`job_summaries_fold`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +25,10 @@ use super::store;
 
 /// Rows one statement of the scheduler, rescuer or cleaner touches at most.
 const BATCH: i64 = 1_000;
+
+/// How often the summaries of finished jobs are folded (see `job_summaries_fold`): often
+/// enough that the rows of a busy minute's writers never add up to many.
+const FOLD_INTERVAL: Duration = Duration::from_secs(5);
 
 /// A process silent this long is gone: the cleaner forgets its `job_workers` row.
 const WORKER_FORGOTTEN_AFTER: Duration = Duration::from_secs(24 * 3600);
@@ -97,34 +102,22 @@ pub(crate) fn spawn_all(
         })
     };
 
+    let fold_pool = pool.clone();
     let clean = {
         let config = config.clone();
-        every(config.clean_interval, stop, move || {
+        every(config.clean_interval, stop.clone(), move || {
             let pool = pool.clone();
             let config = config.clone();
             async move {
-                let mut deleted = 0;
-                loop {
-                    match store::job_delete_finished(
-                        &pool,
-                        config.keep_completed,
-                        config.keep_discarded,
-                        BATCH,
-                    )
-                    .await
+                let deleted =
+                    match clean_finished(&pool, config.keep_completed, config.keep_discarded).await
                     {
-                        Ok(count) => {
-                            deleted += count;
-                            if count == 0 {
-                                break;
-                            }
-                        }
+                        Ok(deleted) => deleted,
                         Err(err) => {
                             tracing::warn!(error = %err, "the cleaner failed");
-                            break;
+                            0
                         }
-                    }
-                }
+                    };
                 if deleted > 0 {
                     tracing::info!(deleted, "deleted finished jobs past their retention");
                 }
@@ -151,7 +144,16 @@ pub(crate) fn spawn_all(
         })
     };
 
-    vec![schedule, renew, rescue, clean]
+    let fold = every(FOLD_INTERVAL, stop, move || {
+        let pool = fold_pool.clone();
+        async move {
+            if let Err(err) = store::job_summaries_fold(&pool).await {
+                tracing::warn!(error = %err, "cannot fold the summaries of finished jobs");
+            }
+        }
+    });
+
+    vec![schedule, renew, rescue, clean, fold]
 }
 
 /// One turn of the lease renewal (see the module documentation).
@@ -203,6 +205,33 @@ async fn renew_leases(
     if let Err(err) = store::worker_heartbeat(&pool, &config.worker_id, &kinds, &queues).await {
         tracing::debug!(error = %err, "cannot record this process as alive");
     }
+}
+
+/// Blocks of ids the cleaner reads per statement (256 ids each).
+const CLEAN_BLOCKS: i64 = 16;
+
+/// Deletes the finished jobs past their retention: as many as the summaries say are
+/// due for sure (`job_finished_due`), looking through the blocks of ids that hold
+/// finished jobs, oldest first, at most once around. Answers how many it deleted.
+pub async fn clean_finished(
+    pool: &PgPool,
+    keep_completed: Duration,
+    keep_discarded: Duration,
+) -> Result<u64, sqlx::Error> {
+    let due = store::job_finished_due(pool, keep_completed, keep_discarded).await?;
+    let mut deleted = 0;
+    let mut from = 0;
+    while (deleted as i64) < due {
+        let (count, next) =
+            store::job_delete_finished(pool, keep_completed, keep_discarded, from, CLEAN_BLOCKS)
+                .await?;
+        deleted += count;
+        match next {
+            Some(next) => from = next,
+            None => break,
+        }
+    }
+    Ok(deleted)
 }
 
 /// Runs `chore` every `interval` (the first time right away) until `stop`.

@@ -11,9 +11,10 @@ use super::JobId;
 use super::store::{self, HeldAttempt};
 
 pub use super::claim::{SLOT_WAIT, slot_lock_key};
+pub use super::maintenance::clean_finished;
 pub use super::store::{
-    Delay, FINISHED_PER_MINUTE_SQL, MAX_DELAY, MAX_ERROR_CHARS, Outcome, job_delete_finished,
-    job_record_outcomes, job_rescue_expired,
+    Delay, FINISHED_PER_MINUTE_SQL, MAX_DELAY, MAX_ERROR_CHARS, Outcome, job_record_outcomes,
+    job_rescue_expired, job_summaries_fold,
 };
 
 /// Plays a process that claims up to `limit` jobs of `queue` (of `kinds`), writes them

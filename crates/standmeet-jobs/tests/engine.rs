@@ -125,6 +125,13 @@ async fn a_quick_job_is_written_once_and_a_slow_one_is_running_first(pool: PgPoo
         ..quick_config(8)
     };
     let _engine = start_engine(&pool, registry(), config).await;
+    // Outlasts any claim's window: running, then completed. (The queue is idle, so it
+    // is taken by the one-call claim, `running` at once; the next ones find the queue
+    // busy and go in a claim.)
+    let slow = insert::<Sleep>(&pool, &SleepArgs { ms: 1_500 })
+        .await
+        .unwrap();
+    wait_for_state(&pool, slow, JobState::Running).await;
     // Ends inside its claim: from available straight to completed, one write.
     let quick: Vec<JobId> = {
         let mut tx = pool.begin().await.unwrap();
@@ -139,10 +146,6 @@ async fn a_quick_job_is_written_once_and_a_slow_one_is_running_first(pool: PgPoo
         tx.commit().await.unwrap();
         ids
     };
-    // Outlasts its claim's window: written running, then completed by the completer.
-    let slow = insert::<Sleep>(&pool, &SleepArgs { ms: 1_500 })
-        .await
-        .unwrap();
     for id in &quick {
         let row = wait_for_state(&pool, *id, JobState::Completed).await;
         assert_eq!(row.attempt, 1, "{row:?}");
@@ -668,11 +671,10 @@ async fn the_cleaner_deletes_finished_jobs_past_their_retention_only(pool: PgPoo
         }
     }
     let pending = insert::<Noop>(&pool, &json!({})).await.unwrap();
-    let deleted = testing::job_delete_finished(
+    let deleted = testing::clean_finished(
         &pool,
         Duration::from_secs(24 * 3600),
         Duration::from_secs(7 * 24 * 3600),
-        1000,
     )
     .await
     .unwrap();
@@ -850,6 +852,17 @@ async fn a_claim_slot_held_elsewhere_for_too_long_does_not_stall_the_queue(pool:
         .await
         .unwrap();
     let _engine = start_engine(&pool, registry(), one_claim_in_flight(quick_config(2))).await;
+    // A long job keeps the queue busy, so that the next job goes in a claim (an idle
+    // queue takes its first jobs in one call, without a slot).
+    let busy = insert::<Sleep>(
+        &pool,
+        &SleepArgs {
+            ms: 2 * standmeet_jobs::testing::SLOT_WAIT.as_millis() as u64 + 1_000,
+        },
+    )
+    .await
+    .unwrap();
+    wait_for_state(&pool, busy, JobState::Running).await;
     let started = std::time::Instant::now();
     let id = insert::<Noop>(&pool, &json!({"n": 1})).await.unwrap();
     let row = wait_for_state(&pool, id, JobState::Completed).await;

@@ -72,6 +72,52 @@ pub async fn job_claim(
     Ok((jobs, claimed))
 }
 
+/// Claims up to `limit` available jobs of `queue` (of `kinds`) in one statement of its
+/// own, committed at once: each becomes `running` under `worker` with a `lease`, its
+/// attempt counted, like a job a claim's write leaves running. The claim of a nearly
+/// idle queue: one round trip where a claim by row lock ([`job_claim`]) takes four
+/// (its `BEGIN`, the claim, the write, the commit) and a trace, which on a busy machine
+/// is what the first job of a quiet queue waits for. Its jobs then finish like any
+/// running job (the completer writes their outcomes; the rescuer takes back those
+/// whose process died, counting the attempt). Picks as [`job_claim`] does (priority
+/// order, known kinds, no paused queue, no job with a trace).
+pub async fn job_claim_running(
+    pool: &PgPool,
+    queue: &str,
+    limit: i64,
+    kinds: &[String],
+    worker: &str,
+    lease: Duration,
+) -> Result<Vec<FetchedJob>, sqlx::Error> {
+    sqlx::query_as!(
+        FetchedJob,
+        r#"
+        UPDATE jobs AS j
+        SET state = 'running', attempt = j.attempt + 1, attempted_at = now(),
+            attempted_by = $4, lease_expires_at = now() + $5 * interval '1 millisecond',
+            cancel_requested_at = NULL
+        WHERE j.id = ANY(ARRAY(
+            SELECT id FROM jobs
+            WHERE state = 'available' AND queue = $1 AND scheduled_at <= now()
+              AND kind = ANY($3)
+              AND NOT EXISTS (SELECT FROM job_queue_pauses p WHERE p.queue = $1)
+              AND id NOT IN (SELECT unnest(c.jobs) FROM job_claims c WHERE c.queue = $1)
+            ORDER BY priority, scheduled_at, id
+            LIMIT $2
+            FOR UPDATE SKIP LOCKED))
+          AND j.state = 'available'
+        RETURNING j.id AS "id: JobId", j.kind, j.args, j.attempt, j.max_attempts
+        "#,
+        queue,
+        limit,
+        kinds,
+        worker,
+        lease.as_millis() as f64,
+    )
+    .fetch_all(pool)
+    .await
+}
+
 /// Leaves the trace of a claim (see the migration `job_claims`): the attempts it is
 /// about to start, under its transaction's id `xact`, committed at once on a
 /// connection other than the claim's. Until `lease` has passed only the claim's own

@@ -127,37 +127,96 @@ pub async fn job_rescue_expired(
     Ok(result.rows_affected())
 }
 
-/// Deletes finished jobs past their retention, looking at the `limit` oldest (by id)
-/// of each finished state. Answers how many. Jobs finish roughly in id order, so the
-/// oldest ids are the ones due; a straggler that finished late merely waits its turn,
-/// and the walk never reads more than `limit` index entries per state.
+/// How many finished jobs are past their retention for sure, by the summaries:
+/// those counted under a minute (or hour, or day: see `job_minute_bucket`) that ended
+/// before the cutoff. An under-count by at most the one bucket the cutoff falls in, so
+/// that the cleaner, which stops once it deleted this many, never walks every block of
+/// ids for jobs that are not due; the rest are due at a later turn.
+pub async fn job_finished_due(
+    pool: &PgPool,
+    keep_completed: Duration,
+    keep_discarded: Duration,
+) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"
+        SELECT coalesce(sum(jobs), 0)::bigint AS "due!"
+        FROM job_finished_minutes
+        WHERE minute < job_minute_bucket(date_trunc('minute',
+                  now() - CASE WHEN state = 'discarded' THEN $2::float8 ELSE $1::float8 END
+                          * interval '1 millisecond'))
+        "#,
+        keep_completed.as_millis() as f64,
+        keep_discarded.as_millis() as f64,
+    )
+    .fetch_one(pool)
+    .await
+}
+
+/// Deletes the finished jobs past their retention in up to `blocks` blocks of ids that
+/// hold finished jobs (by `job_finished_blocks`), from block `from` on, oldest first,
+/// each block read through the primary key. Answers how many it deleted and the block
+/// to go on from, or `None` when it reached the newest.
+///
+/// Counts what it deletes in the summaries itself, in the same statement (see
+/// `COUNTS_ITSELF`). Each job is deleted only if it is still finished and due when the
+/// delete reaches it (an operator may have retried it meanwhile).
 pub async fn job_delete_finished(
     pool: &PgPool,
     keep_completed: Duration,
     keep_discarded: Duration,
-    limit: i64,
-) -> Result<u64, sqlx::Error> {
-    let result = sqlx::query!(
+    from: i64,
+    blocks: i64,
+) -> Result<(u64, Option<i64>), sqlx::Error> {
+    let row = sqlx::query!(
         r#"
-        DELETE FROM jobs WHERE id = ANY(ARRAY(
-            SELECT id FROM (
-                (SELECT id, finalized_at, $1::float8 AS keep_ms FROM jobs
-                 WHERE state = 'completed' ORDER BY id LIMIT $3)
-                UNION ALL
-                (SELECT id, finalized_at, $1::float8 AS keep_ms FROM jobs
-                 WHERE state = 'cancelled' ORDER BY id LIMIT $3)
-                UNION ALL
-                (SELECT id, finalized_at, $2::float8 AS keep_ms FROM jobs
-                 WHERE state = 'discarded' ORDER BY id LIMIT $3)
-            ) AS oldest
-            WHERE finalized_at < now() - keep_ms * interval '1 millisecond'
-        ))
+        WITH candidates AS (
+            SELECT block FROM job_finished_blocks
+            WHERE block >= $3
+            GROUP BY block HAVING sum(jobs) > 0
+            ORDER BY block LIMIT $4
+        ), gone AS (
+            DELETE FROM jobs
+            WHERE id = ANY(ARRAY(
+                    SELECT j.id FROM candidates b,
+                    LATERAL (SELECT id, state, finalized_at FROM jobs
+                             WHERE id >= job_block_first_id(b.block)
+                               AND id < job_block_first_id(b.block + 1)
+                               AND finalized_at IS NOT NULL) j
+                    WHERE j.finalized_at < now() - CASE WHEN j.state = 'discarded' THEN $2::float8
+                                                        ELSE $1::float8 END * interval '1 millisecond'))
+              AND finalized_at < now() - CASE WHEN state = 'discarded' THEN $2::float8
+                                              ELSE $1::float8 END * interval '1 millisecond'
+              AND (SELECT set_config('standmeet.counts_itself', 'on', true)) IS NOT NULL
+            RETURNING id, queue, kind, state, finalized_at
+        ), counted AS (
+            SELECT job_summaries_add(array_agg(id), array_agg(queue), array_agg(kind),
+                                     array_agg(state), array_agg(finalized_at), -1)
+            FROM gone
+        )
+        SELECT (SELECT count(*) FROM gone) AS "deleted!",
+               (SELECT count(*) FROM candidates) AS "looked_at!",
+               (SELECT max(block) FROM candidates) AS newest
+        FROM counted
         "#,
         keep_completed.as_millis() as f64,
         keep_discarded.as_millis() as f64,
-        limit,
+        from,
+        blocks,
     )
-    .execute(pool)
+    .fetch_one(pool)
     .await?;
-    Ok(result.rows_affected())
+    let next = (row.looked_at >= blocks)
+        .then_some(row.newest)
+        .flatten()
+        .map(|newest| newest + 1);
+    Ok((row.deleted as u64, next))
+}
+
+/// Folds the summaries of finished jobs (`job_summaries_fold`: the rows of past
+/// minutes and settled blocks into one per key, old minutes into hours and days, and
+/// away what adds up to nothing). Answers how many rows it folded.
+pub async fn job_summaries_fold(pool: &PgPool) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!(r#"SELECT job_summaries_fold() AS "folded!""#)
+        .fetch_one(pool)
+        .await
 }

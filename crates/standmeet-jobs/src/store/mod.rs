@@ -15,19 +15,21 @@ mod read;
 mod worker;
 
 pub use claim::{
-    ClaimFate, ClaimedRows, job_claim, job_claim_again, job_claim_settle, job_claim_trace,
-    job_count_dead_claims,
+    ClaimFate, ClaimedRows, job_claim, job_claim_again, job_claim_running, job_claim_settle,
+    job_claim_trace, job_count_dead_claims,
 };
 pub use insert::{job_insert, job_insert_many};
 pub use maintenance::{
-    job_delete_finished, job_renew_leases, job_rescue_expired, job_schedule_due,
+    job_delete_finished, job_finished_due, job_renew_leases, job_rescue_expired, job_schedule_due,
+    job_summaries_fold,
 };
 pub use operator::{
     BulkOutcome, CancelOutcome, DeleteOutcome, RetryOutcome, job_cancel, job_cancel_many,
     job_delete, job_delete_many, job_retry, job_retry_many,
 };
 pub use outcome::{
-    Delay, MAX_DELAY, Outcome, RecordedJob, job_record_claimed, job_record_outcomes,
+    Delay, MAX_DELAY, Outcome, RecordedJob, job_counts_by_trigger_again, job_record_claimed,
+    job_record_outcomes,
 };
 pub use queue::{QueueStateCount, queue_pause, queue_paused, queue_resume, queue_state_counts};
 pub use read::{

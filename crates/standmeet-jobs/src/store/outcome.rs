@@ -37,7 +37,8 @@ use super::{ClaimedRows, HeldAttempt, JobRow};
 /// from a quick job's insert to its waiter's answer).
 ///
 /// The same statement deletes the claim's trace `trace` (see [`job_claim_trace`]), so
-/// that the attempts are recorded and their trace gone in one commit, or neither.
+/// that the attempts are recorded and their trace gone in one commit, or neither, and
+/// counts the jobs it finishes in the summaries of finished jobs ([`COUNTS_ITSELF`]).
 #[allow(clippy::too_many_arguments)]
 pub async fn job_record_claimed(
     tx: &mut PgConnection,
@@ -64,7 +65,8 @@ pub async fn job_record_claimed(
     );
     sqlx::query!(
         r#"
-        WITH untraced AS (DELETE FROM job_claims WHERE xid = $12::text::xid8)
+        WITH untraced AS (DELETE FROM job_claims WHERE xid = $12::text::xid8),
+        written AS (
         UPDATE jobs AS j
         SET state = c.state::job_state,
             attempt = CASE WHEN c.give_back THEN greatest(c.attempt - 1, 0) ELSE c.attempt END,
@@ -89,14 +91,22 @@ pub async fn job_record_claimed(
              AS c(id, attempt, state, output, error, delay_ms, give_back, row_at, backoff_ms)
         WHERE j.ctid = c.row_at::tid AND j.id = c.id
           AND j.state = 'available' AND j.attempt = c.attempt - 1
-          AND (SELECT set_config('standmeet.notifies_itself',
-                                 'on', true)) IS NOT NULL
-        RETURNING j.id AS "id: JobId",
+          AND (SELECT set_config('standmeet.notifies_itself', 'on', true)
+                      || set_config('standmeet.counts_itself', 'on', true)) IS NOT NULL
+        RETURNING j.id, j.queue, j.kind, j.state, j.finalized_at,
                   -- pg_notify answers void, which `IS NULL` turns into a column.
                   CASE WHEN j.state IN ('completed', 'discarded', 'cancelled')
                        THEN pg_notify('standmeet_job_final', j.id::text) IS NULL END AS notified,
-                  CASE WHEN j.id = ANY($11) THEN to_jsonb(j)::text END AS "whole?: String",
-                  CASE WHEN j.id = ANY($11) THEN j.output IS NOT NULL END AS "has_output?: bool"
+                  CASE WHEN j.id = ANY($11) THEN to_jsonb(j)::text END AS whole,
+                  CASE WHEN j.id = ANY($11) THEN j.output IS NOT NULL END AS has_output
+        ), counted AS (
+            SELECT job_summaries_add(array_agg(id), array_agg(queue), array_agg(kind),
+                                     array_agg(state), array_agg(finalized_at), 1)
+            FROM written WHERE finalized_at IS NOT NULL
+        )
+        SELECT w.id AS "id!: JobId", w.notified, w.whole AS "whole?: String",
+               w.has_output AS "has_output?: bool"
+        FROM written w, counted
         "#,
         &c.ids,
         &c.attempts,
@@ -120,6 +130,25 @@ pub async fn job_record_claimed(
             .map(|row| RecordedJob::new(row.id, row.whole, row.has_output))
             .collect()
     })
+}
+
+/// How a statement of the engine keeps the summaries of finished jobs
+/// (`job_finished_minutes`, `job_finished_blocks`; see their migration): it counts the
+/// jobs it finishes (or, the cleaner, deletes) with `job_summaries_add` over its own
+/// `RETURNING`, in the same statement, and sets this setting for its transaction, so
+/// that the triggers that count every other change row by row stand aside. A
+/// transaction that goes on after such a statement (a handler's, after `complete_tx`)
+/// turns it off again ([`job_counts_by_trigger_again`]).
+pub const COUNTS_ITSELF: &str = "standmeet.counts_itself";
+
+/// Turns [`COUNTS_ITSELF`] off for the rest of `tx`'s transaction: changes it makes
+/// to jobs by other statements are counted by the triggers again.
+pub async fn job_counts_by_trigger_again(tx: &mut PgConnection) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT set_config($1, 'off', true)")
+        .bind(COUNTS_ITSELF)
+        .execute(tx)
+        .await?;
+    Ok(())
 }
 
 /// A job an outcome's write changed; whole when it was watched.
@@ -302,7 +331,8 @@ impl OutcomeColumns {
 /// outcome the database refused on the last attempt) all end `cancelled`, as the
 /// rescuer ends them (product contract: an admin's cancel of a running job always ends
 /// it `cancelled`). Answers the jobs it changed, those of `watched` whole (as in
-/// [`job_record_claimed`]).
+/// [`job_record_claimed`]). Counts the jobs it finishes in the summaries of finished
+/// jobs, in the same statement ([`COUNTS_ITSELF`]).
 pub async fn job_record_outcomes(
     executor: impl PgExecutor<'_>,
     worker: &str,
@@ -313,6 +343,7 @@ pub async fn job_record_outcomes(
     outcomes.iter().for_each(|o| c.push_outcome(o));
     sqlx::query!(
         r#"
+        WITH written AS (
         UPDATE jobs AS j
         SET state = (CASE WHEN j.cancel_requested_at IS NOT NULL
                                AND c.state <> 'completed'
@@ -337,9 +368,17 @@ pub async fn job_record_outcomes(
                     $11::float8[])
              AS c(id, attempt, state, output, error, delay_ms, give_back, backoff_ms)
         WHERE j.id = c.id AND j.state = 'running' AND j.attempt = c.attempt AND j.attempted_by = $8
-        RETURNING j.id AS "id: JobId",
-                  CASE WHEN j.id = ANY($9) THEN to_jsonb(j)::text END AS "whole?: String",
-                  CASE WHEN j.id = ANY($9) THEN j.output IS NOT NULL END AS "has_output?: bool"
+          AND (SELECT set_config('standmeet.counts_itself', 'on', true)) IS NOT NULL
+        RETURNING j.id, j.queue, j.kind, j.state, j.finalized_at,
+                  CASE WHEN j.id = ANY($9) THEN to_jsonb(j)::text END AS whole,
+                  CASE WHEN j.id = ANY($9) THEN j.output IS NOT NULL END AS has_output
+        ), counted AS (
+            SELECT job_summaries_add(array_agg(id), array_agg(queue), array_agg(kind),
+                                     array_agg(state), array_agg(finalized_at), 1)
+            FROM written WHERE finalized_at IS NOT NULL
+        )
+        SELECT w.id AS "id!: JobId", w.whole AS "whole?: String", w.has_output AS "has_output?: bool"
+        FROM written w, counted
         "#,
         &c.ids,
         &c.attempts,

@@ -44,25 +44,40 @@ pub async fn job_terminal_among(
     .await
 }
 
-/// How many jobs there are of each state and kind.
+/// How many jobs there are of each state and kind: the unfinished ones counted by their
+/// index (they are few), the finished ones read from their summaries.
 pub async fn job_count_by_state_and_kind(
     pool: &PgPool,
     finished: bool,
 ) -> Result<Vec<(JobState, String, i64)>, sqlx::Error> {
-    let rows = sqlx::query!(
-        r#"
-        SELECT state AS "state!: JobState", kind AS "kind!", count(*) AS "count!"
-        FROM jobs WHERE (finalized_at IS NOT NULL) = $1
-        GROUP BY state, kind ORDER BY state, kind
-        "#,
-        finished
-    )
-    .fetch_all(pool)
-    .await?;
-    Ok(rows
+    let rows = if finished {
+        sqlx::query!(
+            r#"
+            SELECT state AS "state!: JobState", kind AS "kind!", sum(jobs)::bigint AS "count!"
+            FROM job_finished_minutes
+            GROUP BY state, kind HAVING sum(jobs) <> 0 ORDER BY state, kind
+            "#
+        )
+        .fetch_all(pool)
+        .await?
         .into_iter()
         .map(|row| (row.state, row.kind, row.count))
-        .collect())
+        .collect()
+    } else {
+        sqlx::query!(
+            r#"
+            SELECT state AS "state!: JobState", kind AS "kind!", count(*) AS "count!"
+            FROM jobs WHERE state IN ('available', 'scheduled', 'running', 'retryable')
+            GROUP BY state, kind ORDER BY state, kind
+            "#
+        )
+        .fetch_all(pool)
+        .await?
+        .into_iter()
+        .map(|row| (row.state, row.kind, row.count))
+        .collect()
+    };
+    Ok(rows)
 }
 
 /// Where a job stands, briefly: what a live view shows of it (StandMeet's live streams
@@ -101,15 +116,15 @@ pub struct FinishedInMinute {
 }
 
 /// The chart's query: jobs finished per minute by outcome, this minute and the 59 before
-/// it. An index-only scan of `jobs_finalized_at_idx` over the last hour's entries, so
-/// the rows kept from before cost nothing (`crates/standmeet-jobs/tests/chart.rs` checks the plan with a
-/// million rows).
+/// it, from the summaries of finished jobs (`job_finished_minutes`): a few rows per
+/// minute, however many jobs are kept or finish each second
+/// (`crates/standmeet-jobs/tests/chart.rs` checks the plan with a million jobs).
 pub const FINISHED_PER_MINUTE_SQL: &str = r#"
-    SELECT date_trunc('minute', finalized_at) AS minute, state, count(*) AS finished
-    FROM jobs
-    WHERE finalized_at IS NOT NULL
-      AND finalized_at >= date_trunc('minute', now()) - interval '59 minutes'
+    SELECT minute, state, sum(jobs)::bigint AS finished
+    FROM job_finished_minutes
+    WHERE minute >= date_trunc('minute', now()) - interval '59 minutes'
     GROUP BY 1, 2
+    HAVING sum(jobs) <> 0
 "#;
 
 /// See [`FINISHED_PER_MINUTE_SQL`].
@@ -155,11 +170,15 @@ const SUMMARY_COLUMNS: &str = "id, kind, queue, state, attempt, max_attempts, cr
 
 /// The newest `limit` jobs that match `filter`, newest first.
 ///
-/// Built at run time because each filter wants its own index: the primary key for
-/// none, `(state, id)` for a state (the primary key again for `completed`, the rule
-/// among the rows, which that index leaves out), and for a kind or a queue the indexes on finished
-/// jobs plus the few unfinished ones found by state. The statement is not kept
-/// prepared, so PostgreSQL plans each one for its actual values.
+/// Built at run time because each filter reads its own way. With no filter by state,
+/// kind or queue: the primary key, newest first. With one, the unfinished jobs that
+/// match are found through their index (they are few), and the finished ones through
+/// the summary of blocks of ids (`job_finished_blocks`): only the blocks that hold a
+/// finished job of that state, kind and queue are read, newest first, each through the
+/// primary key, until the page is full. A kind that is nowhere reads no job; a kind in
+/// one job of ten thousand reads about one block per job shown. The two parts are
+/// merged by id. The statement is not kept prepared, so PostgreSQL plans each one for
+/// its actual values.
 pub async fn job_list_page(
     pool: &PgPool,
     filter: &JobFilter,
@@ -189,48 +208,87 @@ pub async fn job_list_page(
     }
 
     let mut query = QueryBuilder::new("");
-    let by_kind_or_queue = filter.kind.is_some() || filter.queue.is_some();
-    match filter.state {
-        Some(state) => {
+    let by_summaries = filter.id.is_none()
+        && (filter.state.is_some() || filter.kind.is_some() || filter.queue.is_some());
+    if !by_summaries {
+        query.push(format!("SELECT {SUMMARY_COLUMNS} FROM jobs WHERE true"));
+        conditions(&mut query, filter);
+        query.push(" ORDER BY id DESC LIMIT ").push_bind(limit);
+    } else {
+        let (finished, unfinished): (Vec<JobState>, Vec<JobState>) = JobState::ALL
+            .iter()
+            .filter(|state| filter.state.is_none_or(|wanted| wanted == **state))
+            .partition(|state| state.is_terminal());
+        query.push("SELECT * FROM (");
+        let mut parts = 0;
+        if !unfinished.is_empty() {
             query
-                .push(format!("SELECT {SUMMARY_COLUMNS} FROM jobs WHERE state = "))
-                .push_bind(state);
-            if state.is_terminal() && by_kind_or_queue {
-                // Lets the planner use the kind/queue index on finished jobs.
-                query.push(" AND finalized_at IS NOT NULL");
+                .push(format!(
+                    "(SELECT {SUMMARY_COLUMNS} FROM jobs WHERE state = ANY("
+                ))
+                .push_bind(unfinished)
+                // The index's predicate, for the planner.
+                .push(") AND state IN ('available', 'scheduled', 'running', 'retryable')");
+            conditions(&mut query, filter);
+            query
+                .push(" ORDER BY id DESC LIMIT ")
+                .push_bind(limit)
+                .push(")");
+            parts += 1;
+        }
+        if !finished.is_empty() {
+            if parts > 0 {
+                query.push(" UNION ALL ");
             }
-            conditions(&mut query, filter);
-            query.push(" ORDER BY id DESC LIMIT ").push_bind(limit);
-        }
-        None if by_kind_or_queue => {
-            query.push(format!(
-                "SELECT * FROM ((SELECT {SUMMARY_COLUMNS} FROM jobs WHERE finalized_at IS NOT NULL"
-            ));
-            conditions(&mut query, filter);
-            query.push(" ORDER BY id DESC LIMIT ").push_bind(limit);
-            query.push(format!(
-                ") UNION ALL (SELECT {SUMMARY_COLUMNS} FROM jobs \
-                 WHERE state IN ('available', 'scheduled', 'running', 'retryable')"
-            ));
-            conditions(&mut query, filter);
-            query.push(" ORDER BY id DESC LIMIT ").push_bind(limit);
+            // The candidate blocks, newest first; the nested loop reads them in that
+            // order, each newest first, and stops once the page is full.
             query
-                .push(")) AS both_parts ORDER BY id DESC LIMIT ")
-                .push_bind(limit);
-        }
-        None => {
-            query.push(format!("SELECT {SUMMARY_COLUMNS} FROM jobs WHERE true"));
+                .push("(SELECT j.* FROM (SELECT block FROM job_finished_blocks WHERE state = ANY(")
+                .push_bind(finished.clone())
+                .push(")");
+            if let Some(kind) = &filter.kind {
+                query.push(" AND kind = ").push_bind(kind.as_str());
+            }
+            if let Some(queue) = &filter.queue {
+                query.push(" AND queue = ").push_bind(queue.as_str());
+            }
+            if let Some(before) = filter.before {
+                query
+                    .push(" AND block <= job_block(")
+                    .push_bind(before.0)
+                    .push(")");
+            }
+            if let Some(after) = filter.after {
+                query
+                    .push(" AND block >= job_block(")
+                    .push_bind(after.0)
+                    .push(")");
+            }
+            query.push(format!(
+                " GROUP BY block HAVING sum(jobs) > 0 ORDER BY block DESC) AS b, \
+                 LATERAL (SELECT {SUMMARY_COLUMNS} FROM jobs \
+                 WHERE id >= job_block_first_id(b.block) AND id < job_block_first_id(b.block + 1) \
+                 AND state = ANY("
+            ));
+            query.push_bind(finished).push(")");
             conditions(&mut query, filter);
-            query.push(" ORDER BY id DESC LIMIT ").push_bind(limit);
+            query
+                .push(" ORDER BY id DESC) AS j LIMIT ")
+                .push_bind(limit)
+                .push(")");
         }
+        query
+            .push(") AS parts ORDER BY id DESC LIMIT ")
+            .push_bind(limit);
     }
     let built = query.build_query_as::<JobSummary>();
     debug_assert!(!built.sql().is_empty());
     built.persistent(false).fetch_all(pool).await
 }
 
-/// How many jobs are in each state, counting each only up to `cap` (so a page never
-/// counts a million rows: it says "10,000+" instead).
+/// How many jobs are in each state: the unfinished ones counted through their index,
+/// each only up to `cap` (a backlog of a million jobs is "10,000+" on a page), the
+/// finished ones exactly, from their summaries.
 pub async fn job_state_counts(
     pool: &PgPool,
     cap: i64,
@@ -238,14 +296,13 @@ pub async fn job_state_counts(
     let rows = sqlx::query!(
         r#"
         SELECT s.state AS "state!: JobState",
-               -- Completed jobs have no index by state (they are most of the table):
-               -- the first of them a scan meets will do. The others have one, which
-               -- the planner takes only when told that the state is not `completed`.
-               CASE WHEN s.state = 'completed'
-                    THEN (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE jobs.state = 'completed'
-                                                LIMIT $1) AS capped)
+               CASE WHEN s.state IN ('completed', 'discarded', 'cancelled')
+                    THEN (SELECT coalesce(sum(m.jobs), 0)::bigint FROM job_finished_minutes m
+                          WHERE m.state = s.state)
+                    -- The second condition is the index's predicate, for the planner.
                     ELSE (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE jobs.state = s.state
-                                                  AND jobs.state <> 'completed' LIMIT $1) AS capped)
+                            AND jobs.state IN ('available', 'scheduled', 'running', 'retryable')
+                            LIMIT $1) AS capped)
                END AS "count!"
         FROM unnest(enum_range(NULL::job_state)) AS s(state)
         "#,
