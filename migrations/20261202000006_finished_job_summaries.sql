@@ -12,7 +12,7 @@
 --   jobs_fetch_idx       (queue, priority, scheduled_at, id) WHERE state = 'available'
 --   jobs_due_idx         (scheduled_at) WHERE state IN ('scheduled', 'retryable')
 --   jobs_unfinished_idx  (state, id) WHERE state IN ('available', 'scheduled', 'running', 'retryable')
---   jobs_unfinished_kind_queue_idx (kind, queue, id) WHERE state IN (the same four)
+--   jobs_unfinished_queue_kind_idx (queue, state, kind, id) WHERE state IN (the same four)
 --
 -- What those indexes answered is answered by two summaries instead, the way Sidekiq,
 -- Oban Web and River UI show counts from metrics rather than by scanning jobs:
@@ -31,7 +31,8 @@
 -- because every change is counted in the transaction that makes it:
 --   * StandMeet's writes of outcomes (a claim's write, the completer, a handler's own
 --     transaction) and the cleaner count what they change in the same statement
---     (job_summaries_add over the rows they wrote), and say so for their transaction
+--     (the upserts of job_summaries_add, over the rows they wrote), and say so for
+--     their transaction
 --     (standmeet.counts_itself), so that
 --   * the triggers below, which count every other change row by row (a cancel, a
 --     retry, a delete, the rescuer, an operator's UPDATE, DELETE, INSERT or
@@ -53,10 +54,11 @@ DROP INDEX jobs_state_id_idx;
 -- the unfinished: all few.
 CREATE INDEX jobs_unfinished_idx ON jobs (state, id)
     WHERE state IN ('available', 'scheduled', 'running', 'retryable');
--- The Tasks panel's filters by kind or queue, over the unfinished jobs (the finished
--- ones are found through job_finished_blocks below): without it, a kind that is in no
--- unfinished job reads every unfinished row to say so.
-CREATE INDEX jobs_unfinished_kind_queue_idx ON jobs (kind, queue, id)
+-- The queues' counts of unfinished jobs (an index-only scan), and the Tasks panel's
+-- filters by queue or kind over the unfinished jobs (the finished ones are found
+-- through job_finished_blocks below): without it, a kind that is in no unfinished job
+-- reads every unfinished row to say so.
+CREATE INDEX jobs_unfinished_queue_kind_idx ON jobs (queue, state, kind, id)
     WHERE state IN ('available', 'scheduled', 'running', 'retryable');
 
 CREATE TABLE job_finished_minutes (
@@ -95,6 +97,17 @@ CREATE TABLE job_finished_blocks (
 CREATE INDEX job_finished_blocks_kind ON job_finished_blocks (kind, block);
 CREATE INDEX job_finished_blocks_queue ON job_finished_blocks (queue, block);
 
+-- The key a minute is kept under: itself for the last three hours (the chart shows
+-- one), its hour for the two days before, its day before that. Which bucket a count
+-- sits in changes nothing but how many rows the tables have.
+CREATE FUNCTION job_minute_bucket(minute timestamptz) RETURNS timestamptz
+    LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN minute >= date_trunc('hour', now()) - interval '2 hours' THEN minute
+                WHEN minute >= date_trunc('day', now()) - interval '2 days'
+                THEN date_trunc('hour', minute)
+                ELSE date_trunc('day', minute) END
+$$;
+
 -- Adds `delta` (1: these jobs are now finished like this; -1: no longer) for each job
 -- given by its parallel arrays, under the calling backend. PL/pgSQL so that its two
 -- statements are planned once per connection.
@@ -107,8 +120,8 @@ BEGIN
         RETURN;
     END IF;
     INSERT INTO job_finished_minutes AS m (minute, queue, kind, state, writer, jobs)
-    SELECT date_trunc('minute', f.finished), f.queue, f.kind, f.state, pg_backend_pid(),
-           delta * count(*)
+    SELECT job_minute_bucket(date_trunc('minute', f.finished)), f.queue, f.kind, f.state,
+           pg_backend_pid(), delta * count(*)
     FROM unnest(queues, kinds, states, finished) AS f(queue, kind, state, finished)
     GROUP BY 1, 2, 3, 4
     ON CONFLICT (minute, queue, kind, state, writer) DO UPDATE SET jobs = m.jobs + excluded.jobs;
@@ -189,17 +202,6 @@ CREATE TRIGGER jobs_summarize_truncated
     AFTER TRUNCATE ON jobs
     FOR EACH STATEMENT EXECUTE FUNCTION jobs_summarize_truncated();
 
--- The key a minute is kept under: itself for the last three hours (the chart shows
--- one), its hour for the two days before, its day before that. Which bucket a count
--- sits in changes nothing but how many rows the tables have.
-CREATE FUNCTION job_minute_bucket(minute timestamptz) RETURNS timestamptz
-    LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN minute >= date_trunc('hour', now()) - interval '2 hours' THEN minute
-                WHEN minute >= date_trunc('day', now()) - interval '2 days'
-                THEN date_trunc('hour', minute)
-                ELSE date_trunc('day', minute) END
-$$;
-
 -- Folds the writers' rows of past minutes and of settled blocks (all but the newest
 -- 16) into one row per key (writer 0), coarsens old minutes, and deletes keys whose
 -- jobs add up to nothing. One process at a time (the others skip their turn). Each
@@ -248,10 +250,12 @@ BEGIN
 END
 $$;
 
--- The jobs kept before this migration, counted once.
-WITH finished AS (
-    SELECT array_agg(id) AS ids, array_agg(queue) AS queues, array_agg(kind) AS kinds,
-           array_agg(state) AS states, array_agg(finalized_at) AS finished_at
-    FROM jobs WHERE finalized_at IS NOT NULL
-)
-SELECT job_summaries_add(ids, queues, kinds, states, finished_at, 1) FROM finished;
+-- The jobs kept before this migration, counted once (folded already: writer 0).
+INSERT INTO job_finished_minutes (minute, queue, kind, state, writer, jobs)
+SELECT job_minute_bucket(date_trunc('minute', finalized_at)), queue, kind, state, 0, count(*)
+FROM jobs WHERE finalized_at IS NOT NULL
+GROUP BY 1, 2, 3, 4;
+INSERT INTO job_finished_blocks (block, queue, kind, state, writer, jobs)
+SELECT job_block(id), queue, kind, state, 0, count(*)
+FROM jobs WHERE finalized_at IS NOT NULL
+GROUP BY 1, 2, 3, 4;

@@ -183,14 +183,26 @@ pub(super) async fn drain(pool: &PgPool, jobs: &JobClient, count: usize) -> anyh
 
 /// Queues `count` no-op jobs as for [`drain`], then runs the engine's claim and write
 /// on them with nothing else around (`standmeet_jobs::bare`), on as many connections
-/// as the engine claims on at once and in batches as large as its; answers jobs/s.
-pub(super) async fn drain_bare(pool: &PgPool, count: usize) -> anyhow::Result<f64> {
+/// as the engine claims on at once and in batches as large as its, with the terminal
+/// notification or without (`notify`); answers jobs/s.
+pub(super) async fn drain_bare(pool: &PgPool, count: usize, notify: bool) -> anyhow::Result<f64> {
     queue_noops(pool, count).await?;
     let queue = &bench_config().queues[0];
     let kinds: Vec<String> = standmeet_jobs::builtin::registry()
         .kinds()
         .map(str::to_string)
         .collect();
+    // A process listening for finished jobs, as the engine's drain has one: what the
+    // notification costs includes delivering it.
+    let listener = JobClient::new(pool.clone(), 64);
+    let _listening = listener.listen();
+    let waiting = Instant::now();
+    while !listener.listener_connected() {
+        if waiting.elapsed() > Duration::from_secs(10) {
+            bail!("the listener did not connect within 10 s");
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let started = Instant::now();
     let recorded = standmeet_jobs::bare::drain_bare(
         pool,
@@ -198,6 +210,7 @@ pub(super) async fn drain_bare(pool: &PgPool, count: usize) -> anyhow::Result<f6
         &kinds,
         queue.workers as i64,
         queue.claims_in_flight,
+        notify,
     )
     .await?;
     let took = started.elapsed();

@@ -100,7 +100,12 @@ pub async fn compare(cluster: &PrivateCluster, pool: &PgPool, quick: bool) -> an
             "bench: round {round}: the engine's claim and write alone drain {} no-op jobs",
             sizes.drain
         );
-        let bare = drain_bare(pool, sizes.drain).await?;
+        let bare = drain_bare(pool, sizes.drain, true).await?;
+        eprintln!(
+            "bench: round {round}: the same, without the terminal notification, drain {} no-op jobs",
+            sizes.drain
+        );
+        let bare_silent = drain_bare(pool, sizes.drain, false).await?;
         sqlx::query("TRUNCATE jobs CASCADE").execute(pool).await?;
         eprintln!(
             "bench: round {round}: graphile-worker drains {} no-op jobs",
@@ -112,7 +117,12 @@ pub async fn compare(cluster: &PrivateCluster, pool: &PgPool, quick: bool) -> an
             ours / theirs,
             ours / bare * 100.0
         );
-        rounds.push(Round { ours, theirs, bare });
+        rounds.push(Round {
+            ours,
+            theirs,
+            bare,
+            bare_silent,
+        });
     }
 
     graphile_pool.close().await;
@@ -122,11 +132,12 @@ pub async fn compare(cluster: &PrivateCluster, pool: &PgPool, quick: bool) -> an
 }
 
 /// One round's drains, in jobs/s: StandMeet's engine, graphile-worker, and the engine's
-/// claim and write alone (the bare limit).
+/// claim and write alone (the bare limit), with the terminal notification and without.
 struct Round {
     ours: f64,
     theirs: f64,
     bare: f64,
+    bare_silent: f64,
 }
 
 fn report(sizes: &Sizes, rounds: &[Round], ours: &mut [Duration], theirs: &mut [Duration]) {
@@ -152,11 +163,24 @@ fn report(sizes: &Sizes, rounds: &[Round], ours: &mut [Duration], theirs: &mut [
     }
     let mut ratios: Vec<f64> = rounds.iter().map(|r| r.ours / r.theirs).collect();
     let mut reached: Vec<f64> = rounds.iter().map(|r| r.ours / r.bare * 100.0).collect();
+    let mut notification_cost: Vec<f64> = rounds
+        .iter()
+        .map(|r| (1.0 - r.bare / r.bare_silent) * 100.0)
+        .collect();
     let lowest = ratios.iter().copied().fold(f64::INFINITY, f64::min);
     let (median_ratio, median_reached) = (median(&mut ratios), median(&mut reached));
     println!(
         "median ratio {median_ratio:.2}× (target ≥ 1.5×), lowest of a round {lowest:.2}× (target ≥ 1.35×); \
          the engine reached {median_reached:.0} % of the bare limit (median; aim ≥ 85 %)"
+    );
+    let costs: Vec<String> = notification_cost
+        .iter()
+        .map(|c| format!("{c:.1} %"))
+        .collect();
+    let median_cost = median(&mut notification_cost);
+    println!(
+        "the terminal notification costs the bare claim path {median_cost:.1} % (median of paired rounds; {}; target ≤ 5 %)",
+        costs.join(" / ")
     );
     println!();
     let (our_p50, our_p99) = (ms(percentile(ours, 0.50)), ms(percentile(ours, 0.99)));
@@ -187,11 +211,13 @@ fn report(sizes: &Sizes, rounds: &[Round], ours: &mut [Duration], theirs: &mut [
                 "standmeet_jobs_per_sec": round.ours.round(),
                 "graphile_jobs_per_sec": round.theirs.round(),
                 "bare_limit_jobs_per_sec": round.bare.round(),
+                "bare_without_notification_jobs_per_sec": round.bare_silent.round(),
                 "ratio": (round.ours / round.theirs * 100.0).round() / 100.0,
             })).collect::<Vec<_>>(),
             "median_ratio": (median_ratio * 100.0).round() / 100.0,
             "lowest_ratio": (lowest * 100.0).round() / 100.0,
             "median_percent_of_bare_limit": median_reached.round(),
+            "notification_cost_percent": (median_cost * 10.0).round() / 10.0,
             "standmeet_woken_p50_ms": our_p50,
             "standmeet_woken_p99_ms": our_p99,
             "graphile_done_p50_ms": their_p50,

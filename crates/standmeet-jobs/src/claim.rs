@@ -428,6 +428,7 @@ async fn write(
         rows,
         watched,
         Some(&rows.xact),
+        true,
     )
     .await
     {
@@ -552,6 +553,7 @@ async fn rewrite(
         &rows,
         &[],
         None,
+        true,
     )
     .await?;
     tx.commit().await?;

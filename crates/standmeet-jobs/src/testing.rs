@@ -33,7 +33,18 @@ pub async fn claim_as_ghost(
     let (jobs, rows) = store::job_claim(&mut tx, queue, limit, kinds).await?;
     let running: Vec<HeldAttempt> = jobs.iter().map(held).collect();
     if !running.is_empty() {
-        store::job_record_claimed(&mut tx, worker, lease, &[], &running, &rows, &[], None).await?;
+        store::job_record_claimed(
+            &mut tx,
+            worker,
+            lease,
+            &[],
+            &running,
+            &rows,
+            &[],
+            None,
+            true,
+        )
+        .await?;
     }
     tx.commit().await?;
     Ok(running.into_iter().map(|attempt| attempt.id).collect())

@@ -810,8 +810,8 @@ impl standmeet_jobs::JobKind for ClaimsOpen {
 #[sqlx::test(migrations = "../../migrations")]
 async fn claims_in_flight_are_counted_across_engines_on_one_database(pool: PgPool) {
     // Two engines, one claim in flight each: together they keep one claim open at a
-    // time, so every job runs while exactly one claim is open (its own). Without the
-    // slots, the two engines' claims overlap.
+    // time, so every job in a claim runs while exactly one claim is open (its own).
+    // Without the slots, the two engines' claims overlap.
     let config = || standmeet_jobs::EngineConfig {
         // The claim stays open while its attempts run, however slow the machine.
         claim_window: Duration::from_secs(10),
@@ -838,7 +838,19 @@ async fn claims_in_flight_are_counted_across_engines_on_one_database(pool: PgPoo
     .fetch_all(&pool)
     .await
     .unwrap();
-    assert_eq!(open, vec![(1, 300)], "(claims open, jobs)");
+    // Never two claims open at once. The first jobs each engine took may have run in
+    // no claim at all: an idle queue's first take is one call, `running` at once (at
+    // most two jobs per engine).
+    assert!(
+        open.iter().all(|(claims, _)| *claims <= 1),
+        "(claims open, jobs): {open:?}"
+    );
+    let outside: i64 = open
+        .iter()
+        .filter(|(claims, _)| *claims == 0)
+        .map(|(_, jobs)| jobs)
+        .sum();
+    assert!(outside <= 4, "(claims open, jobs): {open:?}");
 }
 
 #[sqlx::test(migrations = "../../migrations")]

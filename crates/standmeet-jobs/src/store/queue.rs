@@ -12,25 +12,36 @@ pub struct QueueStateCount {
     pub count: i64,
     /// Of these, finished this minute or in the four before it.
     pub finished_last_5m: i64,
-    /// Seconds since the oldest of these became due (unfinished states only; meaningful
-    /// for `available`).
+    /// Seconds since the oldest of these became due (`available` only).
     pub oldest_due_age_s: Option<f64>,
 }
 
 /// How many jobs each queue has in each state, how many of them finished in the last
-/// five minutes, and how long the oldest has been due: the unfinished jobs counted
-/// through their index (they are few), the finished ones read from their summaries
-/// (`job_finished_minutes`), so the page costs the same with a million jobs kept.
+/// five minutes, and how long the oldest available one has been due: the unfinished
+/// jobs counted through their indexes (they are few), the finished ones read from their
+/// summaries (`job_finished_minutes`), so the figures cost the same with a million jobs
+/// kept.
 pub async fn queue_state_counts(pool: &PgPool) -> Result<Vec<QueueStateCount>, sqlx::Error> {
     sqlx::query_as!(
         QueueStateCount,
         r#"
-        SELECT queue AS "queue!", state AS "state!: JobState", count(*) AS "count!",
+        WITH unfinished AS (
+            -- An index-only scan of jobs_unfinished_queue_kind_idx.
+            SELECT queue, state, count(*) AS jobs
+            FROM jobs WHERE state IN ('available', 'scheduled', 'running', 'retryable')
+            GROUP BY queue, state
+        ), oldest AS (
+            -- The fetch index, one entry per available job.
+            SELECT queue, min(scheduled_at) AS due
+            FROM jobs WHERE state = 'available'
+            GROUP BY queue
+        )
+        SELECT u.queue AS "queue!", u.state AS "state!: JobState", u.jobs AS "count!",
                0::bigint AS "finished_last_5m!",
-               greatest(extract(epoch FROM now() - min(scheduled_at)), 0)::float8
+               CASE WHEN u.state = 'available'
+                    THEN greatest(extract(epoch FROM now() - o.due), 0)::float8 END
                    AS oldest_due_age_s
-        FROM jobs WHERE state IN ('available', 'scheduled', 'running', 'retryable')
-        GROUP BY queue, state
+        FROM unfinished u LEFT JOIN oldest o ON o.queue = u.queue
         UNION ALL
         SELECT queue, state, sum(jobs)::bigint,
                coalesce(sum(jobs) FILTER (WHERE minute >= date_trunc('minute', now())

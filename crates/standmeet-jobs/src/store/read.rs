@@ -297,14 +297,15 @@ pub async fn job_state_counts(
         r#"
         SELECT s.state AS "state!: JobState",
                CASE WHEN s.state IN ('completed', 'discarded', 'cancelled')
-                    THEN (SELECT coalesce(sum(m.jobs), 0)::bigint FROM job_finished_minutes m
-                          WHERE m.state = s.state)
+                    THEN coalesce(f.jobs, 0)
                     -- The second condition is the index's predicate, for the planner.
                     ELSE (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE jobs.state = s.state
                             AND jobs.state IN ('available', 'scheduled', 'running', 'retryable')
                             LIMIT $1) AS capped)
                END AS "count!"
         FROM unnest(enum_range(NULL::job_state)) AS s(state)
+        LEFT JOIN (SELECT state, sum(jobs)::bigint AS jobs FROM job_finished_minutes
+                   GROUP BY state) AS f ON f.state = s.state
         "#,
         cap
     )
