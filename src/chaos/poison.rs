@@ -7,7 +7,9 @@
 //! Two worker processes run the queue, and each is started again whenever it dies.
 //!
 //! Promises checked: every poison job ends `discarded` after exactly 3 counted
-//! attempts, each with an error that says its process died during it; every ordinary
+//! attempts, each with an error that says its process died during it (a claim's trace
+//! counted it: "died or lost the database during it"; or, for a job an idle queue took
+//! `running` at once, the rescuer did when its lease ran out: "worker lost"); every ordinary
 //! job ends `completed`; the workers died at most 3 times per poison job, and once
 //! the poison jobs were discarded the restarts stopped: both workers then run a last
 //! batch of jobs without dying.
@@ -139,7 +141,8 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
              WHERE id = ANY($1) AND state = 'discarded' AND attempt = {POISON_ATTEMPTS}
                AND jsonb_array_length(errors) = {POISON_ATTEMPTS}
                AND NOT EXISTS (SELECT FROM jsonb_array_elements(errors) e
-                               WHERE e ->> 'error' NOT LIKE '%died or lost the database during it%')"
+                               WHERE e ->> 'error' NOT LIKE '%died or lost the database during it%'
+                                 AND e ->> 'error' NOT LIKE 'worker lost:%')"
         ),
         &poison_ids,
     )
@@ -147,7 +150,8 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     let counted_deaths = super::count_among(
         &pool,
         "SELECT count(*) FROM jobs j, jsonb_array_elements(j.errors) e
-         WHERE j.id = ANY($1) AND e ->> 'error' LIKE '%died or lost the database during it%'",
+         WHERE j.id = ANY($1) AND (e ->> 'error' LIKE '%died or lost the database during it%'
+                                   OR e ->> 'error' LIKE 'worker lost:%')",
         &all,
     )
     .await?;
