@@ -71,15 +71,39 @@ fn bench_config() -> EngineConfig {
     }
 }
 
-/// Starts the benchmark's engine for `jobs`, on `pool`.
+/// Starts the benchmark's engine for `jobs`, on a pool of its own to `pool`'s database,
+/// as `serve` gives it one ([`engine_pool`]).
 pub(super) async fn start_jobs(pool: &PgPool, jobs: &JobClient) -> anyhow::Result<JobRuntime> {
+    let config = bench_config();
     JobRuntime::start(
-        pool,
+        &engine_pool(pool),
         standmeet_jobs::builtin::registry(),
-        bench_config(),
+        config,
         jobs,
     )
     .await
+}
+
+/// The engine's pool to `pool`'s database, made as `serve` makes it, and once per
+/// database for the whole run: as in `serve`, its connections outlive the engine's
+/// starts, so that a round does not time the opening of connections.
+fn engine_pool(pool: &PgPool) -> PgPool {
+    static POOLS: std::sync::Mutex<Vec<(String, PgPool)>> = std::sync::Mutex::new(Vec::new());
+    let options = pool.connect_options();
+    let database = format!(
+        "{}:{}/{}",
+        options.get_host(),
+        options.get_port(),
+        options.get_database().unwrap_or_default()
+    );
+    let mut pools = POOLS.lock().expect("not poisoned");
+    if let Some((_, engine)) = pools.iter().find(|(known, _)| *known == database) {
+        return engine.clone();
+    }
+    let needed = standmeet_jobs::connections_needed(&bench_config());
+    let engine = crate::db::engine_pool(pool, needed);
+    pools.push((database, engine.clone()));
+    engine
 }
 
 /// Runs the measures on `pool` (a fresh database) and prints their table.
@@ -187,7 +211,8 @@ pub(super) async fn drain(pool: &PgPool, jobs: &JobClient, count: usize) -> anyh
 /// notification or without (`notify`); answers jobs/s.
 pub(super) async fn drain_bare(pool: &PgPool, count: usize, notify: bool) -> anyhow::Result<f64> {
     queue_noops(pool, count).await?;
-    let queue = &bench_config().queues[0];
+    let config = bench_config();
+    let queue = &config.queues[0];
     let kinds: Vec<String> = standmeet_jobs::builtin::registry()
         .kinds()
         .map(str::to_string)
@@ -205,7 +230,7 @@ pub(super) async fn drain_bare(pool: &PgPool, count: usize, notify: bool) -> any
     }
     let started = Instant::now();
     let recorded = standmeet_jobs::bare::drain_bare(
-        pool,
+        &engine_pool(pool),
         &queue.name,
         &kinds,
         queue.workers as i64,

@@ -105,7 +105,8 @@ const ENGINE_HANDLER_CONNECTIONS: u32 = 6;
 /// connection are what a database restart looks like: both are logged at info, not as
 /// warnings. What fails, the engine reports itself.
 pub fn engine_pool(app: &PgPool, needed: u32) -> PgPool {
-    PgPoolOptions::new()
+    // Tried before use only after a quiet second (`standmeet_jobs::pool_options`).
+    standmeet_jobs::pool_options()
         .max_connections(needed + ENGINE_HANDLER_CONNECTIONS)
         .acquire_timeout(Duration::from_secs(5))
         .acquire_slow_level(log::LevelFilter::Info)

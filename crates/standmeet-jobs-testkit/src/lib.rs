@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
-use sqlx::postgres::PgPoolOptions;
 use standmeet_jobs::{
     EngineConfig, JobClient, JobContext, JobError, JobId, JobKind, JobRow, JobRuntime, JobState,
     QueueConfig, Registry, WaitError, WaitOutcome,
@@ -99,7 +98,7 @@ const HANDLER_CONNECTIONS: u32 = 8;
 /// A pool for an engine running `config`, to `pool`'s database, as a process has one:
 /// a test's pool is too small for the claims of several queues.
 pub fn engine_pool(pool: &PgPool, config: &EngineConfig) -> PgPool {
-    PgPoolOptions::new()
+    standmeet_jobs::pool_options()
         .max_connections(standmeet_jobs::connections_needed(config) + HANDLER_CONNECTIONS)
         .connect_lazy_with((*pool.connect_options()).clone())
 }

@@ -142,6 +142,36 @@ async fn write(context: &CompleterContext, batch: &[Outcome]) -> usize {
     }
 }
 
+/// Writes the outcome of a nearly idle queue's job from the job's own task, at once:
+/// the first job after a quiet spell does not wait for a hand-over to the completer's
+/// task. One try: should it fail, the completer takes the outcome over (and retries, or
+/// writes a refused outcome as a failed attempt, as for any other).
+pub(crate) async fn write_at_once(
+    pool: &PgPool,
+    signals: &Signals,
+    worker_id: &str,
+    outcome: Outcome,
+    completer: &mpsc::Sender<Outcome>,
+) {
+    let batch = std::slice::from_ref(&outcome);
+    let rows_coming = signals.waiters.rows_coming(batch.iter().map(|o| o.id));
+    match store::job_record_outcomes(pool, worker_id, batch, rows_coming.watched()).await {
+        Ok(changed) => {
+            let count = changed.len();
+            log_skipped(batch, &changed);
+            rows_coming.done(changed, batch);
+            signals.add_recorded(count as u64);
+            signals.release_all([(outcome.id, outcome.attempt)]);
+        }
+        Err(err) => {
+            drop(rows_coming);
+            tracing::debug!(job.id = outcome.id.0, error = %err, "cannot record a job outcome at once; the completer takes it over");
+            // Fails only when the completer is gone, i.e. never before we are.
+            let _ = completer.send(outcome).await;
+        }
+    }
+}
+
 /// Each outcome on its own, so that the one the database refuses does not take the
 /// others down with it; that one is recorded as a failed attempt with the reason.
 async fn write_one_by_one(

@@ -36,6 +36,31 @@ pub fn connections_needed(config: &EngineConfig) -> u32 {
     claims as u32 + CONNECTIONS_BESIDE_CLAIMS
 }
 
+/// A connection of the engine's pools idle longer than this is tried (a ping) before
+/// it is handed out; one used more recently is handed out as it is.
+pub const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
+
+/// Options for the engine's pools (the one it is given should be made from these
+/// too): sqlx tries every connection with a round trip when it is handed out, and
+/// again when it comes back. A claim, a quiet job's take and an outcome's write are a
+/// round trip each: the first try doubled them, and it is what an idle job waited for
+/// most. So only a connection that sat idle for [`PING_AFTER_IDLE`] is tried first; one
+/// that broke since it came back (a database restart, a cut) fails its statement, which
+/// the engine's every write already handles as a passing error and tries again, on
+/// another connection (sqlx drops a connection that fails).
+pub fn pool_options() -> PgPoolOptions {
+    PgPoolOptions::new()
+        .test_before_acquire(false)
+        .before_acquire(|connection, meta| {
+            Box::pin(async move {
+                if meta.idle_for > PING_AFTER_IDLE {
+                    sqlx::Connection::ping(connection).await?;
+                }
+                Ok(true)
+            })
+        })
+}
+
 /// Refuses a pool too small for the claims `config`'s queues may keep open at once,
 /// with words that say how many connections it needs.
 pub fn check_pool(pool: &PgPool, config: &EngineConfig) -> anyhow::Result<()> {
@@ -76,7 +101,7 @@ impl Engine {
         signals: Arc<Signals>,
     ) -> anyhow::Result<Engine> {
         check_pool(&pool, &config)?;
-        let control = PgPoolOptions::new()
+        let control = pool_options()
             .max_connections(CONTROL_CONNECTIONS)
             .acquire_timeout(Duration::from_secs(5))
             .connect_lazy_with(

@@ -137,7 +137,7 @@ pub use client::{JobClient, WaiterFigures};
 #[cfg(feature = "engine")]
 pub use config::{CLAIM_WINDOW, CleanChore, EngineConfig, QueueConfig, worker_id};
 #[cfg(feature = "engine")]
-pub use engine::connections_needed;
+pub use engine::{PING_AFTER_IDLE, connections_needed, pool_options};
 #[cfg(feature = "engine")]
 pub use insert::{InsertOptions, insert, insert_many_tx, insert_tx, insert_with};
 #[cfg(feature = "engine")]

@@ -6,8 +6,15 @@
 //! A nearly idle queue (nothing running, no claim open, and the last claim took fewer
 //! than [`QUIET_CLAIM`] jobs) takes its next jobs in one call instead, `running` under a
 //! lease (`claim::take_running`): one round trip where a claim takes four, which is
-//! what the first job after a quiet spell waits for. A claim that comes back full
-//! means work is piling up, and the next goes back to batches.
+//! what the first job after a quiet spell waits for; the job's own task then writes
+//! its outcome (`completer::write_at_once`), with no hand-over to the completer. A
+//! claim that comes back full means work is piling up, and the next goes back to
+//! batches.
+//!
+//! It looks for work only when there may be some: at start, when told of new work,
+//! at its poll interval, and after a fetch that came back full. An attempt that ends
+//! after a fetch that found the queue empty is no news (new work notifies), and a
+//! fetch then would be a round trip that finds nothing, beside the outcome's write.
 //!
 //! On shutdown it stops fetching, lets running attempts finish until the grace period
 //! ends, then stops the rest so that they become `retryable` (never lost).
@@ -21,6 +28,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::claim::{self, ClaimContext};
+use super::completer;
 use super::config::QueueConfig;
 use super::executor::{self, ExecutorContext};
 use super::listener::StopReason;
@@ -51,6 +59,13 @@ pub(crate) async fn run(
     let mut slots: HashMap<tokio::task::Id, usize> = HashMap::new();
     let mut fetch_failures = 0u32;
     let mut last_fetched = 0usize;
+    // Whether the queue may have work this producer has not fetched yet (see the
+    // module documentation).
+    let mut may_have_work = true;
+    // When the last fetch went out: the poll counts from it, not from the last time an
+    // attempt ended, so that a busy queue still looks at its poll interval for work
+    // nobody told it of.
+    let mut looked_at = tokio::time::Instant::now();
 
     while !stop.is_cancelled() {
         // Collect every attempt that ended since the last turn: a JoinSet counts
@@ -63,7 +78,10 @@ pub(crate) async fn run(
         let room = queue.workers.saturating_sub(running.len());
         let mut fetched_full_batch = false;
         let quiet = running.is_empty() && claims.is_empty() && last_fetched < QUIET_CLAIM;
-        if room > 0 && quiet {
+        if !may_have_work || room == 0 {
+            // Nothing to look for, or no room to take it: wait.
+        } else if quiet {
+            looked_at = tokio::time::Instant::now();
             let limit = room.min(QUIET_CLAIM);
             match claim::take_running(&context.claim, &queue.name, limit as i64, &context.kinds)
                 .await
@@ -72,24 +90,34 @@ pub(crate) async fn run(
                     fetch_failures = 0;
                     last_fetched = jobs.len();
                     fetched_full_batch = jobs.len() == limit;
+                    may_have_work = fetched_full_batch;
                     for job in jobs {
                         let context = context.clone();
                         let outcomes = outcomes.clone();
                         running.spawn(async move {
-                            if let Some(outcome) =
-                                executor::execute(job, &context.executor, None).await
-                            {
-                                let _ = outcomes.send(outcome).await;
+                            let executor = &context.executor;
+                            if let Some(outcome) = executor::execute(job, executor, None).await {
+                                completer::write_at_once(
+                                    &executor.pool,
+                                    &executor.signals,
+                                    &executor.worker_id,
+                                    outcome,
+                                    &outcomes,
+                                )
+                                .await;
                             }
                         });
                     }
                 }
                 Err(err) => {
                     fetch_failures += 1;
+                    // Looked at again after the pause (longer with each failure).
+                    may_have_work = false;
                     tracing::warn!(queue = %queue.name, error = %err, "cannot fetch jobs");
                 }
             }
-        } else if room > 0 && claims.len() < queue.claims_in_flight {
+        } else if claims.len() < queue.claims_in_flight {
+            looked_at = tokio::time::Instant::now();
             let slot = (0..queue.claims_in_flight)
                 .find(|slot| !slots.values().any(|taken| taken == slot))
                 .expect("fewer claims open than slots");
@@ -109,6 +137,7 @@ pub(crate) async fn run(
                     last_fetched = fetched;
                     tracing::trace!(queue = %queue.name, room, fetched, "claimed");
                     fetched_full_batch = fetched == room;
+                    may_have_work = fetched_full_batch;
                     if let Some((tx, jobs, this_claim)) = claimed {
                         for job in jobs {
                             let context = context.clone();
@@ -136,6 +165,8 @@ pub(crate) async fn run(
                 }
                 Err(err) => {
                     fetch_failures += 1;
+                    // Looked at again after the pause (longer with each failure).
+                    may_have_work = false;
                     tracing::warn!(queue = %queue.name, error = %err, "cannot fetch jobs");
                 }
             }
@@ -154,8 +185,10 @@ pub(crate) async fn run(
         };
         tokio::select! {
             _ = stop.cancelled() => {}
-            _ = wakeup.notified() => {}
-            _ = tokio::time::sleep(pause) => {}
+            _ = wakeup.notified() => may_have_work = true,
+            // (Only while there is nothing to look for: with work known and no room,
+            // an attempt's end is what lets the producer take it.)
+            _ = tokio::time::sleep_until(looked_at + pause), if !may_have_work => may_have_work = true,
             Some(_) = running.join_next(), if !running.is_empty() => {}
             Some(ended) = claims.join_next_with_id(), if !claims.is_empty() => {
                 slots.remove(&task_of(ended));

@@ -187,6 +187,52 @@ async fn a_job_inserted_by_plain_sql_is_picked_up_at_once(pool: PgPool) {
 }
 
 #[sqlx::test(migrations = "../../migrations")]
+async fn work_nobody_announced_is_found_at_the_poll_interval_while_attempts_keep_ending(
+    pool: PgPool,
+) {
+    // A busy queue looks for work only when told, after a full fetch, or at its poll
+    // interval counted from its last look: attempts that keep ending must not put the
+    // poll off. The job below becomes available with no notification (a lock let go,
+    // as when another process's claim rolls back).
+    let silent = insert::<Noop>(&pool, &json!({"silent": true})).await.unwrap();
+    let mut lock = pool.begin().await.unwrap();
+    sqlx::query("SELECT id FROM jobs WHERE id = $1 FOR UPDATE")
+        .bind(silent.0)
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let mut config = quick_config(32);
+    config.queues = vec![standmeet_jobs::QueueConfig::new(
+        "default",
+        32,
+        Duration::from_secs(1),
+    )];
+    let engine = start_engine(&pool, registry(), config).await;
+    // Sixteen attempts ending one every 250 ms, from 250 ms to 4 s.
+    let mut sleepers = Vec::new();
+    for n in 1..=16 {
+        sleepers.push(insert::<Sleep>(&pool, &SleepArgs { ms: 250 * n }).await.unwrap());
+    }
+    wait_until(Duration::from_secs(10), || async {
+        common::count(&pool, "SELECT count(*) FROM jobs WHERE state = 'running'").await == 16
+    })
+    .await;
+    lock.commit().await.unwrap();
+    let let_go = std::time::Instant::now();
+    wait_for_state(&pool, silent, JobState::Completed).await;
+    // At the poll interval after the last look (about 1 s); an attempt's end must not
+    // have put it off until the last one ended (4 s), nor past it.
+    assert!(
+        let_go.elapsed() < Duration::from_millis(3_000),
+        "found after {:?}",
+        let_go.elapsed()
+    );
+    let running = common::count(&pool, "SELECT count(*) FROM jobs WHERE state = 'running'").await;
+    assert!(running > 0, "the queue was still busy when the job was found");
+    drop(engine);
+}
+
+#[sqlx::test(migrations = "../../migrations")]
 async fn a_failing_job_is_retried_with_its_errors_kept_and_then_completes(pool: PgPool) {
     let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     let id = insert::<Flaky>(&pool, &FlakyArgs { succeed_on: 3 })
