@@ -138,7 +138,9 @@ settings! {
     STANDMEET_DB_POOL_SIZE: Value("16"),
         "database connections for requests (the job engine and the listener have their own)";
     STANDMEET_TRUSTED_PROXIES: Nothing("unset: none"),
-        "reverse proxies (CIDRs) whose X-Forwarded-For names the client";
+        "reverse proxies (CIDRs) whose forwarded header names the client";
+    STANDMEET_TRUSTED_PROXY_HEADER: Value("x-forwarded-for"),
+        "the header those proxies name the client in: x-forwarded-for or forwarded";
     STANDMEET_TIMEZONE: Value("UTC"),
         "the owner's IANA time zone, for the booking windows";
     STANDMEET_BOOKING: Value("access"),
@@ -174,6 +176,18 @@ pub enum LogFormat {
     Text,
     /// One JSON object per line, with the span fields, for log collectors.
     Json,
+}
+
+/// Which header the trusted proxies name the client in
+/// (`STANDMEET_TRUSTED_PROXY_HEADER`): only that one is read, so a client cannot put its
+/// own claim in the other one, which the proxy passes on untouched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ProxyHeader {
+    /// `X-Forwarded-For: client, proxy1, …` (the default).
+    #[default]
+    XForwardedFor,
+    /// RFC 7239 `Forwarded: for=client, for=proxy1`.
+    Forwarded,
 }
 
 /// How MCP tools are named (`STANDMEET_MCP_TOOL_NAMES`).
@@ -278,6 +292,8 @@ pub struct Settings {
     /// `STANDMEET_TRUSTED_PROXIES`: the reverse proxies (CIDRs) whose `X-Forwarded-For`
     /// names the client; none by default.
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// `STANDMEET_TRUSTED_PROXY_HEADER`: the header they write the client into.
+    pub trusted_proxy_header: ProxyHeader,
     /// `STANDMEET_TIMEZONE`: the owner's IANA time zone, in which the weekly booking
     /// windows are read (`UTC`).
     pub timezone: jiff::tz::TimeZone,
@@ -542,6 +558,15 @@ impl Settings {
                 })
                 .collect::<Result<Vec<_>, _>>()?,
         };
+        let trusted_proxy_header = parse_choice(
+            &read,
+            &env::STANDMEET_TRUSTED_PROXY_HEADER,
+            &[
+                ("x-forwarded-for", ProxyHeader::XForwardedFor),
+                ("forwarded", ProxyHeader::Forwarded),
+            ],
+            "it must be x-forwarded-for or forwarded",
+        )?;
         let raw = read(&env::STANDMEET_TIMEZONE).unwrap_or_default();
         let timezone = jiff::tz::TimeZone::get(raw.trim()).map_err(|_| ConfigError {
                 setting: env::STANDMEET_TIMEZONE.name,
@@ -602,6 +627,7 @@ impl Settings {
             metrics_token,
             db_pool_size,
             trusted_proxies,
+            trusted_proxy_header,
             timezone,
             booking,
             log_filter,

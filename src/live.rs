@@ -15,9 +15,10 @@
 //! when it is newer than what it sent for that job, so a first state read while a
 //! change was on its way never overtakes it.
 //!
-//! A stream also ends when its session does: the hub checks the followed sessions in one
-//! query every [`SESSION_CHECK_EVERY`] (and a sign-out in this process ends them at
-//! once), and every stream ends when the process stops.
+//! A stream also ends when its session does, or no longer signs anybody in (its admin
+//! was removed, or changed the password after this sign-in): the hub checks the
+//! followed sessions in one query every [`SESSION_CHECK_EVERY`] (and a sign-out in this
+//! process ends them at once), and every stream ends when the process stops.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -49,12 +50,28 @@ struct Followed {
     last: Option<LiveChange>,
 }
 
+/// Who opened a stream: the session, and the admin it signed in when.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Follower {
+    /// The tower-sessions id.
+    pub session: String,
+    pub admin: i64,
+    /// When the session signed in, in Unix microseconds (`guard::SESSION_SIGNED_IN_AT`).
+    pub signed_in_at: i64,
+}
+
+/// A session's open streams: who, and the tokens that end its streams.
+struct SessionStreams {
+    follower: Follower,
+    streams: Vec<(u64, CancellationToken)>,
+}
+
 #[derive(Default)]
 struct Inner {
     followed: HashMap<JobId, Followed>,
     next_seq: u64,
-    /// The open streams' sessions, each with the tokens that end its streams.
-    sessions: HashMap<String, Vec<(u64, CancellationToken)>>,
+    /// The open streams by session.
+    sessions: HashMap<String, SessionStreams>,
     next_stream: u64,
 }
 
@@ -107,13 +124,14 @@ impl LiveJobs {
         })
     }
 
-    /// Opens a stream of `session` that follows `ids`: its receiver is subscribed before
-    /// anything is read, so no change after [`LiveJobs::current`] is missed.
+    /// Opens a stream of `follower` that follows `ids`: its receiver is subscribed
+    /// before anything is read, so no change after [`LiveJobs::current`] is missed.
     pub fn follow(
         self: &Arc<Self>,
         ids: &[JobId],
-        session: &str,
+        follower: &Follower,
     ) -> Result<LiveFollow, LiveRefusal> {
+        let session = follower.session.as_str();
         if self.closing.is_cancelled() {
             return Err(LiveRefusal::Closing);
         }
@@ -133,7 +151,11 @@ impl LiveJobs {
         inner
             .sessions
             .entry(session.to_string())
-            .or_default()
+            .or_insert_with(|| SessionStreams {
+                follower: follower.clone(),
+                streams: Vec::new(),
+            })
+            .streams
             .push((stream, ended.clone()));
         Ok(LiveFollow {
             hub: self.clone(),
@@ -211,7 +233,7 @@ impl LiveJobs {
             .expect("never poisoned")
             .sessions
             .remove(session);
-        for (_, token) in ended.into_iter().flatten() {
+        for (_, token) in ended.into_iter().flat_map(|session| session.streams) {
             token.cancel();
         }
     }
@@ -243,13 +265,13 @@ impl LiveJobs {
         ids
     }
 
-    fn sessions(&self) -> Vec<String> {
+    fn followers(&self) -> Vec<Follower> {
         self.inner
             .lock()
             .expect("never poisoned")
             .sessions
-            .keys()
-            .cloned()
+            .values()
+            .map(|session| session.follower.clone())
             .collect()
     }
 
@@ -264,8 +286,8 @@ impl LiveJobs {
             }
         }
         if let Some(streams) = inner.sessions.get_mut(session) {
-            streams.retain(|(open, _)| *open != stream);
-            if streams.is_empty() {
+            streams.streams.retain(|(open, _)| *open != stream);
+            if streams.streams.is_empty() {
                 inner.sessions.remove(session);
             }
         }
@@ -362,14 +384,23 @@ async fn run(pool: PgPool, jobs: JobClient, hub: Arc<LiveJobs>, stop: Cancellati
 }
 
 async fn end_ended_sessions(pool: &PgPool, hub: &LiveJobs) {
-    let sessions = hub.sessions();
-    if sessions.is_empty() {
+    let followers = hub.followers();
+    if followers.is_empty() {
         return;
     }
-    match crate::security::sessions::sessions_alive(pool, &sessions).await {
+    use crate::security::sessions::{SignedIn, sessions_still_signed_in};
+    let signed_in: Vec<SignedIn<'_>> = followers
+        .iter()
+        .map(|f| SignedIn {
+            session: &f.session,
+            admin: f.admin,
+            signed_in_at: f.signed_in_at,
+        })
+        .collect();
+    match sessions_still_signed_in(pool, &signed_in).await {
         Ok(alive) => {
-            for session in sessions.iter().filter(|s| !alive.contains(s)) {
-                hub.end_session(session);
+            for follower in followers.iter().filter(|f| !alive.contains(&f.session)) {
+                hub.end_session(&follower.session);
             }
         }
         Err(err) => tracing::debug!(error = %err, "cannot check the live streams' sessions"),
@@ -380,6 +411,14 @@ async fn end_ended_sessions(pool: &PgPool, hub: &LiveJobs) {
 mod tests {
     use super::*;
     use standmeet_jobs::JobState;
+
+    fn who(session: &str) -> Follower {
+        Follower {
+            session: session.to_string(),
+            admin: 1,
+            signed_in_at: 0,
+        }
+    }
 
     fn job(id: i64, state: JobState) -> LiveJob {
         LiveJob {
@@ -393,8 +432,8 @@ mod tests {
     #[test]
     fn a_change_is_numbered_once_and_sent_to_every_stream() {
         let hub = LiveJobs::new(4);
-        let mut first = hub.follow(&[JobId(1), JobId(2)], "s1").unwrap();
-        let mut second = hub.follow(&[JobId(1)], "s2").unwrap();
+        let mut first = hub.follow(&[JobId(1), JobId(2)], &who("s1")).unwrap();
+        let mut second = hub.follow(&[JobId(1)], &who("s2")).unwrap();
         assert_eq!(hub.unknown(&[JobId(1), JobId(3)]), [JobId(1), JobId(3)]);
         hub.learn(vec![job(1, JobState::Running), job(3, JobState::Running)]);
         // The same state again is no change.
@@ -419,30 +458,30 @@ mod tests {
     #[test]
     fn streams_are_capped_and_give_their_place_back() {
         let hub = LiveJobs::new(2);
-        let a = hub.follow(&[JobId(1)], "s").unwrap();
-        let _b = hub.follow(&[JobId(1)], "s").unwrap();
+        let a = hub.follow(&[JobId(1)], &who("s")).unwrap();
+        let _b = hub.follow(&[JobId(1)], &who("s")).unwrap();
         assert_eq!(
-            hub.follow(&[JobId(1)], "s").err(),
+            hub.follow(&[JobId(1)], &who("s")).err(),
             Some(LiveRefusal::Full(2))
         );
         assert_eq!(hub.open_streams(), 2);
         drop(a);
         assert_eq!(hub.open_streams(), 1);
-        assert!(hub.follow(&[JobId(1)], "s").is_ok());
+        assert!(hub.follow(&[JobId(1)], &who("s")).is_ok());
     }
 
     #[test]
     fn a_session_that_ends_ends_its_streams_only() {
         let hub = LiveJobs::new(4);
-        let mine = hub.follow(&[JobId(1)], "mine").unwrap();
-        let theirs = hub.follow(&[JobId(1)], "theirs").unwrap();
+        let mine = hub.follow(&[JobId(1)], &who("mine")).unwrap();
+        let theirs = hub.follow(&[JobId(1)], &who("theirs")).unwrap();
         hub.end_session("mine");
         assert!(mine.ended.is_cancelled());
         assert!(!theirs.ended.is_cancelled());
         hub.close();
         assert!(theirs.ended.is_cancelled());
         assert_eq!(
-            hub.follow(&[JobId(1)], "new").err(),
+            hub.follow(&[JobId(1)], &who("new")).err(),
             Some(LiveRefusal::Closing)
         );
     }
@@ -450,14 +489,14 @@ mod tests {
     #[test]
     fn the_last_stream_to_go_stops_the_following() {
         let hub = LiveJobs::new(4);
-        let a = hub.follow(&[JobId(7)], "s").unwrap();
-        let b = hub.follow(&[JobId(7)], "s").unwrap();
+        let a = hub.follow(&[JobId(7)], &who("s")).unwrap();
+        let b = hub.follow(&[JobId(7)], &who("s")).unwrap();
         drop(a);
         hub.job_finished(JobId(7));
         assert_eq!(hub.to_reread(), [JobId(7)]);
         drop(b);
         hub.job_finished(JobId(7));
         assert!(hub.to_reread().is_empty());
-        assert!(hub.sessions().is_empty());
+        assert!(hub.followers().is_empty());
     }
 }

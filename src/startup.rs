@@ -112,8 +112,9 @@ pub fn router(state: AppState) -> Router {
             headers::add_security_headers,
         ))
         .layer(middleware::from_fn_with_state(
-            Arc::new(client::TrustedProxies(
+            Arc::new(client::TrustedProxies::new(
                 state.settings.trusted_proxies.clone(),
+                state.settings.trusted_proxy_header,
             )),
             client::find_client_address,
         ))
@@ -263,6 +264,15 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
         );
     }
 
+    if !settings.fetch_allow_private {
+        let ignored = crate::domain::outbound::ignored_proxy_variables();
+        if !ignored.is_empty() {
+            tracing::warn!(
+                ?ignored,
+                "calls to job boards and webhook endpoints do not go through the proxy these variables name: a proxy resolves names itself, past the guard against private addresses (STANDMEET_FETCH_ALLOW_PRIVATE=true uses it, and calls private addresses too)"
+            );
+        }
+    }
     let addr = settings.site_addr;
     let state = AppState::new(pool.clone(), settings)?;
     let state_for_housekeeping = state.clone();

@@ -40,6 +40,13 @@ pub fn free_text_problem(text: &str, max: usize, what: &str) -> Option<String> {
     }
 }
 
+/// A free text's line breaks as one kind, `\n`: a `\r\n` and a bare `\r` alike. Done
+/// where the text comes in, so that nothing downstream (a calendar object, whose
+/// library folds only `\n`; a mail) meets a bare carriage return it would pass on.
+pub fn normalized_line_breaks(text: &str) -> String {
+    text.replace("\r\n", "\n").replace('\r', "\n")
+}
+
 /// An email address that has the shape of one: a local part, one `@`, a domain.
 ///
 /// The domain is kept in lower case (domains are case-insensitive); the local part is
@@ -154,6 +161,22 @@ impl From<EmailAddress> for String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_line_break_comes_in_as_a_line_feed() {
+        assert_eq!(
+            normalized_line_breaks("one\rINJECTED:yes\r\ntwo\nthree\r"),
+            "one\nINJECTED:yes\ntwo\nthree\n"
+        );
+        let booking = crate::domain::bookings::NewBooking::parse(
+            "2030-01-07T09:00:00Z",
+            "Eve",
+            "eve@example.com",
+            "Line one\rINJECTED:yes",
+        )
+        .unwrap();
+        assert_eq!(booking.topic, "Line one\nINJECTED:yes");
+    }
 
     #[test]
     fn ordinary_addresses_parse_and_keep_the_local_case() {

@@ -142,7 +142,7 @@ pub(crate) mod server {
         let state = expect_context::<AppState>();
         let address = crate::api::client_address().await;
         // Only wrong codes count (see `GuessLimiter`).
-        let Ok(_permit) = state.access_code_limiter.admit(address, &email).await else {
+        let Ok(admission) = state.access_code_limiter.admit(address, &email).await else {
             return Err(form_reply(AppError::TooManyRequests(
                 "Too many attempts. Wait a minute, then try again.".into(),
             )));
@@ -161,7 +161,7 @@ pub(crate) mod server {
             .await
             .map_err(form_reply)?
         {
-            state.access_code_limiter.failed(address, email.as_str());
+            admission.failed(email.as_str());
             return Err(form_reply(AppError::Unauthorized(
                 "That code does not match this email address. Check both and try again.".into(),
             )));
@@ -174,7 +174,7 @@ pub(crate) mod server {
             .insert(SESSION_ACCESS_GRANTED, email.as_str())
             .await
             .map_err(form_reply)?;
-        state.access_code_limiter.succeeded(email.as_str());
+        admission.succeeded(email.as_str());
         tracing::info!("a visitor redeemed an access code");
         Ok("Access granted. You can now search the restricted entries too.".into())
     }

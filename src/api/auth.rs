@@ -80,8 +80,8 @@ mod server {
         // Only failures count: an address that failed too often this minute is refused;
         // an email many addresses failed against waits longer each time, but its
         // owner's right password still gets in.
-        let permit = match state.sign_in_limiter.admit(address, &form.email).await {
-            Ok(permit) => permit,
+        let mut admission = match state.sign_in_limiter.admit(address, &form.email).await {
+            Ok(admission) => admission,
             Err(wait) => {
                 tracing::warn!(
                     ?address,
@@ -92,14 +92,14 @@ mod server {
             }
         };
         let checked = admins::authenticate(&state.pool, &form.email, &form.password).await;
-        drop(permit);
+        admission.checked();
         let admin = match checked {
             Ok(Some(admin)) => {
-                state.sign_in_limiter.succeeded(&form.email);
+                admission.succeeded(&form.email);
                 admin
             }
             Ok(None) => {
-                state.sign_in_limiter.failed(address, &form.email);
+                admission.failed(&form.email);
                 tracing::info!(?address, "a sign-in failed");
                 return again("invalid");
             }

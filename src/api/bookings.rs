@@ -46,7 +46,19 @@ pub struct Booked {
     pub owner_when: String,
 }
 
-/// A booking as the admin page and the cancel page show it.
+/// A booking as the visitor's cancel page shows it: the time and whether it still
+/// stands, nothing of the owner's side (its notification's job, a mail server's reply).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelLinkBooking {
+    /// RFC 3339.
+    pub start: String,
+    /// "Monday 7 December 2026, 09:00–09:30 (Europe/Berlin)".
+    pub owner_when: String,
+    /// `confirmed` or `cancelled`.
+    pub state: String,
+}
+
+/// A booking as the admin page shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BookingView {
     pub id: i64,
@@ -100,7 +112,9 @@ pub async fn book(
 
 /// The booking a cancel link names, if the link may still cancel it.
 #[server(endpoint = "book/cancel_view", input = GetUrl)]
-pub async fn booking_for_cancel_link(token: Option<String>) -> Result<BookingView, ServerFnError> {
+pub async fn booking_for_cancel_link(
+    token: Option<String>,
+) -> Result<CancelLinkBooking, ServerFnError> {
     server::booking_for_cancel_link(token.unwrap_or_default()).await
 }
 
@@ -291,12 +305,18 @@ pub(crate) mod server {
         state.settings.public_url.host_str().unwrap_or("standmeet")
     }
 
-    pub async fn booking_for_cancel_link(token: String) -> Result<BookingView, ServerFnError> {
+    pub async fn booking_for_cancel_link(
+        token: String,
+    ) -> Result<CancelLinkBooking, ServerFnError> {
         let state = expect_context::<AppState>();
         let booking = bookings::by_cancel_link(&state.pool, &token)
             .await
             .map_err(reply)?;
-        Ok(view(&state, booking))
+        Ok(CancelLinkBooking {
+            start: booking.start().to_string(),
+            owner_when: owner_when(&state, &booking),
+            state: booking.state.as_str().into(),
+        })
     }
 
     pub async fn cancel_by_link(token: String) -> Result<String, ServerFnError> {

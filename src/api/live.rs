@@ -9,7 +9,7 @@ use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::Json;
+use axum::{Extension, Json};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -21,7 +21,9 @@ use tower_sessions::Session;
 
 use crate::api::tasks::parse_status_ids;
 use crate::error::AppError;
-use crate::live::{LiveChange, LiveFollow, LiveRefusal};
+use crate::live::{Follower, LiveChange, LiveFollow, LiveRefusal};
+use crate::security::guard::SESSION_SIGNED_IN_AT;
+use crate::domain::admins::Admin;
 use crate::model::JobId;
 use crate::state::AppState;
 
@@ -36,18 +38,32 @@ pub struct LiveQuery {
 pub async fn live(
     State(state): State<AppState>,
     session: Session,
+    admin: Option<Extension<Admin>>,
     Query(query): Query<LiveQuery>,
 ) -> Response {
     let ids = match parse_status_ids(query.ids.as_deref()) {
         Ok(ids) => ids,
         Err(message) => return AppError::BadRequest(message).into_response(),
     };
-    // The admin guard let this request in, so it has a session.
-    let Some(session_id) = session.id().map(|id| id.to_string()) else {
+    // The admin guard let this request in, so it has a session and its admin.
+    let (Some(session_id), Some(Extension(admin))) = (session.id().map(|id| id.to_string()), admin)
+    else {
         return AppError::Unauthorized("Sign in to follow jobs live.".into()).into_response();
     };
+    // The stream ends once this sign-in no longer holds (see `crate::live`).
+    let signed_in_at = session
+        .get::<i64>(SESSION_SIGNED_IN_AT)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(0);
+    let follower = Follower {
+        session: session_id,
+        admin: admin.id,
+        signed_in_at,
+    };
     let hub = state.live.clone();
-    let follow = match hub.follow(&ids, &session_id) {
+    let follow = match hub.follow(&ids, &follower) {
         Ok(follow) => follow,
         Err(LiveRefusal::Full(max)) => {
             return unavailable(format!(

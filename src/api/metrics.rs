@@ -63,9 +63,14 @@ fn refusal(
 pub async fn metrics(
     State(state): State<AppState>,
     client: Option<Extension<crate::security::client::ClientAddress>>,
+    proxied: Option<Extension<crate::security::client::ProxiedFromLoopback>>,
     headers: HeaderMap,
 ) -> Response {
-    let client = client.map(|Extension(client)| client.0);
+    // Forwarded by a proxy on this host that is not trusted: its client is not this
+    // host, whatever the socket says.
+    let client = client
+        .map(|Extension(client)| client.0)
+        .filter(|_| proxied.is_none());
     if let Some(refused) = refusal(state.settings.metrics_token.as_deref(), &headers, client) {
         return refused;
     }

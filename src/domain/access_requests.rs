@@ -17,7 +17,7 @@ use crate::domain::events::{self, EventType, NewEvent};
 use crate::domain::mail::{Mail, MailContext, MailJob, MailKind, MailOutput, Mailer, Wanted};
 use crate::domain::secrets::{code_hash, new_code};
 use crate::model::MailState;
-use crate::types::{EmailAddress, free_text_problem, name_problem};
+use crate::types::{EmailAddress, free_text_problem, name_problem, normalized_line_breaks};
 use standmeet_jobs::{self as jobs, JobContext, JobError, JobId, JobState};
 
 /// The `access_request_status` enum.
@@ -96,7 +96,7 @@ impl NewRequest {
             Some(email) if problems.is_empty() => Ok(NewRequest {
                 name: name.to_string(),
                 email,
-                message: message.to_string(),
+                message: normalized_line_breaks(message),
             }),
             _ => Err(problems),
         }

@@ -50,15 +50,23 @@ fn is_public_v4(ip: Ipv4Addr) -> bool {
 }
 
 fn is_public_v6(ip: Ipv6Addr) -> bool {
-    let first = ip.segments()[0];
+    let segments = ip.segments();
+    let first = segments[0];
     !(ip.is_unspecified()
         || ip.is_loopback()
         || ip.is_multicast()
+        // An IPv4 address inside: IPv4-compatible (`::a.b.c.d`, deprecated) and
+        // IPv4-translated (`::ffff:0:a.b.c.d`) reach the IPv4 host on stacks that map them.
+        || segments[..6] == [0; 6]
+        || segments[..6] == [0, 0, 0, 0, 0xffff, 0]
+        || (first == 0x0100 && segments[1..4] == [0; 3]) // discard-only
+        || (first == 0x2001 && segments[1] < 0x0200) // IETF protocol assignments, Teredo
+        || first == 0x2002 // 6to4: an IPv4 address inside
         || (first & 0xfe00) == 0xfc00 // unique local
         || (first & 0xffc0) == 0xfe80 // link-local
         || (first & 0xffc0) == 0xfec0 // site-local (deprecated, still routed inside)
-        || (first == 0x2001 && ip.segments()[1] == 0x0db8) // documentation
-        || (first == 0x0064 && ip.segments()[1] == 0xff9b)) // NAT64: an IPv4 inside
+        || (first == 0x2001 && segments[1] == 0x0db8) // documentation
+        || (first == 0x0064 && segments[1] == 0xff9b)) // NAT64, well-known and local-use (64:ff9b:1::/48): an IPv4 inside
 }
 
 /// The longest URL StandMeet takes for something it will call.
@@ -174,13 +182,33 @@ impl reqwest::dns::Resolve for PublicOnlyResolver {
 
 /// A client builder for calls to other servers: names resolve through
 /// [`PublicOnlyResolver`] unless private addresses are allowed.
+/// A proxy named by the environment (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`) is not
+/// used then: a proxy resolves names itself, so the guard would see none of them.
 pub fn client_builder(allow_private: bool) -> reqwest::ClientBuilder {
     let builder = reqwest::Client::builder();
     if allow_private {
         builder
     } else {
-        builder.dns_resolver(Arc::new(PublicOnlyResolver))
+        builder
+            .no_proxy()
+            .dns_resolver(Arc::new(PublicOnlyResolver))
     }
+}
+
+/// The proxy variables set in this environment, which calls to other servers do not use
+/// while private addresses are refused (see [`client_builder`]); said at start.
+pub fn ignored_proxy_variables() -> Vec<&'static str> {
+    [
+        "HTTP_PROXY",
+        "http_proxy",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ]
+    .into_iter()
+    .filter(|name| std::env::var_os(name).is_some_and(|value| !value.is_empty()))
+    .collect()
 }
 
 /// The guard's words when `err` (a failed request) was the guard refusing a name.
@@ -219,6 +247,16 @@ mod tests {
             "::ffff:127.0.0.1",
             "::ffff:10.0.0.1",
             "64:ff9b::a00:1",
+            "::127.0.0.1",
+            "::10.0.0.1",
+            "::ffff:0:127.0.0.1",
+            "::ffff:0:a9fe:a9fe",
+            "64:ff9b:1::a00:1",
+            "64:ff9b:1:ffff::7f00:1",
+            "100::1",
+            "2001::7f00:1",
+            "2002:7f00:1::1",
+            "2001:db8::1",
         ] {
             assert!(
                 !is_public(text.parse().unwrap()),
@@ -259,6 +297,42 @@ mod tests {
             refusal(&Url::parse("https://hooks.example.com/x").unwrap(), false),
             None
         );
+    }
+
+    #[tokio::test]
+    async fn a_proxy_from_the_environment_is_not_used_while_the_guard_is_on() {
+        let proxy = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let proxy_url = format!("http://{}", proxy.local_addr().unwrap());
+        // SAFETY: no other thread of this test reads the environment meanwhile (nextest
+        // runs each test in a process of its own).
+        unsafe {
+            std::env::set_var("HTTP_PROXY", &proxy_url);
+            std::env::set_var("http_proxy", &proxy_url);
+        }
+        assert!(ignored_proxy_variables().contains(&"HTTP_PROXY"));
+        let reached_proxy = |client: reqwest::Client| {
+            let proxy = &proxy;
+            async move {
+                let request = client
+                    .get("http://93.184.216.34:9/")
+                    .timeout(std::time::Duration::from_millis(500))
+                    .send();
+                let accepted =
+                    tokio::time::timeout(std::time::Duration::from_millis(700), proxy.accept());
+                let (_, accepted) = tokio::join!(request, accepted);
+                accepted.is_ok()
+            }
+        };
+        let guarded = reached_proxy(client_builder(false).build().unwrap()).await;
+        // With private addresses allowed the same environment's proxy is used: what
+        // shows that this test sees a proxy being used.
+        let unguarded = reached_proxy(client_builder(true).build().unwrap()).await;
+        unsafe {
+            std::env::remove_var("HTTP_PROXY");
+            std::env::remove_var("http_proxy");
+        }
+        assert!(!guarded, "the guarded client went through the proxy");
+        assert!(unguarded, "the unguarded client did not use the proxy");
     }
 
     #[tokio::test]

@@ -1,9 +1,16 @@
 //! Who the client is, by address: the socket's peer, unless that peer is one of the
 //! reverse proxies the operator trusts (`STANDMEET_TRUSTED_PROXIES`, CIDRs), in which
-//! case the address the proxies say they were called from (`X-Forwarded-For`, else
-//! `Forwarded: for=`). Rate limits and logs use this address, so behind a proxy they
-//! count visitors, not the proxy; and nobody else can claim an address by sending the
-//! header themselves.
+//! case the address the proxies say they were called from, in the one header they
+//! write (`STANDMEET_TRUSTED_PROXY_HEADER`: `X-Forwarded-For`, or `Forwarded: for=`; the
+//! other one is the client's to fill and is not read). Rate limits and logs use this
+//! address, so behind a proxy they count visitors, not the proxy; and nobody else can
+//! claim an address by sending the header themselves.
+//!
+//! A proxy on the same host that is not trusted makes every client `127.0.0.1`: one
+//! client's failures would lock everybody out, and the loopback-only `/metrics` would
+//! answer everyone. So a request from an untrusted loopback peer that carries a
+//! forwarded header is marked [`ProxiedFromLoopback`] (`/metrics` refuses it), and the
+//! first one is logged as a warning that names the setting.
 //!
 //! One middleware works it out once per request and puts it in the request's
 //! extensions as [`ClientAddress`]; handlers, server functions and tools read it there.
@@ -18,18 +25,39 @@ use axum::middleware::Next;
 use axum::response::Response;
 use ipnet::IpNet;
 
+use crate::config::ProxyHeader;
+
 /// The client's address for this request (absent when the server runs without socket
 /// information, as some tests do).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClientAddress(pub IpAddr);
 
-/// The proxies whose word on the client's address is taken.
-#[derive(Clone, Debug, Default)]
-pub struct TrustedProxies(pub Vec<IpNet>);
+/// A request from a loopback peer that is not a trusted proxy but says it forwards
+/// for someone: a proxy on this host nobody told StandMeet about (see the module
+/// documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProxiedFromLoopback;
+
+/// The proxies whose word on the client's address is taken, and where they write it.
+#[derive(Debug, Default)]
+pub struct TrustedProxies {
+    pub nets: Vec<IpNet>,
+    pub header: ProxyHeader,
+    /// Whether the warning about an untrusted proxy on this host was logged already.
+    warned: std::sync::atomic::AtomicBool,
+}
 
 impl TrustedProxies {
+    pub fn new(nets: Vec<IpNet>, header: ProxyHeader) -> Self {
+        TrustedProxies {
+            nets,
+            header,
+            warned: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
     fn trusts(&self, address: IpAddr) -> bool {
-        self.0.iter().any(|net| net.contains(&address))
+        self.nets.iter().any(|net| net.contains(&address))
     }
 
     /// The client behind `peer`: walking the forwarded addresses from the nearest hop
@@ -39,7 +67,7 @@ impl TrustedProxies {
         if !self.trusts(peer) {
             return peer;
         }
-        let hops = forwarded_for(headers);
+        let hops = forwarded_for(headers, self.header);
         let mut client = peer;
         for hop in hops.iter().rev() {
             client = *hop;
@@ -51,9 +79,14 @@ impl TrustedProxies {
     }
 }
 
-/// The addresses `X-Forwarded-For` names (every such header, in order), or else those
-/// of `Forwarded`'s `for=` parameters; unreadable entries are left out.
-fn forwarded_for(headers: &HeaderMap) -> Vec<IpAddr> {
+/// Whether the request carries a forwarded header of either kind.
+fn says_forwarded(headers: &HeaderMap) -> bool {
+    headers.contains_key("x-forwarded-for") || headers.contains_key("forwarded")
+}
+
+/// The addresses `header` names (every such header, in order): `X-Forwarded-For`'s, or
+/// `Forwarded`'s `for=` parameters; unreadable entries are left out.
+fn forwarded_for(headers: &HeaderMap, header: ProxyHeader) -> Vec<IpAddr> {
     let values = |name: &str| -> Vec<String> {
         headers
             .get_all(name)
@@ -62,13 +95,12 @@ fn forwarded_for(headers: &HeaderMap) -> Vec<IpAddr> {
             .map(str::to_string)
             .collect()
     };
-    let x_forwarded: Vec<IpAddr> = values("x-forwarded-for")
-        .iter()
-        .flat_map(|value| value.split(','))
-        .filter_map(|hop| parse_hop(hop.trim()))
-        .collect();
-    if !x_forwarded.is_empty() {
-        return x_forwarded;
+    if header == ProxyHeader::XForwardedFor {
+        return values("x-forwarded-for")
+            .iter()
+            .flat_map(|value| value.split(','))
+            .filter_map(|hop| parse_hop(hop.trim()))
+            .collect();
     }
     values("forwarded")
         .iter()
@@ -113,6 +145,14 @@ pub async fn find_client_address(
                 .map(|info| info.0.ip())
         });
     if let Some(peer) = peer {
+        if peer.is_loopback() && !proxies.trusts(peer) && says_forwarded(request.headers()) {
+            request.extensions_mut().insert(ProxiedFromLoopback);
+            if !proxies.warned.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                tracing::warn!(
+                    "a request came through a proxy on this host that StandMeet does not trust: every client behind it counts as {peer}, for the limits on sign-in and requests alike, and /metrics refuses what it forwards; set STANDMEET_TRUSTED_PROXIES={peer} (and STANDMEET_TRUSTED_PROXY_HEADER to the header it writes)"
+                );
+            }
+        }
         let client = proxies.client(peer, request.headers());
         request.extensions_mut().insert(ClientAddress(client));
     }
@@ -125,7 +165,10 @@ mod tests {
     use axum::http::HeaderValue;
 
     fn proxies(nets: &[&str]) -> TrustedProxies {
-        TrustedProxies(nets.iter().map(|net| net.parse().unwrap()).collect())
+        TrustedProxies::new(
+            nets.iter().map(|net| net.parse().unwrap()).collect(),
+            ProxyHeader::XForwardedFor,
+        )
     }
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
@@ -172,11 +215,34 @@ mod tests {
             "forwarded",
             "for=\"[2001:db8::7]:4711\", for=198.51.100.4;proto=https",
         )]);
+        let trusted_forwarded = TrustedProxies::new(trusted.nets.clone(), ProxyHeader::Forwarded);
         assert_eq!(
-            trusted.client(proxy, &forwarded),
+            trusted_forwarded.client(proxy, &forwarded),
             "198.51.100.4".parse::<IpAddr>().unwrap()
         );
         let nonsense = headers(&[("x-forwarded-for", "unknown, not-an-address")]);
         assert_eq!(trusted.client(proxy, &nonsense), proxy);
+    }
+
+    #[test]
+    fn only_the_header_the_proxies_write_is_read() {
+        let proxy: IpAddr = "10.0.0.1".parse().unwrap();
+        // The proxy writes `Forwarded`; the client adds an `X-Forwarded-For` of its own,
+        // which the proxy passes on untouched.
+        let request = headers(&[
+            ("x-forwarded-for", "203.0.113.66"),
+            ("forwarded", "for=198.51.100.4"),
+        ]);
+        let by_forwarded = TrustedProxies::new(vec!["10.0.0.0/8".parse().unwrap()], ProxyHeader::Forwarded);
+        assert_eq!(
+            by_forwarded.client(proxy, &request),
+            "198.51.100.4".parse::<IpAddr>().unwrap()
+        );
+        // And the other way round.
+        let by_x_forwarded = proxies(&["10.0.0.0/8"]);
+        let request = headers(&[
+            ("forwarded", "for=203.0.113.66"),
+        ]);
+        assert_eq!(by_x_forwarded.client(proxy, &request), proxy);
     }
 }

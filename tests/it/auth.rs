@@ -234,6 +234,36 @@ async fn the_eleventh_quick_wrong_sign_in_from_one_address_is_rate_limited(pool:
 }
 
 #[sqlx::test]
+async fn parallel_wrong_sign_ins_from_one_address_get_no_more_checks_than_the_limit(pool: PgPool) {
+    use std::net::SocketAddr;
+    common::create_admin(&pool).await;
+    let app = TestApp::builder(pool.clone()).spawn().await;
+    // 200 wrong passwords posted at once from one address (and from one IPv6 /64:
+    // the addresses differ in their last 64 bits only): the checks under way count
+    // as failures, so no more than the 10 a minute are checked.
+    let attacker = |n: u16| {
+        app.router_from(SocketAddr::from((
+            [0x2001, 0xdb8, 0x66, 0x1, 0, 0, n >> 8, n & 0xff],
+            40000,
+        )))
+    };
+    let routers: Vec<_> = (0..200).map(attacker).collect();
+    let replies = futures_util::future::join_all(routers.iter().enumerate().map(|(n, router)| {
+        let email = format!("guess{n}@example.com");
+        async move { common::sign_in(router, &email, "a wrong guess").await }
+    }))
+    .await;
+    let outcome = |prefix: &str| {
+        replies
+            .iter()
+            .filter(|reply| reply.location().unwrap().starts_with(prefix))
+            .count()
+    };
+    assert_eq!(outcome("/login?error=invalid"), 10);
+    assert_eq!(outcome("/login?error=rate_limited"), 190);
+}
+
+#[sqlx::test]
 async fn the_right_password_gets_in_while_another_address_hammers_the_same_email(pool: PgPool) {
     use std::net::SocketAddr;
     common::create_admin(&pool).await;

@@ -56,6 +56,23 @@ async fn metrics_are_prometheus_text_with_jobs_waiters_receipts_and_wake_latency
         assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
     }
     assert!(text.ends_with("# EOF\n"));
+
+    // A proxy on this host that is not trusted forwards for somebody else: that client
+    // is not this host, whatever the socket says.
+    for (header, value) in [
+        ("x-forwarded-for", "203.0.113.9"),
+        ("forwarded", "for=203.0.113.9"),
+    ] {
+        let request = axum::http::Request::get("/metrics")
+            .header(header, value)
+            .body(axum::body::Body::empty())
+            .unwrap();
+        assert_eq!(
+            common::send(&app, request).await.status,
+            StatusCode::FORBIDDEN,
+            "{header}"
+        );
+    }
 }
 
 #[sqlx::test]

@@ -238,3 +238,32 @@ async fn a_stream_ends_when_its_session_is_gone_from_another_process(pool: PgPoo
         .unwrap();
     assert_eq!(stream.next_job(Duration::from_secs(15)).await, None);
 }
+
+#[sqlx::test]
+async fn a_stream_ends_when_its_admin_changes_the_password_or_is_removed(pool: PgPool) {
+    let app = TestApp::desk(&pool).jobs().spawn().await;
+    let id = waiting_job(&pool).await;
+
+    // A password change ends the sessions signed in before it: their streams too.
+    let cookie = app.sign_in_admin().await;
+    let mut stream = LiveStream::open(&app, &cookie, &[id]).await;
+    stream.next_job(Duration::from_secs(5)).await.unwrap();
+    let email = standmeet::types::EmailAddress::parse(common::ADMIN_EMAIL).unwrap();
+    assert!(
+        standmeet::domain::admins::set_password(&pool, &email, "a brand new password")
+            .await
+            .unwrap()
+    );
+    // The session row is still there: only the sign-in's time tells. The hub checks
+    // every 5 s.
+    assert_eq!(common::count(&pool, "SELECT count(*) FROM sessions").await, 1);
+    assert_eq!(stream.next_job(Duration::from_secs(15)).await, None);
+
+    // An admin removed (by an operator, in SQL) ends theirs. (Signing in again sets
+    // the test's password back first.)
+    let cookie = app.sign_in_admin().await;
+    let mut stream = LiveStream::open(&app, &cookie, &[id]).await;
+    stream.next_job(Duration::from_secs(5)).await.unwrap();
+    sqlx::query("DELETE FROM admins").execute(&pool).await.unwrap();
+    assert_eq!(stream.next_job(Duration::from_secs(15)).await, None);
+}

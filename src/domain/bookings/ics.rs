@@ -67,8 +67,10 @@ pub fn calendar(meeting: &Meeting<'_>, method: Method, now: Timestamp) -> Calend
         .add_property("DTSTAMP", utc(now))
         .add_property("DTSTART", utc(meeting.start))
         .add_property("DTEND", utc(meeting.end))
-        .summary(meeting.summary)
-        .description(meeting.description)
+        // Its library escapes `\n` only: a carriage return of an older row would end the
+        // line there and let the rest read as a property of its own.
+        .summary(&crate::types::normalized_line_breaks(meeting.summary))
+        .description(&crate::types::normalized_line_breaks(meeting.description))
         .sequence(sequence)
         .status(status)
         .append_property(Property::new(
@@ -141,5 +143,33 @@ mod tests {
             text.contains("UID:booking-7-abc@standmeet.example\r\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_carriage_return_in_a_topic_cannot_start_a_property_of_its_own() {
+        let meeting = Meeting {
+            uid: "booking-8-abc@standmeet.example",
+            start: "2026-12-07T09:00:00Z".parse().unwrap(),
+            end: "2026-12-07T09:30:00Z".parse().unwrap(),
+            summary: "Meeting with Eve\rX-INJECTED:summary",
+            description: "Line one\rINJECTED:yes\r\nLine three",
+            organizer: "owner@example.com",
+            attendee_name: "Eve",
+            attendee_email: "eve@example.com",
+        };
+        let now = "2026-12-01T12:00:00Z".parse().unwrap();
+        let text = calendar(&meeting, Method::Request, now).ics;
+        // Every carriage return ends a line (CRLF), and no line is the injected one.
+        assert!(
+            text.match_indices('\r').all(|(at, _)| text[at..].starts_with("\r\n")),
+            "a bare CR in {text:?}"
+        );
+        let unfolded = text.replace("\r\n ", "");
+        assert!(
+            !unfolded.split("\r\n").any(|line| line.starts_with("INJECTED")
+                || line.starts_with("X-INJECTED")),
+            "{unfolded:?}"
+        );
+        assert!(unfolded.contains("Line one\\nINJECTED:yes\\nLine three"), "{unfolded:?}");
     }
 }

@@ -30,7 +30,7 @@ use crate::domain::events::{self, EventType, NewEvent};
 use crate::domain::mail::MailKind;
 use crate::domain::secrets::token_hash;
 use crate::model::MailState;
-use crate::types::{EmailAddress, free_text_problem, name_problem};
+use crate::types::{EmailAddress, free_text_problem, name_problem, normalized_line_breaks};
 use standmeet_jobs::{self as jobs, JobState};
 
 /// Why a booking operation did not happen, in words for the person who asked.
@@ -351,7 +351,7 @@ impl NewBooking {
                 start,
                 name: name.to_string(),
                 email,
-                topic: topic.to_string(),
+                topic: normalized_line_breaks(topic),
             }),
             _ => Err(BookingError::Invalid(problems.join(" "))),
         }
