@@ -42,9 +42,20 @@ pub struct DeliveryView {
     pub created_at: String,
 }
 
+/// An endpoint's circuit breaker and cap on deliveries in flight, as its page shows
+/// them (`domain::webhooks::circuit`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CircuitView {
+    /// `closed` or `open`.
+    pub state: String,
+    /// What it means, in a sentence.
+    pub words: String,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EndpointPage {
     pub webhook: WebhookView,
+    pub circuit: CircuitView,
     pub deliveries: Vec<DeliveryView>,
     /// The id to ask for older deliveries with (`before`), when there are more.
     pub older_than: Option<i64>,
@@ -132,6 +143,28 @@ mod server {
     use crate::domain::events::EventType;
     use crate::domain::webhooks::{self, Delivery, Endpoint};
     use crate::state::AppState;
+
+    pub(crate) fn circuit_view(circuit: &webhooks::circuit::Circuit) -> CircuitView {
+        use webhooks::circuit::{MAX_IN_FLIGHT, OPEN_AFTER};
+        let failed = circuit.attempts_failed_in_a_row;
+        match circuit.open_until {
+            Some(until) => CircuitView {
+                state: "open".into(),
+                words: format!(
+                    "Circuit open until {}: {failed} attempts failed in a row, so its deliveries wait without spending attempts; then one of them tries. \"Send test\" goes through now.",
+                    when(until)
+                ),
+            },
+            None => CircuitView {
+                state: "closed".into(),
+                words: if failed == 0 {
+                    format!("Circuit closed: deliveries go out as they come, at most {MAX_IN_FLIGHT} at once per StandMeet process.")
+                } else {
+                    format!("Circuit closed: {failed} attempts failed in a row (it opens at {OPEN_AFTER}); at most {MAX_IN_FLIGHT} deliveries at once per StandMeet process.")
+                },
+            },
+        }
+    }
 
     fn view(endpoint: Endpoint) -> WebhookView {
         WebhookView {
@@ -259,8 +292,16 @@ mod server {
         .await
         .map_err(reply)?;
         let older_than = more.then(|| deliveries.last().map(|d| d.id)).flatten();
+        let circuit = webhooks::circuit::circuit(&state.pool, id)
+            .await
+            .map_err(reply)?
+            .unwrap_or(webhooks::circuit::Circuit {
+                attempts_failed_in_a_row: 0,
+                open_until: None,
+            });
         Ok(Some(EndpointPage {
             webhook: view(endpoint),
+            circuit: circuit_view(&circuit),
             deliveries: deliveries.into_iter().map(delivery_view).collect(),
             older_than,
         }))

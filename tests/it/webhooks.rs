@@ -724,3 +724,98 @@ async fn the_jobs_an_event_queues_are_deliver_webhook_jobs(pool: PgPool) {
         "only the endpoint for every event wants a denial"
     );
 }
+
+#[sqlx::test]
+async fn an_endpoint_that_is_down_takes_no_worker_from_the_others(pool: PgPool) {
+    // Deliveries time out after 500 ms; the circuit's openings are 30 × 20 ms = 600 ms
+    // and up.
+    let app = hooked_app(
+        &pool,
+        &[
+            ("STANDMEET_WEBHOOK_TIMEOUT_MS", "500"),
+            ("STANDMEET_RETRY_BASE_MS", "20"),
+        ],
+    )
+    .await;
+    let down = Receiver::start().await;
+    down.always(Answer::Hang);
+    let healthy = Receiver::start().await;
+    let (down_id, _) = create(&app, &down.url("/down"), json!(["*"])).await;
+    let (healthy_id, _) = create(&app, &healthy.url("/up"), json!(["*"])).await;
+
+    // Forty events at once: forty deliveries to each endpoint.
+    let mut tx = pool.begin().await.unwrap();
+    for n in 0..40 {
+        events::record(&mut tx, &request_created(n)).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+
+    // The healthy endpoint gets all of its own, while the one that hangs holds no more
+    // than its cap of workers (on the previous main it took all 32 for 500 ms at a
+    // time, and the healthy deliveries waited behind it).
+    healthy.wait_for(40).await;
+    let delivered = || async {
+        webhooks::deliveries(&pool, healthy_id, None, 100)
+            .await
+            .unwrap()
+            .iter()
+            .filter(|d| d.state == DeliveryState::Delivered)
+            .count()
+    };
+    wait_until(Duration::from_secs(20), || async { delivered().await == 40 }).await;
+    assert!(
+        down.most_in_flight() <= webhooks::circuit::MAX_IN_FLIGHT,
+        "{} at once",
+        down.most_in_flight()
+    );
+
+    // Five attempts failed in a row: its circuit is open, and its deliveries wait
+    // without spending their attempts.
+    wait_until(Duration::from_secs(20), || async {
+        webhooks::circuit::circuit(&pool, down_id)
+            .await
+            .unwrap()
+            .is_some_and(|c| c.open_until.is_some())
+    })
+    .await;
+    let tried_before = down.received().len();
+    tokio::time::sleep(Duration::from_millis(300)).await; // within one opening
+    let spent: i64 = sqlx::query_scalar(
+        "SELECT coalesce(sum(attempt), 0)::bigint FROM jobs j JOIN webhook_deliveries d ON d.job_id = j.id WHERE d.endpoint_id = $1",
+    )
+    .bind(down_id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(
+        spent < 40,
+        "{spent} attempts spent on forty deliveries to an endpoint that is down"
+    );
+    assert!(
+        down.received().len() <= tried_before + 1,
+        "attempts went out while the circuit was open"
+    );
+    let cookie = app.sign_in_admin().await;
+    let page = common::get_with_cookie(&app, &format!("/admin/webhooks/{down_id}"), &cookie).await;
+    assert!(page.body.contains(r#"data-circuit="open""#), "{}", page.body);
+    assert!(page.body.contains("attempts failed in a row"), "{}", page.body);
+
+    // Back up: a trial gets through, the circuit closes, and every event is delivered,
+    // each under its one id.
+    down.always(Answer::Status(200));
+    wait_until(Duration::from_secs(60), || async {
+        webhooks::deliveries(&pool, down_id, None, 100)
+            .await
+            .unwrap()
+            .iter()
+            .filter(|d| d.state == DeliveryState::Delivered)
+            .count()
+            == 40
+    })
+    .await;
+    let circuit = webhooks::circuit::circuit(&pool, down_id).await.unwrap().unwrap();
+    assert_eq!(circuit.attempts_failed_in_a_row, 0);
+    assert_eq!(circuit.open_until, None);
+    let page = common::get_with_cookie(&app, &format!("/admin/webhooks/{healthy_id}"), &cookie).await;
+    assert!(page.body.contains(r#"data-circuit="closed""#), "{}", page.body);
+}

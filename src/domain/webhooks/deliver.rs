@@ -10,6 +10,10 @@
 //! followed), no answer in time, a refused connection. `410 Gone` means the endpoint
 //! is not coming back: it is disabled at once. A delivery that spent all its attempts
 //! counts against its endpoint, and 20 of those in a row disable it.
+//!
+//! Before an attempt, the endpoint's cap on deliveries in flight and its circuit
+//! breaker (see `circuit`) may make the delivery wait instead, with its attempt given
+//! back; after it, the circuit learns whether it got through.
 
 use std::time::{Duration, Instant};
 
@@ -20,6 +24,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use url::Url;
 
+use super::circuit::{self, Admission, InFlight, MAX_IN_FLIGHT};
 use super::{DISABLE_AFTER_FAILURES, TEST_MESSAGE_TYPE};
 use crate::config::Settings;
 use crate::domain::outbound;
@@ -46,6 +51,9 @@ pub struct DeliverWebhook {
     client: reqwest::Client,
     allow_private: bool,
     timeout: Duration,
+    /// The backoff unit, which the circuit's openings are counted in.
+    retry_base: Duration,
+    in_flight: InFlight,
 }
 
 impl DeliverWebhook {
@@ -60,6 +68,8 @@ impl DeliverWebhook {
             client,
             allow_private: settings.fetch_allow_private,
             timeout: settings.webhook_timeout,
+            retry_base: settings.retry_base,
+            in_flight: InFlight::default(),
         })
     }
 }
@@ -162,7 +172,46 @@ impl JobKind for DeliverWebhook {
             .ok_or_else(|| JobError::discard("the endpoint's secret cannot be read"))?;
         let (message_id, body) = target.message(delivery_id);
 
+        // An event waits its turn under the endpoint's cap and for its circuit; a test
+        // message goes through both (see `circuit`).
+        let is_event = target.event_id.is_some();
+        let _place = match self.in_flight.take(target.endpoint_id) {
+            None if is_event => {
+                return Err(JobError::snooze(
+                    self.timeout,
+                    format!("{MAX_IN_FLIGHT} deliveries to this endpoint are under way here"),
+                ));
+            }
+            place => place,
+        };
+        if is_event {
+            // Its attempt's longest time: the trial holds the circuit that long.
+            let trial_time = self.timeout + Duration::from_secs(5);
+            if let Admission::WaitUntil(until) =
+                circuit::admit(job.pool(), target.endpoint_id, trial_time).await?
+            {
+                let wait = (until - OffsetDateTime::now_utc())
+                    .try_into()
+                    .unwrap_or(Duration::ZERO)
+                    .max(Duration::from_millis(1));
+                return Err(JobError::snooze(
+                    wait,
+                    "the endpoint's circuit is open: too many attempts failed in a row",
+                ));
+            }
+        }
+
         let record = self.post(&target.url, &secret, &message_id, body).await;
+        if !record.hopeless {
+            let got_through = record.status.is_some_and(|status| (200..300).contains(&status));
+            // What the circuit learns is not worth an attempt (a delivered message
+            // must not go out again for it): a failure to write it is logged.
+            if let Err(err) =
+                circuit::record(job.pool(), target.endpoint_id, got_through, self.retry_base).await
+            {
+                tracing::warn!(endpoint = target.endpoint_id, error = %err, "cannot record an attempt in the endpoint's circuit");
+            }
+        }
 
         let status = record.status;
         if let Some(status) = status.filter(|status| (200..300).contains(status)) {

@@ -12,6 +12,7 @@
 //! how it ended, because the job row is cleaned away after a day. Every attempt leaves a
 //! row with the response status, the start of the answer and the time it took.
 
+pub mod circuit;
 pub mod deliver;
 
 use serde::Serialize;
@@ -182,7 +183,9 @@ pub async fn set_enabled(pool: &PgPool, id: i64, enabled: bool) -> Result<Endpoi
         UPDATE webhook_endpoints
         SET enabled = $2,
             disabled_reason = CASE WHEN $2 THEN NULL ELSE 'Disabled by an admin.' END,
-            failures_in_a_row = CASE WHEN $2 THEN 0 ELSE failures_in_a_row END
+            failures_in_a_row = CASE WHEN $2 THEN 0 ELSE failures_in_a_row END,
+            attempts_failed_in_a_row = CASE WHEN $2 THEN 0 ELSE attempts_failed_in_a_row END,
+            circuit_open_until = CASE WHEN $2 THEN NULL ELSE circuit_open_until END
         WHERE id = $1
         RETURNING id, url, event_types, enabled, disabled_reason, created_at
         "#,

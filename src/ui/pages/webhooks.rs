@@ -410,6 +410,7 @@ fn WebhookDetailView(
 ) -> impl IntoView {
     let EndpointPage {
         webhook,
+        circuit,
         deliveries,
         older_than,
     } = detail;
@@ -439,6 +440,10 @@ fn WebhookDetailView(
         {webhook.disabled_reason.clone().filter(|_| !enabled).map(|reason| view! {
             <p data-testid="webhook-disabled-reason" class="mt-1 text-sm text-rose-800">{reason}</p>
         })}
+        <p data-testid="webhook-circuit" data-circuit=circuit.state.clone()
+            class=if circuit.state == "open" { "mt-1 text-sm text-amber-800" } else { "mt-1 text-sm text-slate-600" }>
+            {circuit.words}
+        </p>
         <section class="mt-6 overflow-x-auto rounded-xl border border-slate-200 bg-white">
             <h2 class="border-b border-slate-200 px-6 py-3 font-semibold">"Deliveries"</h2>
             {if none {
