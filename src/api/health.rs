@@ -21,7 +21,9 @@ pub struct Health {
     pub status: &'static str,
     /// `ok` when the database answered `SELECT 1` within a second, else `unavailable`.
     pub database: &'static str,
-    /// `connected` when the job listener's LISTEN connection is up, else `disconnected`.
+    /// `connected` when the job listener's LISTEN connection is up, `reconnecting` while
+    /// it connects again (it broke, or went silent), `disconnected` when this process
+    /// runs no listener.
     pub listener: &'static str,
     /// Callers waiting for jobs right now, and how many may.
     pub waiters: usize,
@@ -45,10 +47,10 @@ pub async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Health>
     let health = Health {
         status: if database_ok { "ok" } else { "degraded" },
         database: if database_ok { "ok" } else { "unavailable" },
-        listener: if state.jobs.listener_connected() {
-            "connected"
-        } else {
-            "disconnected"
+        listener: match state.jobs.listener_state() {
+            standmeet_jobs::ListenerState::Connected => "connected",
+            standmeet_jobs::ListenerState::Reconnecting => "reconnecting",
+            standmeet_jobs::ListenerState::Stopped => "disconnected",
         },
         waiters: waiters.waiting,
         max_waiters: waiters.max,

@@ -22,6 +22,12 @@
 //!   an admin's cancel answers within 2 s, and once thawed it overwrites nothing.
 //! - `claim-write-lost`: claims lose their connection while their attempts run: every
 //!   job ends once, with one effect, and an admin's cancel still reaches what runs on.
+//! - `blackhole`: the LISTEN connection goes silent without being closed (through a
+//!   relay, [`relay`]): the listener notices within 10 s and reconnects, and meanwhile
+//!   no caller waits past its limit for a job that finished.
+//! - `receiver-down`: a webhook receiver hangs every connection for ten minutes of the
+//!   circuit's time, then comes back: every event reaches it under its one id, and the
+//!   endpoint that was up all along is not held up meanwhile.
 //!
 //! It prints a table (one row per scenario, its figures, PASS or FAIL) and one JSON
 //! line with every figure, and fails (non-zero exit) when a promise broke, never
@@ -31,6 +37,7 @@
 
 mod approvals;
 mod bad_input;
+mod blackhole;
 mod claim_write_lost;
 mod effect;
 mod freeze;
@@ -39,6 +46,8 @@ mod kill9;
 mod pg_restart;
 mod poison;
 mod process;
+mod receiver_down;
+pub mod relay;
 pub mod smtp_peer;
 
 use std::path::PathBuf;
@@ -63,7 +72,7 @@ pub struct ChaosOptions {
 }
 
 /// Every scenario, in the order a run takes them.
-pub const SCENARIOS: [&str; 7] = [
+pub const SCENARIOS: [&str; 9] = [
     "kill9",
     "pg-restart",
     "approvals",
@@ -71,6 +80,8 @@ pub const SCENARIOS: [&str; 7] = [
     "poison",
     "freeze",
     "claim-write-lost",
+    "blackhole",
+    "receiver-down",
 ];
 
 /// How big each scenario is.
@@ -211,6 +222,8 @@ pub async fn run(options: ChaosOptions) -> anyhow::Result<()> {
             "poison" => poison::run(&lab).await,
             "freeze" => freeze::run(&lab).await,
             "claim-write-lost" => claim_write_lost::run(&lab).await,
+            "blackhole" => blackhole::run(&lab).await,
+            "receiver-down" => receiver_down::run(&lab).await,
             _ => bad_input::run(&lab).await,
         }
         .unwrap_or_else(Outcome::aborted);

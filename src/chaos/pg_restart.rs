@@ -30,18 +30,18 @@ const WAIT_LIMIT: Duration = Duration::from_secs(5);
 /// How much later than its limit a wait may end and still count as on time.
 const LATENESS_ALLOWED: Duration = Duration::from_secs(1);
 const RESTART_AFTER: Duration = Duration::from_millis(500);
-const LONGEST_SLEEP_MS: u64 = 3_000;
+pub(super) const LONGEST_SLEEP_MS: u64 = 3_000;
 const CLOCK_SLACK: time::Duration = time::Duration::milliseconds(100);
 
 /// What one caller saw.
-struct Call {
-    job: JobId,
-    answered: bool,
-    took: Duration,
+pub(super) struct Call {
+    pub job: JobId,
+    pub answered: bool,
+    pub took: Duration,
     /// The wall-clock moment the wait ended, to compare with `finalized_at`.
-    ended_at: OffsetDateTime,
+    pub ended_at: OffsetDateTime,
     /// Something that is neither an answer nor a receipt.
-    problem: Option<String>,
+    pub problem: Option<String>,
 }
 
 pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
@@ -87,37 +87,11 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
         .map(|(id, state, finalized_at, rescued)| (id, (state, finalized_at, rescued)))
         .collect();
 
-    let mut answered = 0;
-    let mut receipts = 0;
-    let mut lost_answers = Vec::new();
-    let mut late = 0;
-    let mut slowest = Duration::ZERO;
-    let mut problems = Vec::new();
-    for call in &results {
-        if let Some(problem) = &call.problem {
-            problems.push(problem.clone());
-            continue;
-        }
-        slowest = slowest.max(call.took);
-        if call.took > WAIT_LIMIT + LATENESS_ALLOWED {
-            late += 1;
-        }
-        if call.answered {
-            answered += 1;
-            continue;
-        }
-        receipts += 1;
-        if let Some((_, Some(finalized_at), _)) = jobs.get(&call.job.0)
-            && *finalized_at + CLOCK_SLACK < call.ended_at
-        {
-            let early = call.ended_at - *finalized_at;
-            lost_answers.push(format!(
-                "job {} finished {} ms before its caller got a receipt",
-                call.job,
-                early.whole_milliseconds()
-            ));
-        }
-    }
+    let tally = Tally::of(
+        &results,
+        |job| jobs.get(&job.0).and_then(|(_, finalized_at, _)| *finalized_at),
+        CLOCK_SLACK,
+    );
     let completed = jobs
         .values()
         .filter(|(state, _, _)| state == "completed")
@@ -131,34 +105,11 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
 
     let mut outcome = Outcome::default();
     outcome.figure("callers", callers);
-    outcome.figure("answered", answered);
-    outcome.figure("receipts", receipts);
-    outcome.figure("lost_answers", lost_answers.len());
-    outcome.figure("late", late);
-    outcome.figure("slowest_wait_ms", slowest.as_millis() as u64);
+    tally.report(&mut outcome);
     outcome.figure("restart_ms", restart_took.as_millis() as u64);
     outcome.figure("completed", completed);
     outcome.figure("rescued", rescued);
-    outcome.figure("problems", problems.len());
     outcome.figure("panics", panics);
-
-    outcome.check(
-        problems.is_empty(),
-        format!("callers failed: {}", problems.join("; ")),
-    );
-    outcome.check(
-        late == 0,
-        format!(
-            "{late} callers waited longer than their {} s limit + {} s (slowest {} ms)",
-            WAIT_LIMIT.as_secs(),
-            LATENESS_ALLOWED.as_secs(),
-            slowest.as_millis()
-        ),
-    );
-    outcome.check(
-        lost_answers.is_empty(),
-        format!("answers lost to receipts: {}", lost_answers.join("; ")),
-    );
     outcome.check(
         settled && completed == ids.len(),
         format!(
@@ -171,8 +122,90 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     Ok(outcome)
 }
 
+/// What the callers' waits came to.
+pub(super) struct Tally {
+    answered: usize,
+    receipts: usize,
+    late: usize,
+    slowest: Duration,
+    lost_answers: Vec<String>,
+    problems: Vec<String>,
+}
+
+impl Tally {
+    /// Counts `calls`; a receipt is a lost answer when its job (`finalized_at` of it)
+    /// had finished more than `slack` before the wait ended.
+    pub(super) fn of(
+        calls: &[Call],
+        finalized_at: impl Fn(JobId) -> Option<OffsetDateTime>,
+        slack: time::Duration,
+    ) -> Tally {
+        let mut tally = Tally {
+            answered: 0,
+            receipts: 0,
+            late: 0,
+            slowest: Duration::ZERO,
+            lost_answers: Vec::new(),
+            problems: Vec::new(),
+        };
+        for call in calls {
+            if let Some(problem) = &call.problem {
+                tally.problems.push(problem.clone());
+                continue;
+            }
+            tally.slowest = tally.slowest.max(call.took);
+            if call.took > WAIT_LIMIT + LATENESS_ALLOWED {
+                tally.late += 1;
+            }
+            if call.answered {
+                tally.answered += 1;
+                continue;
+            }
+            tally.receipts += 1;
+            if let Some(finalized_at) = finalized_at(call.job)
+                && finalized_at + slack < call.ended_at
+            {
+                tally.lost_answers.push(format!(
+                    "job {} finished {} ms before its caller got a receipt",
+                    call.job,
+                    (call.ended_at - finalized_at).whole_milliseconds()
+                ));
+            }
+        }
+        tally
+    }
+
+    /// Its figures, and the promises it shows broken.
+    pub(super) fn report(&self, outcome: &mut Outcome) {
+        outcome.figure("answered", self.answered);
+        outcome.figure("receipts", self.receipts);
+        outcome.figure("lost_answers", self.lost_answers.len());
+        outcome.figure("late", self.late);
+        outcome.figure("slowest_wait_ms", self.slowest.as_millis() as u64);
+        outcome.figure("problems", self.problems.len());
+        outcome.check(
+            self.problems.is_empty(),
+            format!("callers failed: {}", self.problems.join("; ")),
+        );
+        outcome.check(
+            self.late == 0,
+            format!(
+                "{} callers waited longer than their {} s limit + {} s (slowest {} ms)",
+                self.late,
+                WAIT_LIMIT.as_secs(),
+                LATENESS_ALLOWED.as_secs(),
+                self.slowest.as_millis()
+            ),
+        );
+        outcome.check(
+            self.lost_answers.is_empty(),
+            format!("answers lost to receipts: {}", self.lost_answers.join("; ")),
+        );
+    }
+}
+
 /// One caller: inserts its job, then waits for it as an operation in a server would.
-async fn call(pool: PgPool, jobs: JobClient, sleep_ms: u64) -> Call {
+pub(super) async fn call(pool: PgPool, jobs: JobClient, sleep_ms: u64) -> Call {
     let job = match insert_patiently(&pool, sleep_ms).await {
         Ok(job) => job,
         Err(err) => {
@@ -217,7 +250,7 @@ async fn insert_patiently(pool: &PgPool, sleep_ms: u64) -> anyhow::Result<JobId>
 
 /// Waits until `count` job listeners (StandMeet's LISTEN connections) are connected to
 /// this database.
-async fn wait_for_listeners(pool: &PgPool, count: i64) -> anyhow::Result<()> {
+pub(super) async fn wait_for_listeners(pool: &PgPool, count: i64) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let connected: i64 = sqlx::query_scalar(

@@ -99,6 +99,11 @@ impl JobClient {
         self.signals.listener_connected()
     }
 
+    /// How the LISTEN connection stands: connected, reconnecting, or no listener.
+    pub fn listener_state(&self) -> super::ListenerState {
+        self.signals.listener_state()
+    }
+
     /// The waiters' figures: how many wait now, how many may, and how their waits
     /// ended so far.
     pub fn waiters(&self) -> WaiterFigures {

@@ -13,7 +13,7 @@ use sqlx::PgPool;
 use tracing::Instrument;
 
 use super::claim::Claim;
-use super::kind::{JobContext, JobError};
+use super::kind::{ErrorAction, JobContext, JobError};
 use super::listener::{Signals, StopReason};
 use super::registry::Registry;
 use super::retry::{self, AttemptResult};
@@ -176,6 +176,10 @@ fn log_result(result: &AttemptResult, took: Duration) {
     match result {
         AttemptResult::Succeeded(_) | AttemptResult::CompletedInTransaction => {
             tracing::debug!(took_ms = took.as_millis() as u64, "attempt succeeded")
+        }
+        // A snooze is the handler choosing to wait (its attempt given back), not a failure.
+        AttemptResult::Failed(error) if matches!(error.action, ErrorAction::Snooze(_)) => {
+            tracing::debug!(took_ms = took.as_millis() as u64, action = ?error.action, reason = %error.message, "attempt snoozed")
         }
         AttemptResult::Failed(error) => {
             tracing::warn!(took_ms = took.as_millis() as u64, action = ?error.action, error = %error.message, "attempt failed")

@@ -143,7 +143,9 @@ pub use insert::{InsertOptions, insert, insert_many_tx, insert_tx, insert_with};
 #[cfg(feature = "engine")]
 pub use kind::{Completed, ErrorAction, JobContext, JobError, JobKind};
 #[cfg(feature = "engine")]
-pub use listener::{Finished, FinishedJobs, Listening};
+pub use listener::{
+    Finished, FinishedJobs, ListenerState, Listening, PING_AFTER_QUIET, PING_ANSWER_WITHIN,
+};
 #[cfg(feature = "engine")]
 pub use queues::{QueueError, QueueSummary};
 #[cfg(feature = "engine")]

@@ -12,6 +12,15 @@
 //! Notifications sent while the connection is down are lost, so after every reconnect
 //! every producer is woken (they look for work anyway), the waited-for jobs are re-read
 //! (and once a second regardless), and lease renewal re-reads cancel requests.
+//!
+//! A connection can also go silent without breaking (a NAT or a load balancer that
+//! dropped it, a network that swallows its bytes): nothing tells the socket, and TCP
+//! keepalives do not help when something on the way still acknowledges. So after
+//! [`PING_AFTER_QUIET`] without a word the listener asks the server for one
+//! (`SELECT 1` on the same connection); no answer within [`PING_ANSWER_WITHIN`] and it
+//! takes the connection for lost and connects again: a silence is noticed within ten
+//! seconds. The silent connection is closed without the pool's usual goodbye ping,
+//! which would wait for an answer that never comes.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -86,6 +95,8 @@ pub struct Signals {
     /// its job back when the lease runs out.
     held: Mutex<HashMap<JobId, i16>>,
     connected: AtomicBool,
+    /// Whether a listener runs for these signals (connected or reconnecting).
+    listening: AtomicBool,
     /// Callers waiting for jobs to finish.
     pub waiters: Arc<Waiters>,
     /// Asks the resync task to re-read the waited-for jobs now.
@@ -137,6 +148,7 @@ impl Signals {
             running: Mutex::default(),
             held: Mutex::default(),
             connected: AtomicBool::new(false),
+            listening: AtomicBool::new(false),
             waiters: Waiters::new(max_waiters),
             resync_now: Notify::new(),
             recorded: std::sync::atomic::AtomicU64::new(0),
@@ -294,6 +306,17 @@ impl Signals {
         self.connected.load(Ordering::Acquire)
     }
 
+    /// How the LISTEN connection stands.
+    pub fn listener_state(&self) -> ListenerState {
+        if self.connected.load(Ordering::Acquire) {
+            ListenerState::Connected
+        } else if self.listening.load(Ordering::Acquire) {
+            ListenerState::Reconnecting
+        } else {
+            ListenerState::Stopped
+        }
+    }
+
     fn dispatch(&self, channel: &str, payload: &str) {
         match channel {
             channels::INSERT => self.wake_queue(payload),
@@ -319,6 +342,22 @@ impl Signals {
         let _ = self.finished.send(Finished::MayHaveMissed);
     }
 }
+
+/// How a process's LISTEN connection stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListenerState {
+    Connected,
+    /// A listener runs but has no connection now: it is connecting again.
+    Reconnecting,
+    /// No listener runs (a process that only inserts and reads).
+    Stopped,
+}
+
+/// How long the LISTEN connection may be quiet before the listener asks the server for
+/// a word (see the module documentation).
+pub const PING_AFTER_QUIET: Duration = Duration::from_secs(5);
+/// How long that word may take before the connection counts as lost.
+pub const PING_ANSWER_WITHIN: Duration = Duration::from_secs(3);
 
 /// How often the waited-for jobs are re-read even when no reconnect happened.
 const RESYNC_EVERY: Duration = Duration::from_secs(1);
@@ -384,14 +423,30 @@ fn spawn_listener_on(
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     let resync = tokio::spawn(resync_waiters(pool.clone(), signals.clone(), stop.clone()));
-    // A pool of one, only for this connection, so it never takes one of the app's.
-    let options = listen.unwrap_or_else(|| (*pool.connect_options()).clone());
-    let own_pool = PgPoolOptions::new()
-        .max_connections(1)
-        .connect_lazy_with(options.application_name("standmeet-listener"));
+    let options = listen
+        .unwrap_or_else(|| (*pool.connect_options()).clone())
+        .application_name("standmeet-listener");
+    // A pool of one, only for this connection, so it never takes one of the app's; a
+    // new one for every connection. (A listener let go runs `UNLISTEN *` first and
+    // waits for the answer: on a silent connection that never comes, and the old pool's
+    // one place stays taken. That task and its socket end when the network says the
+    // connection is gone; the listener does not wait for it.)
+    let new_pool = move || {
+        PgPoolOptions::new()
+            .max_connections(1)
+            // A connection that does not come up in this time is tried again (through a
+            // silent network a connect would otherwise wait half a minute).
+            .acquire_timeout(Duration::from_secs(5))
+            // Never used again once let go (it broke, went silent, or the listener
+            // stops): closed, without the goodbye ping that would wait on a silent one.
+            .after_release(|_, _| Box::pin(async { Ok(false) }))
+            .connect_lazy_with(options.clone())
+    };
+    signals.listening.store(true, Ordering::Release);
     tokio::spawn(async move {
         let mut delay = Duration::from_millis(50);
         loop {
+            let own_pool = new_pool();
             let connected = tokio::select! {
                 _ = stop.cancelled() => break,
                 listener = connect(&own_pool) => listener,
@@ -413,17 +468,39 @@ fn spawn_listener_on(
             delay = Duration::from_millis(50);
             signals.after_reconnect();
 
-            // Receive until the connection breaks.
+            // Receive until the connection breaks or goes silent.
             loop {
                 let received = tokio::select! {
                     _ = stop.cancelled() => {
                         signals.connected.store(false, Ordering::Release);
+                        signals.listening.store(false, Ordering::Release);
                         drop(listener);
                         let _ = resync.await;
-                        own_pool.close().await;
+                        close_soon(own_pool).await;
                         return;
                     }
                     received = listener.try_recv() => received,
+                    _ = tokio::time::sleep(PING_AFTER_QUIET) => {
+                        let answered = tokio::time::timeout(
+                            PING_ANSWER_WITHIN,
+                            sqlx::query("SELECT 1").execute(&mut listener),
+                        )
+                        .await;
+                        match answered {
+                            Ok(Ok(_)) => continue,
+                            Ok(Err(err)) => {
+                                tracing::warn!(error = %err, "the job listener lost its connection");
+                            }
+                            Err(_) => {
+                                tracing::warn!(
+                                    quiet_for = ?(PING_AFTER_QUIET + PING_ANSWER_WITHIN),
+                                    "the job listener's connection went silent; connecting again"
+                                );
+                            }
+                        }
+                        signals.connected.store(false, Ordering::Release);
+                        break;
+                    }
                 };
                 match received {
                     Ok(Some(notification)) => {
@@ -447,9 +524,15 @@ fn spawn_listener_on(
             }
         }
         signals.connected.store(false, Ordering::Release);
+        signals.listening.store(false, Ordering::Release);
         let _ = resync.await;
-        own_pool.close().await;
     })
+}
+
+/// Closes the listener's pool, waiting a moment at most: a connection that went silent
+/// would keep it open forever.
+async fn close_soon(pool: PgPool) {
+    let _ = tokio::time::timeout(Duration::from_secs(1), pool.close()).await;
 }
 
 async fn resync_waiters(pool: PgPool, signals: Arc<Signals>, stop: CancellationToken) {
