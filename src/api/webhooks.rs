@@ -145,7 +145,7 @@ mod server {
     use crate::state::AppState;
 
     pub(crate) fn circuit_view(circuit: &webhooks::circuit::Circuit) -> CircuitView {
-        use webhooks::circuit::{MAX_IN_FLIGHT, OPEN_AFTER};
+        use webhooks::circuit::OPEN_AFTER;
         let failed = circuit.attempts_failed_in_a_row;
         match circuit.open_until {
             Some(until) => CircuitView {
@@ -158,9 +158,9 @@ mod server {
             None => CircuitView {
                 state: "closed".into(),
                 words: if failed == 0 {
-                    format!("Circuit closed: deliveries go out as they come, at most {MAX_IN_FLIGHT} at once per StandMeet process.")
+                    "Circuit closed: deliveries go out as they come.".to_string()
                 } else {
-                    format!("Circuit closed: {failed} attempts failed in a row (it opens at {OPEN_AFTER}); at most {MAX_IN_FLIGHT} deliveries at once per StandMeet process.")
+                    format!("Circuit closed: {failed} attempts failed in a row (it opens at {OPEN_AFTER}).")
                 },
             },
         }

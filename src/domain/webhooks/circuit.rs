@@ -1,29 +1,21 @@
-//! What keeps one endpoint that is slow or down from holding up the others (all share
-//! the `webhooks` queue's workers):
-//!
-//! - **A cap on deliveries in flight**: at most [`MAX_IN_FLIGHT`] attempts to one
-//!   endpoint at once in a process ([`InFlight`]); a delivery over the cap waits (a
-//!   snooze: the job gives its worker back and its attempt is not spent).
-//! - **A circuit breaker**: [`OPEN_AFTER`] attempts that failed in a row (of any of its
-//!   deliveries) open the endpoint's circuit for [`open_for`] (30 backoff units, doubling
-//!   with every failed trial, at most 600: 30 s to 10 minutes by default). While it is
-//!   open, its deliveries wait for it without an attempt; when it is over, one delivery
-//!   makes a trial ([`admit`]): through, the circuit closes and the rest follow; failed,
-//!   it opens again, longer. The state lives on the endpoint's row, so every process
-//!   agrees; `/admin/webhooks/<id>` shows it.
+//! What keeps one endpoint that is down from holding up the others (all share the
+//! `webhooks` queue's workers) for longer than one round of attempts:
+//! a circuit breaker. [`OPEN_AFTER`] attempts that failed in a row (of any of its
+//! deliveries) open the endpoint's circuit for [`open_for`] (30 backoff units, doubling
+//! with every failed trial, at most 600: 30 s to 10 minutes by default). While it is
+//! open, its deliveries wait for it without an attempt (a snooze: the worker is free, the
+//! attempt not spent); when it is over, one delivery makes a trial ([`admit`]): through,
+//! the circuit closes and the rest follow; failed, it opens again, longer. The state
+//! lives on the endpoint's row, so every process agrees; `/admin/webhooks/<id>` shows it.
 //!
 //! A test message ("Send test") goes through an open circuit (that is how an admin
 //! finds out whether the endpoint works again), and its outcome counts like any other.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::PgPool;
 use time::OffsetDateTime;
 
-/// Attempts to one endpoint in flight at once, per process.
-pub const MAX_IN_FLIGHT: usize = 4;
 /// Attempts failed in a row that open an endpoint's circuit.
 pub const OPEN_AFTER: i32 = 5;
 /// The circuit's first opening, in backoff units (`STANDMEET_RETRY_BASE_MS`).
@@ -41,8 +33,9 @@ pub fn open_for(failed_in_a_row: i32, unit: Duration) -> Duration {
 /// What the circuit says to a delivery about to make an attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Admission {
-    /// Closed: go ahead.
-    Go,
+    /// Closed: go ahead. `clean`: no attempt failed since the last that got through, so
+    /// one that gets through has nothing to clear.
+    Go { clean: bool },
     /// The opening is over and this delivery makes the one trial.
     Trial,
     /// Open: wait until then.
@@ -68,7 +61,9 @@ pub async fn admit(
         )
         SELECT EXISTS (SELECT FROM trial) AS "trial!",
                (SELECT circuit_open_until FROM webhook_endpoints
-                WHERE id = $1 AND circuit_open_until > now()) AS open_until
+                WHERE id = $1 AND circuit_open_until > now()) AS open_until,
+               coalesce((SELECT attempts_failed_in_a_row = 0 FROM webhook_endpoints
+                         WHERE id = $1), true) AS "clean!"
         "#,
         endpoint,
         trial_time.as_millis() as f64,
@@ -78,7 +73,7 @@ pub async fn admit(
     Ok(match (row.trial, row.open_until) {
         (true, _) => Admission::Trial,
         (false, Some(until)) => Admission::WaitUntil(until),
-        (false, None) => Admission::Go,
+        (false, None) => Admission::Go { clean: row.clean },
     })
 }
 
@@ -153,54 +148,6 @@ pub async fn circuit(pool: &PgPool, endpoint: i64) -> Result<Option<Circuit>, sq
     }))
 }
 
-/// The attempts in flight in this process, per endpoint (see the module documentation).
-#[derive(Clone, Default)]
-pub struct InFlight(Arc<Mutex<HashMap<i64, usize>>>);
-
-/// One attempt's place under the cap; given back when dropped.
-pub struct InFlightPlace {
-    in_flight: InFlight,
-    endpoint: i64,
-}
-
-impl InFlight {
-    /// A place for an attempt to `endpoint`, unless [`MAX_IN_FLIGHT`] are under way.
-    pub fn take(&self, endpoint: i64) -> Option<InFlightPlace> {
-        let mut counts = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let count = counts.entry(endpoint).or_default();
-        if *count >= MAX_IN_FLIGHT {
-            return None;
-        }
-        *count += 1;
-        Some(InFlightPlace {
-            in_flight: self.clone(),
-            endpoint,
-        })
-    }
-
-    /// Attempts to `endpoint` under way in this process now.
-    pub fn count(&self, endpoint: i64) -> usize {
-        let counts = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        counts.get(&endpoint).copied().unwrap_or(0)
-    }
-}
-
-impl Drop for InFlightPlace {
-    fn drop(&mut self) {
-        let mut counts = self
-            .in_flight
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(count) = counts.get_mut(&self.endpoint) {
-            *count -= 1;
-            if *count == 0 {
-                counts.remove(&self.endpoint);
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,16 +161,5 @@ mod tests {
         assert_eq!(open_for(OPEN_AFTER + 5, unit), Duration::from_secs(600));
         assert_eq!(open_for(1_000, unit), Duration::from_secs(600));
         assert_eq!(open_for(OPEN_AFTER, Duration::from_millis(10)), Duration::from_millis(300));
-    }
-
-    #[test]
-    fn no_more_than_the_cap_are_in_flight_to_one_endpoint() {
-        let in_flight = InFlight::default();
-        let places: Vec<_> = (0..MAX_IN_FLIGHT).map(|_| in_flight.take(7).unwrap()).collect();
-        assert!(in_flight.take(7).is_none());
-        assert!(in_flight.take(8).is_some(), "another endpoint has its own");
-        drop(places);
-        assert_eq!(in_flight.count(7), 0);
-        assert!(in_flight.take(7).is_some());
     }
 }

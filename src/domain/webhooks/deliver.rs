@@ -11,9 +11,9 @@
 //! is not coming back: it is disabled at once. A delivery that spent all its attempts
 //! counts against its endpoint, and 20 of those in a row disable it.
 //!
-//! Before an attempt, the endpoint's cap on deliveries in flight and its circuit
-//! breaker (see `circuit`) may make the delivery wait instead, with its attempt given
-//! back; after it, the circuit learns whether it got through.
+//! Before an attempt, the endpoint's circuit breaker (see `circuit`) may make the
+//! delivery wait instead, with its attempt given back; after it, the circuit learns
+//! whether it got through.
 
 use std::time::{Duration, Instant};
 
@@ -24,7 +24,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use url::Url;
 
-use super::circuit::{self, Admission, InFlight, MAX_IN_FLIGHT};
+use super::circuit::{self, Admission};
 use super::{DISABLE_AFTER_FAILURES, TEST_MESSAGE_TYPE};
 use crate::config::Settings;
 use crate::domain::outbound;
@@ -53,7 +53,6 @@ pub struct DeliverWebhook {
     timeout: Duration,
     /// The backoff unit, which the circuit's openings are counted in.
     retry_base: Duration,
-    in_flight: InFlight,
 }
 
 impl DeliverWebhook {
@@ -69,7 +68,6 @@ impl DeliverWebhook {
             allow_private: settings.fetch_allow_private,
             timeout: settings.webhook_timeout,
             retry_base: settings.retry_base,
-            in_flight: InFlight::default(),
         })
     }
 }
@@ -172,24 +170,17 @@ impl JobKind for DeliverWebhook {
             .ok_or_else(|| JobError::discard("the endpoint's secret cannot be read"))?;
         let (message_id, body) = target.message(delivery_id);
 
-        // An event waits its turn under the endpoint's cap and for its circuit; a test
-        // message goes through both (see `circuit`).
+        // An event waits for the endpoint's circuit; a test message goes through it
+        // (see `circuit`).
         let is_event = target.event_id.is_some();
-        let _place = match self.in_flight.take(target.endpoint_id) {
-            None if is_event => {
-                return Err(JobError::snooze(
-                    self.timeout,
-                    format!("{MAX_IN_FLIGHT} deliveries to this endpoint are under way here"),
-                ));
-            }
-            place => place,
-        };
+        // Whether a delivery that gets through has a failure count to clear.
+        let mut clean = false;
         if is_event {
             // Its attempt's longest time: the trial holds the circuit that long.
             let trial_time = self.timeout + Duration::from_secs(5);
-            if let Admission::WaitUntil(until) =
-                circuit::admit(job.pool(), target.endpoint_id, trial_time).await?
-            {
+            let admission = circuit::admit(job.pool(), target.endpoint_id, trial_time).await?;
+            clean = admission == Admission::Go { clean: true };
+            if let Admission::WaitUntil(until) = admission {
                 let wait = (until - OffsetDateTime::now_utc())
                     .try_into()
                     .unwrap_or(Duration::ZERO)
@@ -202,8 +193,8 @@ impl JobKind for DeliverWebhook {
         }
 
         let record = self.post(&target.url, &secret, &message_id, body).await;
-        if !record.hopeless {
-            let got_through = record.status.is_some_and(|status| (200..300).contains(&status));
+        let got_through = record.status.is_some_and(|status| (200..300).contains(&status));
+        if !record.hopeless && !(got_through && clean) {
             // What the circuit learns is not worth an attempt (a delivered message
             // must not go out again for it): a failure to write it is logged.
             if let Err(err) =
