@@ -144,7 +144,7 @@ mod server {
     use crate::domain::webhooks::{self, Delivery, Endpoint};
     use crate::state::AppState;
 
-    pub(crate) fn circuit_view(circuit: &webhooks::circuit::Circuit) -> CircuitView {
+    fn circuit_view(circuit: &webhooks::circuit::Circuit) -> CircuitView {
         use webhooks::circuit::OPEN_AFTER;
         let failed = circuit.attempts_failed_in_a_row;
         match circuit.open_until {

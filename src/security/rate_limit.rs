@@ -89,11 +89,6 @@ impl AttemptLimiter {
         self.by_address.forget_idle();
         self.by_subject.forget_idle();
     }
-
-    /// How many keys the limiter holds now: addresses, subjects.
-    pub fn keys(&self) -> (usize, usize) {
-        (self.by_address.len(), self.by_subject.len())
-    }
 }
 
 /// A keyed rate limiter that holds at most `max` keys: before a key goes in when full,

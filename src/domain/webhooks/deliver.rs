@@ -205,7 +205,7 @@ impl JobKind for DeliverWebhook {
         }
 
         let status = record.status;
-        if let Some(status) = status.filter(|status| (200..300).contains(status)) {
+        if let Some(status) = status.filter(|_| got_through) {
             // One statement writes the attempt and the outcome, and clears the
             // endpoint's failure count when it has one (deliveries to one endpoint run
             // side by side, and an UPDATE that matches no row locks none). The job's
