@@ -208,13 +208,15 @@ async fn work_nobody_announced_is_found_at_the_poll_interval_while_attempts_keep
         Duration::from_secs(1),
     )];
     let engine = start_engine(&pool, registry(), config).await;
-    // Sixteen attempts ending one every 250 ms, from 250 ms to 4 s.
-    let mut sleepers = Vec::new();
-    for n in 1..=16 {
-        sleepers.push(insert::<Sleep>(&pool, &SleepArgs { ms: 250 * n }).await.unwrap());
-    }
+    // Sixteen attempts ending one every 250 ms, from 1.25 s to 5 s after they start,
+    // inserted at once (one by one on a busy machine, the first ended before the last
+    // started).
+    let sleepers: Vec<SleepArgs> = (1..=16).map(|n| SleepArgs { ms: 1_000 + 250 * n }).collect();
+    let mut tx = pool.begin().await.unwrap();
+    insert_many_tx::<Sleep>(&mut tx, &sleepers).await.unwrap();
+    tx.commit().await.unwrap();
     wait_until(Duration::from_secs(10), || async {
-        common::count(&pool, "SELECT count(*) FROM jobs WHERE state = 'running'").await == 16
+        common::count(&pool, "SELECT count(*) FROM jobs WHERE kind = 'system.sleep' AND attempt >= 1").await == 16
     })
     .await;
     lock.commit().await.unwrap();
