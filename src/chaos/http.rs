@@ -128,6 +128,39 @@ impl ServerClient {
         self.mcp(call.to_string().into_bytes()).await
     }
 
+    /// Opens `GET /api/live?ids=…` (Server-Sent Events) as the signed-in admin; the
+    /// answer's body is the stream. Its client has no overall time limit: a stream
+    /// lasts as long as the scenario reads it.
+    pub async fn live(&self, ids: &[i64]) -> anyhow::Result<reqwest::Response> {
+        let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
+        let streaming = reqwest::Client::builder()
+            .no_proxy()
+            .connect_timeout(Duration::from_secs(10))
+            .build()?;
+        let reply = streaming
+            .get(format!("{}/api/live?ids={}", self.base_url, ids.join(",")))
+            .header("cookie", self.session_cookie.as_str())
+            .send()
+            .await
+            .context("cannot open a live stream")?;
+        if reply.status() != reqwest::StatusCode::OK {
+            bail!("the live stream answered {}", reply.status());
+        }
+        Ok(reply)
+    }
+
+    /// `GET /healthz`'s body, whatever its status; `None` when it does not answer.
+    pub async fn health(&self) -> Option<Value> {
+        let reply = self
+            .http
+            .get(format!("{}/healthz", self.base_url))
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await
+            .ok()?;
+        reply.json().await.ok()
+    }
+
     /// `GET /healthz` answers 200.
     pub async fn healthy(&self) -> bool {
         matches!(

@@ -28,6 +28,12 @@
 //! - `receiver-down`: a webhook receiver hangs every connection for ten minutes of the
 //!   circuit's time, then comes back: every event reaches it under its one id, and the
 //!   endpoint that was up all along is not held up meanwhile.
+//! - `failover`: the primary crashes under load and its synchronous standby is promoted
+//!   (PostgreSQL's own tools, behind the relay): every acknowledged job completes,
+//!   callers, live streams and listeners carry on, and the old primary is left alone.
+//! - `soak` (full run only): jobs, live streams, callers, searches and approvals at
+//!   once for five minutes: memory, connections, waiters and latency stay flat
+//!   (printed per minute).
 //!
 //! It prints a table (one row per scenario, its figures, PASS or FAIL) and one JSON
 //! line with every figure, and fails (non-zero exit) when a promise broke, never
@@ -40,6 +46,7 @@ mod bad_input;
 mod blackhole;
 mod claim_write_lost;
 mod effect;
+mod failover;
 mod freeze;
 mod http;
 mod kill9;
@@ -49,6 +56,7 @@ mod process;
 mod receiver_down;
 pub mod relay;
 pub mod smtp_peer;
+mod soak;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -72,7 +80,7 @@ pub struct ChaosOptions {
 }
 
 /// Every scenario, in the order a run takes them.
-pub const SCENARIOS: [&str; 9] = [
+pub const SCENARIOS: [&str; 11] = [
     "kill9",
     "pg-restart",
     "approvals",
@@ -82,7 +90,13 @@ pub const SCENARIOS: [&str; 9] = [
     "claim-write-lost",
     "blackhole",
     "receiver-down",
+    "failover",
+    "soak",
 ];
+
+/// Scenarios a quick run leaves out (they take minutes); `--only` runs them anyway, at
+/// the quick size.
+const FULL_RUN_ONLY: [&str; 1] = ["soak"];
 
 /// How big each scenario is.
 #[derive(Clone, Copy, Debug)]
@@ -94,6 +108,7 @@ pub(crate) struct Sizes {
     pub poison_ordinary_jobs: usize,
     pub freeze_jobs: usize,
     pub claim_lost_jobs: usize,
+    pub soak_minutes: u32,
     /// How long jobs or mails may take to settle before that counts as a failure.
     pub settle_limit: Duration,
 }
@@ -109,6 +124,7 @@ impl Sizes {
                 poison_ordinary_jobs: 5_000,
                 freeze_jobs: 20_000,
                 claim_lost_jobs: 3_000,
+                soak_minutes: 5,
                 settle_limit: Duration::from_secs(240),
             }
         } else {
@@ -120,6 +136,7 @@ impl Sizes {
                 poison_ordinary_jobs: 1_000,
                 freeze_jobs: 20_000,
                 claim_lost_jobs: 400,
+                soak_minutes: 1,
                 settle_limit: Duration::from_secs(120),
             }
         }
@@ -188,7 +205,11 @@ struct ScenarioResult {
 
 pub async fn run(options: ChaosOptions) -> anyhow::Result<()> {
     let chosen: Vec<&'static str> = match options.only.as_deref() {
-        None => SCENARIOS.to_vec(),
+        None => SCENARIOS
+            .iter()
+            .copied()
+            .filter(|name| options.full || !FULL_RUN_ONLY.contains(name))
+            .collect(),
         Some(name) => match SCENARIOS.iter().find(|known| **known == name) {
             Some(known) => vec![*known],
             None => bail!(
@@ -224,6 +245,8 @@ pub async fn run(options: ChaosOptions) -> anyhow::Result<()> {
             "claim-write-lost" => claim_write_lost::run(&lab).await,
             "blackhole" => blackhole::run(&lab).await,
             "receiver-down" => receiver_down::run(&lab).await,
+            "failover" => failover::run(&lab).await,
+            "soak" => soak::run(&lab).await,
             _ => bad_input::run(&lab).await,
         }
         .unwrap_or_else(Outcome::aborted);

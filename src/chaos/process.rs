@@ -197,10 +197,43 @@ pub(crate) async fn start_server(
     smtp_port: u16,
     log: &Path,
 ) -> anyhow::Result<ServerChild> {
+    start_server_as(
+        database_url,
+        smtp_port,
+        log,
+        random_token(32),
+        random_token(24),
+    )
+    .await
+}
+
+/// Another copy of `first` on the same database: the same MCP token and admin (the
+/// admin is made once, by the first copy to start).
+pub(crate) async fn start_another_copy(
+    first: &ServerChild,
+    database_url: &str,
+    smtp_port: u16,
+    log: &Path,
+) -> anyhow::Result<ServerChild> {
+    start_server_as(
+        database_url,
+        smtp_port,
+        log,
+        first.mcp_token.clone(),
+        first.admin_password.clone(),
+    )
+    .await
+}
+
+async fn start_server_as(
+    database_url: &str,
+    smtp_port: u16,
+    log: &Path,
+    mcp_token: String,
+    admin_password: String,
+) -> anyhow::Result<ServerChild> {
     let port = free_loopback_port()?;
-    let mcp_token = random_token(32);
     let admin_email = "chaos-admin@chaos.example.com".to_string();
-    let admin_password = random_token(24);
     let env = [
         ("DATABASE_URL", database_url.to_string()),
         ("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}")),

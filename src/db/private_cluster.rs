@@ -166,6 +166,78 @@ impl PrivateCluster {
         Ok(())
     }
 
+    /// A streaming standby of this cluster under `root` (`pg_basebackup -R`), started:
+    /// it replays this cluster's WAL until promoted ([`PrivateCluster::promote`]).
+    /// Made for the failover scenario of `standmeet chaos`; the standby shares this
+    /// cluster's superuser and password.
+    pub fn start_standby(&self, root: &Path) -> anyhow::Result<PrivateCluster> {
+        fs::create_dir_all(root).with_context(|| format!("cannot create {}", root.display()))?;
+        write_private_file(&root.join("password"), &self.password)?;
+        let mut standby = Self::open(root)?;
+        let source = format!(
+            "host=127.0.0.1 port={} user={SUPERUSER} password={}",
+            self.port, self.password
+        );
+        let data = standby.data_dir();
+        let output = standby.pg_tool("pg_basebackup", |cmd| {
+            cmd.arg("-D")
+                .arg(&data)
+                .args(["-R", "-X", "stream", "-c", "fast", "-d"])
+                .arg(&source);
+        })?;
+        if !output.status.success() {
+            bail!("pg_basebackup failed: {}", describe_output(&output));
+        }
+        standby.start_postmaster()?;
+        standby.owned = true;
+        Ok(standby)
+    }
+
+    /// Promotes a standby to a primary (`pg_ctl promote`), waiting until it takes
+    /// writes.
+    pub fn promote(&self) -> anyhow::Result<()> {
+        let data = self.data_dir();
+        let output = self.pg_tool("pg_ctl", |cmd| {
+            cmd.arg("promote")
+                .arg("-D")
+                .arg(&data)
+                .args(["-w", "-t", "60"]);
+        })?;
+        if !output.status.success() {
+            bail!("pg_ctl promote failed: {}", describe_output(&output));
+        }
+        Ok(())
+    }
+
+    /// Stops the postmaster at once, as a crash would (`pg_ctl stop -m immediate`: no
+    /// checkpoint, every connection cut). [`PrivateCluster::start_again`] brings it
+    /// back.
+    pub fn stop_immediately(&mut self) -> anyhow::Result<()> {
+        let data = self.data_dir();
+        let output = self.pg_tool("pg_ctl", |cmd| {
+            cmd.arg("stop")
+                .arg("-D")
+                .arg(&data)
+                .args(["-m", "immediate", "-w", "-t", "60"]);
+        })?;
+        if !output.status.success() {
+            bail!(
+                "pg_ctl stop -m immediate failed: {}",
+                describe_output(&output)
+            );
+        }
+        self.stopped = true;
+        Ok(())
+    }
+
+    /// Starts a cluster this handle stopped again, on a new free port (crash recovery
+    /// runs first).
+    pub fn start_again(&mut self) -> anyhow::Result<()> {
+        self.start_postmaster()?;
+        self.stopped = false;
+        Ok(())
+    }
+
     /// Lets the postmaster run on after this handle is gone (`standmeet postgres start`).
     pub fn leave_running(mut self) {
         self.owned = false;

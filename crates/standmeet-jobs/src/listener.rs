@@ -364,8 +364,10 @@ const RESYNC_EVERY: Duration = Duration::from_secs(1);
 /// How often they are re-read while the LISTEN connection is down.
 const RESYNC_WHILE_DISCONNECTED: Duration = Duration::from_millis(100);
 
-/// The longest pause between two reconnection attempts.
-const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(1);
+/// The longest pause between two reconnection attempts: a failed attempt costs the
+/// server nothing, and after a failover the listener should be back within a second
+/// of the new primary answering.
+const MAX_RECONNECT_DELAY: Duration = Duration::from_millis(500);
 
 /// The process's LISTEN connection at work ([`JobClient::listen`](super::JobClient::listen),
 /// or the one [`JobRuntime`](super::JobRuntime) starts), until [`Listening::stop`].

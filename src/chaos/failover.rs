@@ -1,0 +1,548 @@
+//! failover: the primary dies and its synchronous standby takes over, under load.
+//!
+//! The topology comes from PostgreSQL's own tools: a primary (initdb), a standby made
+//! with `pg_basebackup -R`, and `synchronous_standby_names = '*'` on the primary, so a
+//! commit is acknowledged only once the standby has it. StandMeet reaches the database
+//! through a TCP relay ([`Relay`]), the way a managed service's address leads to
+//! whichever server is primary now.
+//!
+//! Two `standmeet serve` copies run the jobs. This process inserts `system.sleep` jobs
+//! of no length at 500 a second, runs 64 callers that each insert a job (0–1 s) and wait
+//! for it with a 5 s limit (as in `pg-restart`), and keeps 20 live streams open, ten on
+//! each copy, each following a job that ends after the failover. Then the primary is
+//! stopped with `-m immediate` (a crash), the standby promoted (`pg_ctl promote`) and
+//! the relay pointed at it. The old primary is started again afterwards, on its own, as
+//! a rebooted machine would be.
+//!
+//! Promises: every job whose insert was acknowledged is on the new primary and ends
+//! `completed` (at least once: an attempt cut off by the crash runs again); every
+//! caller returns within its limit + the failover's time + 1 s, and none gets a receipt
+//! for a job that had finished; every live stream stays open and carries its job's
+//! completion; each process's listener is back within 1 s of the new primary
+//! answering; nothing is written to the old primary after the crash. The timeline is
+//! printed (milliseconds from the crash).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+use sqlx::{Connection, PgConnection, PgPool};
+use time::OffsetDateTime;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::http::ServerClient;
+use super::pg_restart::{self, LATENESS_ALLOWED, Tally, WAIT_LIMIT};
+use super::process;
+use super::relay::Relay;
+use super::smtp_peer::SmtpPeer;
+use super::{Lab, Outcome};
+use crate::db::{self, PrivateCluster};
+use standmeet_jobs::builtin::{Sleep, SleepArgs};
+use standmeet_jobs::{InsertOptions, JobClient, ListenerState, insert_with};
+
+const DATABASE: &str = "chaos_failover";
+/// The background load: this many jobs every [`LOAD_TICK`] (500 a second).
+const LOAD_BATCH: usize = 10;
+const LOAD_TICK: Duration = Duration::from_millis(20);
+/// The load runs this long before the crash, and this long after the new primary
+/// answers.
+const LOAD_BEFORE: Duration = Duration::from_secs(3);
+const LOAD_AFTER: Duration = Duration::from_secs(5);
+const LIVE_STREAMS: usize = 20;
+/// The followed jobs are due this long after the crash and sleep this long: they end
+/// after the failover (and take no slot before it).
+const FOLLOWED_DUE_AFTER_CRASH_MS: u64 = 1_000;
+const FOLLOWED_SLEEP_MS: u64 = 1_000;
+/// The callers' jobs sleep up to this long: with the background load, two copies'
+/// `default` slots (ten each) run them all within the callers' limit.
+const LONGEST_CALLER_SLEEP_MS: u64 = 1_000;
+/// How soon after the new primary answers each listener must be connected again.
+const LISTENER_BACK_WITHIN: Duration = Duration::from_secs(1);
+const CALLERS_BEFORE_CRASH: Duration = Duration::from_millis(500);
+
+pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
+    // The two clusters: a primary and its synchronous standby.
+    let primary_root = lab.dir.join("failover-primary");
+    let standby_root = lab.dir.join("failover-standby");
+    let (mut primary, standby) = tokio::task::spawn_blocking(move || {
+        let primary = PrivateCluster::start(&primary_root)?;
+        let standby = primary.start_standby(&standby_root)?;
+        anyhow::Ok((primary, standby))
+    })
+    .await??;
+    let admin = db::connect(&primary.database_url("postgres")).await?;
+    sqlx::query(&format!("CREATE DATABASE {DATABASE}"))
+        .execute(&admin)
+        .await?;
+    // Set after the base backup, so that the standby (promoted, alone) does not wait
+    // for a standby of its own.
+    sqlx::query("ALTER SYSTEM SET synchronous_standby_names = '*'")
+        .execute(&admin)
+        .await?;
+    sqlx::query("SELECT pg_reload_conf()")
+        .execute(&admin)
+        .await?;
+    wait_for_synchronous_standby(&admin).await?;
+    admin.close().await;
+
+    let relay = Relay::start(loopback(primary.port())).await?;
+    let url = with_port(&primary.database_url(DATABASE), relay.address().port())?;
+    let pool = db::connect(&url).await?;
+    db::migrate(&pool).await?;
+
+    let sink = SmtpPeer::start().await?;
+    let first =
+        process::start_server(&url, sink.port, &lab.log_path("failover-copy-0.log")).await?;
+    let second = process::start_another_copy(
+        &first,
+        &url,
+        sink.port,
+        &lab.log_path("failover-copy-1.log"),
+    )
+    .await?;
+    let servers = vec![first, second];
+    let mut clients = Vec::new();
+    for server in &servers {
+        clients.push(ServerClient::sign_in(server).await?);
+    }
+    let callers = lab.sizes.restart_callers;
+    let jobs = JobClient::new(pool.clone(), callers);
+    let listening = jobs.listen();
+    pg_restart::wait_for_listeners(&pool, 3).await?;
+
+    // Twenty live streams, ten on each copy, each following a job that ends after the
+    // crash.
+    let mut followed = Vec::with_capacity(LIVE_STREAMS);
+    let due = OffsetDateTime::now_utc()
+        + LOAD_BEFORE
+        + CALLERS_BEFORE_CRASH
+        + Duration::from_millis(FOLLOWED_DUE_AFTER_CRASH_MS);
+    for _ in 0..LIVE_STREAMS {
+        let args = SleepArgs {
+            ms: FOLLOWED_SLEEP_MS,
+        };
+        let options = InsertOptions {
+            scheduled_at: Some(due),
+            ..InsertOptions::default()
+        };
+        followed.push(insert_with::<Sleep>(&pool, &args, options).await?.0);
+    }
+    let mut streams = JoinSet::new();
+    for (n, job) in followed.iter().enumerate() {
+        let response = clients[n % 2].live(&[*job]).await?;
+        streams.spawn(follow(response, *job));
+    }
+
+    let load = Load::start(pool.clone());
+    tokio::time::sleep(LOAD_BEFORE).await;
+    let mut calls = JoinSet::new();
+    for n in 0..callers {
+        let sleep_ms = LONGEST_CALLER_SLEEP_MS * n as u64 / (callers.max(2) - 1) as u64;
+        calls.spawn(pg_restart::call(pool.clone(), jobs.clone(), sleep_ms));
+    }
+    tokio::time::sleep(CALLERS_BEFORE_CRASH).await;
+
+    // The failover, timed from the crash.
+    let watchers = ListenerWatch::start(&jobs, &clients);
+    let crash = Instant::now();
+    let crash_wall = OffsetDateTime::now_utc();
+    let (primary_back, crashed) = tokio::task::spawn_blocking(move || {
+        let stopped = primary.stop_immediately();
+        (primary, stopped)
+    })
+    .await?;
+    primary = primary_back;
+    crashed?;
+    let stopped = crash.elapsed();
+    let (standby, promoted) = tokio::task::spawn_blocking(move || {
+        let promoted = standby.promote();
+        (standby, promoted)
+    })
+    .await?;
+    promoted?;
+    let promoted = crash.elapsed();
+    relay.point_to(loopback(standby.port()));
+    let pointed = crash.elapsed();
+    let answering = first_answer(&url).await?;
+    let answering_ms = answering - crash;
+    // A rebooted machine: the old primary comes back on its own, where nobody should
+    // write to it any more.
+    let (primary, restarted) = tokio::task::spawn_blocking(move || {
+        let restarted = primary.start_again();
+        (primary, restarted)
+    })
+    .await?;
+    restarted?;
+
+    let mut results = Vec::with_capacity(callers);
+    while let Some(joined) = calls.join_next().await {
+        results.push(joined?);
+    }
+    tokio::time::sleep_until((answering + LOAD_AFTER).into()).await;
+    let load = load.stop().await;
+    let listeners_back = watchers.finish().await;
+
+    // Every acknowledged job: on the new primary, completed.
+    let mut acknowledged: Vec<i64> = load.acknowledged.clone();
+    acknowledged.extend(results.iter().map(|call| call.job.0).filter(|id| *id > 0));
+    acknowledged.extend(&followed);
+    let settled = super::wait_until_finished(&pool, &acknowledged, lab.sizes.settle_limit).await;
+    let completed = super::count_among(
+        &pool,
+        "SELECT count(*) FROM jobs WHERE id = ANY($1) AND state = 'completed'",
+        &acknowledged,
+    )
+    .await?;
+    let caller_ids: Vec<i64> = results.iter().map(|call| call.job.0).collect();
+    let finished: Vec<(i64, Option<OffsetDateTime>)> =
+        sqlx::query_as("SELECT id, finalized_at FROM jobs WHERE id = ANY($1)")
+            .bind(&caller_ids[..])
+            .fetch_all(&pool)
+            .await?;
+    let allowed = WAIT_LIMIT + answering_ms + LATENESS_ALLOWED;
+    let tally = Tally::allowing(
+        &results,
+        |job| {
+            finished
+                .iter()
+                .find(|row| row.0 == job.0)
+                .and_then(|row| row.1)
+        },
+        time::Duration::milliseconds(100),
+        allowed,
+    );
+    let mut stream_results = Vec::with_capacity(LIVE_STREAMS);
+    let streams_deadline = Instant::now() + lab.sizes.settle_limit;
+    while let Ok(Some(joined)) =
+        tokio::time::timeout_at(streams_deadline.into(), streams.join_next()).await
+    {
+        stream_results.push(joined?);
+    }
+    let streams_carried = stream_results
+        .iter()
+        .filter(|result| **result == StreamEnd::SawCompletion)
+        .count();
+
+    // The old primary: written to by nobody since the crash.
+    let old = PgConnection::connect(&primary.database_url(DATABASE))
+        .await
+        .context("cannot read the old primary after its restart")?;
+    let written_after = written_since(old, crash_wall).await?;
+
+    listening.stop().await;
+    let mut panics = 0;
+    for mut server in servers {
+        server.process.stop(Duration::from_secs(10)).await;
+        panics += process::panics_in(&server.process.log);
+    }
+    pool.close().await;
+    drop(relay);
+    tokio::task::spawn_blocking(move || {
+        let _ = standby.stop();
+        let _ = primary.stop();
+    })
+    .await?;
+
+    let ms = |took: Duration| took.as_millis() as u64;
+    let mut outcome = Outcome::default();
+    outcome.figure("acknowledged", acknowledged.len());
+    outcome.figure("completed", completed);
+    outcome.figure("insert_failures", load.failures);
+    outcome.figure("primary_stopped_ms", ms(stopped));
+    outcome.figure("promoted_ms", ms(promoted));
+    outcome.figure("relay_pointed_ms", ms(pointed));
+    outcome.figure("new_primary_answered_ms", ms(answering_ms));
+    for (name, back) in &listeners_back {
+        let figure: &'static str = match name.as_str() {
+            "this process" => "listener_back_ms",
+            "copy 0" => "copy0_listener_back_ms",
+            _ => "copy1_listener_back_ms",
+        };
+        outcome.figure(figure, back.map(|at| ms(at - crash)));
+    }
+    outcome.figure("callers", results.len());
+    tally.report(&mut outcome);
+    outcome.figure("streams_carried", streams_carried);
+    outcome.figure("old_primary_writes_after", written_after);
+    outcome.figure("panics", panics);
+
+    outcome.check(
+        settled && completed == acknowledged.len() as i64,
+        format!(
+            "only {completed} of {} acknowledged jobs are completed on the new primary",
+            acknowledged.len()
+        ),
+    );
+    for (name, back) in &listeners_back {
+        outcome.check(
+            back.is_some_and(|at| at <= answering + LISTENER_BACK_WITHIN),
+            format!(
+                "the listener of {name} was not back within {} ms of the new primary \
+                 answering (at {:?} ms from the crash; the new primary answered at {} ms)",
+                LISTENER_BACK_WITHIN.as_millis(),
+                back.map(|at| ms(at - crash)),
+                ms(answering_ms)
+            ),
+        );
+    }
+    let broken_streams: Vec<String> = stream_results
+        .iter()
+        .filter(|result| **result != StreamEnd::SawCompletion)
+        .map(|result| format!("{result:?}"))
+        .collect();
+    outcome.check(
+        streams_carried == LIVE_STREAMS,
+        format!(
+            "{} of {LIVE_STREAMS} live streams carried their job's completion ({})",
+            streams_carried,
+            super::first_few(&broken_streams)
+        ),
+    );
+    outcome.check(
+        written_after == 0,
+        format!("{written_after} jobs were written to the old primary after the crash"),
+    );
+    outcome.check(panics == 0, format!("{panics} panics in the servers' logs"));
+    Ok(outcome)
+}
+
+fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+/// `url` with its port replaced (to go through the relay).
+fn with_port(url: &str, port: u16) -> anyhow::Result<String> {
+    let mut url = url::Url::parse(url)?;
+    url.set_port(Some(port))
+        .map_err(|()| anyhow::anyhow!("a database URL without a host"))?;
+    Ok(url.into())
+}
+
+async fn wait_for_synchronous_standby(admin: &PgPool) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let synchronous: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'",
+        )
+        .fetch_one(admin)
+        .await?;
+        if synchronous > 0 {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("the standby did not become synchronous within 30 s");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The moment a new connection through the relay first runs a statement.
+async fn first_answer(url: &str) -> anyhow::Result<Instant> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(Ok(mut connection)) =
+            tokio::time::timeout(Duration::from_secs(2), PgConnection::connect(url)).await
+            && sqlx::query("SELECT 1")
+                .execute(&mut connection)
+                .await
+                .is_ok()
+        {
+            let answered = Instant::now();
+            let _ = connection.close().await;
+            return Ok(answered);
+        }
+        if Instant::now() > deadline {
+            bail!("the new primary did not answer through the relay within 60 s");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Jobs the old primary holds that were inserted or finished after `since`.
+async fn written_since(mut old: PgConnection, since: OffsetDateTime) -> anyhow::Result<i64> {
+    let written: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM jobs WHERE created_at >= $1 OR finalized_at >= $1",
+    )
+    .bind(since)
+    .fetch_one(&mut old)
+    .await?;
+    let _ = old.close().await;
+    Ok(written)
+}
+
+/// The background load (500 jobs a second): [`LOAD_BATCH`] jobs every [`LOAD_TICK`], each batch in one
+/// transaction; what the database acknowledged (the commit returned) is kept.
+pub(super) struct Load {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<LoadResult>,
+}
+
+pub(super) struct LoadResult {
+    pub acknowledged: Vec<i64>,
+    pub failures: usize,
+}
+
+impl Load {
+    pub(super) fn start(pool: PgPool) -> Load {
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(run_load(pool, stop.clone()));
+        Load { stop, task }
+    }
+
+    pub(super) async fn stop(self) -> LoadResult {
+        self.stop.cancel();
+        self.task.await.unwrap_or(LoadResult {
+            acknowledged: Vec::new(),
+            failures: 0,
+        })
+    }
+}
+
+async fn run_load(pool: PgPool, stop: CancellationToken) -> LoadResult {
+    let mut result = LoadResult {
+        acknowledged: Vec::new(),
+        failures: 0,
+    };
+    let mut ticks = tokio::time::interval(LOAD_TICK);
+    // A batch that waited for the database does not make the next ones crowd in.
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let args: Vec<SleepArgs> = (0..LOAD_BATCH).map(|_| SleepArgs { ms: 0 }).collect();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return result,
+            _ = ticks.tick() => {}
+        }
+        let inserted = async {
+            let mut tx = pool.begin().await?;
+            let ids = standmeet_jobs::insert_many_tx::<Sleep>(&mut tx, &args).await?;
+            tx.commit().await?;
+            anyhow::Ok(ids)
+        }
+        .await;
+        match inserted {
+            Ok(ids) => result.acknowledged.extend(ids.iter().map(|id| id.0)),
+            // Not acknowledged: it may or may not be there, and nobody was promised.
+            Err(_) => result.failures += 1,
+        }
+    }
+}
+
+/// How a live stream ended.
+#[derive(Debug, PartialEq, Eq)]
+enum StreamEnd {
+    SawCompletion,
+    /// The server closed it before the job's completion came.
+    ClosedEarly {
+        job: i64,
+        last_state: String,
+    },
+    Broke {
+        job: i64,
+        error: String,
+    },
+}
+
+/// Reads a live stream until its job's `completed` arrives.
+async fn follow(mut response: reqwest::Response, job: i64) -> StreamEnd {
+    let mut buffer = String::new();
+    let mut last_state = String::new();
+    loop {
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            if !block.lines().any(|line| line == "event: job") {
+                continue;
+            }
+            let data = block
+                .lines()
+                .find_map(|line| line.strip_prefix("data: "))
+                .and_then(|data| serde_json::from_str::<Value>(data).ok());
+            if let Some(data) = data
+                && data["id"] == job
+            {
+                last_state = data["state"].as_str().unwrap_or_default().to_string();
+                if last_state == "completed" {
+                    return StreamEnd::SawCompletion;
+                }
+            }
+        }
+        match response.chunk().await {
+            Ok(Some(bytes)) => buffer.push_str(&String::from_utf8_lossy(&bytes)),
+            Ok(None) => return StreamEnd::ClosedEarly { job, last_state },
+            Err(err) => {
+                return StreamEnd::Broke {
+                    job,
+                    error: err.to_string(),
+                };
+            }
+        }
+    }
+}
+
+/// Watches every listener from the crash on: the moment each is connected again after
+/// having been down.
+struct ListenerWatch {
+    stop: CancellationToken,
+    tasks: Vec<(String, tokio::task::JoinHandle<Option<Instant>>)>,
+}
+
+impl ListenerWatch {
+    fn start(jobs: &JobClient, clients: &[ServerClient]) -> ListenerWatch {
+        let stop = CancellationToken::new();
+        let mut tasks = Vec::new();
+        let ours = jobs.clone();
+        tasks.push((
+            "this process".to_string(),
+            tokio::spawn(back_after_down(stop.clone(), move || {
+                let ours = ours.clone();
+                async move { Some(ours.listener_state() == ListenerState::Connected) }
+            })),
+        ));
+        for (n, client) in clients.iter().enumerate() {
+            let client = Arc::new(client.clone());
+            tasks.push((
+                format!("copy {n}"),
+                tokio::spawn(back_after_down(stop.clone(), move || {
+                    let client = client.clone();
+                    async move {
+                        let health = client.health().await?;
+                        Some(health["listener"] == "connected")
+                    }
+                })),
+            ));
+        }
+        ListenerWatch { stop, tasks }
+    }
+
+    async fn finish(self) -> Vec<(String, Option<Instant>)> {
+        self.stop.cancel();
+        let mut back = Vec::new();
+        for (name, task) in self.tasks {
+            back.push((name, task.await.ok().flatten()));
+        }
+        back
+    }
+}
+
+/// Polls `connected` every 10 ms: the first moment it says yes after having said no
+/// (an unanswered poll counts as neither).
+async fn back_after_down<F, Fut>(stop: CancellationToken, connected: F) -> Option<Instant>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Option<bool>>,
+{
+    let mut went_down = false;
+    loop {
+        match connected().await {
+            Some(false) => went_down = true,
+            Some(true) if went_down => return Some(Instant::now()),
+            _ => {}
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return None,
+            _ = tokio::time::sleep(Duration::from_millis(10)) => {}
+        }
+    }
+}
