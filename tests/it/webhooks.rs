@@ -740,6 +740,8 @@ async fn an_endpoint_that_is_down_takes_no_worker_from_the_others(pool: PgPool) 
     let down = Receiver::start().await;
     down.always(Answer::Hang);
     let healthy = Receiver::start().await;
+    // Quick (under half the timeout), but not instant: its deliveries overlap.
+    healthy.always(Answer::OkAfter(100));
     let (down_id, _) = create(&app, &down.url("/down"), json!(["*"])).await;
     let (healthy_id, _) = create(&app, &healthy.url("/up"), json!(["*"])).await;
 
@@ -750,7 +752,9 @@ async fn an_endpoint_that_is_down_takes_no_worker_from_the_others(pool: PgPool) 
     }
     tx.commit().await.unwrap();
 
-    // The healthy endpoint gets all of its own.
+    // The healthy endpoint gets all of its own, while the one that hangs holds no more
+    // than its cap of workers (on the previous main it took every worker that came, 32,
+    // for the whole timeout, and the healthy deliveries waited behind it).
     healthy.wait_for(40).await;
     let delivered = || async {
         webhooks::deliveries(&pool, healthy_id, None, 100)
@@ -760,7 +764,20 @@ async fn an_endpoint_that_is_down_takes_no_worker_from_the_others(pool: PgPool) 
             .filter(|d| d.state == DeliveryState::Delivered)
             .count()
     };
-    wait_until(Duration::from_secs(20), || async { delivered().await == 40 }).await;
+    wait_until(Duration::from_secs(20), || async {
+        delivered().await == 40
+    })
+    .await;
+    assert!(
+        down.most_in_flight() <= webhooks::in_flight::UNPROVEN_IN_FLIGHT,
+        "{} at once",
+        down.most_in_flight()
+    );
+    assert!(
+        healthy.most_in_flight() > webhooks::in_flight::UNPROVEN_IN_FLIGHT,
+        "the healthy endpoint is not held to the cap: {} at once",
+        healthy.most_in_flight()
+    );
 
     // Five attempts failed in a row: its circuit is open, and its deliveries wait
     // without spending their attempts or taking workers (on the previous main every
@@ -791,8 +808,16 @@ async fn an_endpoint_that_is_down_takes_no_worker_from_the_others(pool: PgPool) 
     );
     let cookie = app.sign_in_admin().await;
     let page = common::get_with_cookie(&app, &format!("/admin/webhooks/{down_id}"), &cookie).await;
-    assert!(page.body.contains(r#"data-circuit="open""#), "{}", page.body);
-    assert!(page.body.contains("attempts failed in a row"), "{}", page.body);
+    assert!(
+        page.body.contains(r#"data-circuit="open""#),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("attempts failed in a row"),
+        "{}",
+        page.body
+    );
 
     // Back up: a trial gets through, the circuit closes, and every event is delivered,
     // each under its one id.
@@ -807,9 +832,17 @@ async fn an_endpoint_that_is_down_takes_no_worker_from_the_others(pool: PgPool) 
             == 40
     })
     .await;
-    let circuit = webhooks::circuit::circuit(&pool, down_id).await.unwrap().unwrap();
+    let circuit = webhooks::circuit::circuit(&pool, down_id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(circuit.attempts_failed_in_a_row, 0);
     assert_eq!(circuit.open_until, None);
-    let page = common::get_with_cookie(&app, &format!("/admin/webhooks/{healthy_id}"), &cookie).await;
-    assert!(page.body.contains(r#"data-circuit="closed""#), "{}", page.body);
+    let page =
+        common::get_with_cookie(&app, &format!("/admin/webhooks/{healthy_id}"), &cookie).await;
+    assert!(
+        page.body.contains(r#"data-circuit="closed""#),
+        "{}",
+        page.body
+    );
 }

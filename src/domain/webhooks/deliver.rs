@@ -25,6 +25,7 @@ use time::format_description::well_known::Rfc3339;
 use url::Url;
 
 use super::circuit::{self, Admission};
+use super::in_flight::{Boarding, InFlight};
 use super::{DISABLE_AFTER_FAILURES, TEST_MESSAGE_TYPE};
 use crate::config::Settings;
 use crate::domain::outbound;
@@ -53,6 +54,8 @@ pub struct DeliverWebhook {
     timeout: Duration,
     /// The backoff unit, which the circuit's openings are counted in.
     retry_base: Duration,
+    /// Deliveries in flight per endpoint in this process (see `in_flight`).
+    in_flight: InFlight,
 }
 
 impl DeliverWebhook {
@@ -68,6 +71,7 @@ impl DeliverWebhook {
             allow_private: settings.fetch_allow_private,
             timeout: settings.webhook_timeout,
             retry_base: settings.retry_base,
+            in_flight: InFlight::new(settings.webhook_timeout),
         })
     }
 }
@@ -175,7 +179,20 @@ impl JobKind for DeliverWebhook {
         let is_event = target.event_id.is_some();
         // Whether a delivery that gets through has a failure count to clear.
         let mut clean = false;
+        let mut flight = None;
         if is_event {
+            // A place among this endpoint's deliveries in flight first: one that has
+            // not shown it answers quickly holds few workers (see `in_flight`).
+            match self.in_flight.board(target.endpoint_id) {
+                Boarding::Go(boarded) => flight = Some(boarded),
+                Boarding::WaitFor(wait) => {
+                    return Err(JobError::snooze(
+                        wait,
+                        "the endpoint has as many deliveries in flight as it may have \
+                         until it answers quickly",
+                    ));
+                }
+            }
             // Its attempt's longest time: the trial holds the circuit that long.
             let trial_time = self.timeout + Duration::from_secs(5);
             let admission = circuit::admit(job.pool(), target.endpoint_id, trial_time).await?;
@@ -193,8 +210,13 @@ impl JobKind for DeliverWebhook {
         }
 
         let record = self.post(&target.url, &secret, &message_id, body).await;
-        let got_through = record.status.is_some_and(|status| (200..300).contains(&status));
-        if !record.hopeless && !(got_through && clean) {
+        if let Some(flight) = flight {
+            flight.landed(record.status.map(|_| record.duration));
+        }
+        let got_through = record
+            .status
+            .is_some_and(|status| (200..300).contains(&status));
+        if !(record.hopeless || got_through && clean) {
             // What the circuit learns is not worth an attempt (a delivered message
             // must not go out again for it): a failure to write it is logged.
             if let Err(err) =

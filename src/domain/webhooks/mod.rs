@@ -14,6 +14,7 @@
 
 pub mod circuit;
 pub mod deliver;
+pub mod in_flight;
 
 use serde::Serialize;
 use sqlx::{PgConnection, PgPool};

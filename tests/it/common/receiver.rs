@@ -24,6 +24,8 @@ pub enum Answer {
     Hang,
     /// `302 Found` to this path.
     Redirect(&'static str),
+    /// `200`, after this many milliseconds.
+    OkAfter(u64),
 }
 
 /// One request as it arrived.
@@ -90,6 +92,19 @@ struct Shared {
     script: VecDeque<Answer>,
     otherwise: Option<Answer>,
     received: Vec<Received>,
+    /// Requests being answered now, and the most there were at once.
+    in_flight: usize,
+    most_in_flight: usize,
+}
+
+/// A request being answered; its end (an answer, or the client giving up) is counted
+/// when dropped.
+struct Answering(Arc<Mutex<Shared>>);
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        self.0.lock().unwrap().in_flight -= 1;
+    }
 }
 
 /// The receiver; answers `200` unless told otherwise.
@@ -132,6 +147,11 @@ impl Receiver {
         self.shared.lock().unwrap().otherwise = Some(answer);
     }
 
+    /// The most requests it was answering at once.
+    pub fn most_in_flight(&self) -> usize {
+        self.shared.lock().unwrap().most_in_flight
+    }
+
     pub fn received(&self) -> Vec<Received> {
         self.shared.lock().unwrap().received.clone()
     }
@@ -152,8 +172,11 @@ async fn answer(State(shared): State<Arc<Mutex<Shared>>>, request: Request) -> R
     let body = axum::body::to_bytes(request.into_body(), 1 << 20)
         .await
         .unwrap_or_default();
+    let _answering = Answering(shared.clone());
     let answer = {
         let mut shared = shared.lock().unwrap();
+        shared.in_flight += 1;
+        shared.most_in_flight = shared.most_in_flight.max(shared.in_flight);
         shared.received.push(Received {
             path,
             headers,
@@ -171,6 +194,10 @@ async fn answer(State(shared): State<Arc<Mutex<Shared>>>, request: Request) -> R
             .into_response(),
         Answer::Hang => {
             tokio::time::sleep(Duration::from_secs(3600)).await;
+            StatusCode::OK.into_response()
+        }
+        Answer::OkAfter(ms) => {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
             StatusCode::OK.into_response()
         }
         Answer::Redirect(to) => {
