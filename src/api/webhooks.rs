@@ -56,6 +56,9 @@ pub struct CircuitView {
 pub struct EndpointPage {
     pub webhook: WebhookView,
     pub circuit: CircuitView,
+    /// Its deliveries being attempted now (every copy), and what caps them, in words.
+    pub in_flight: i64,
+    pub in_flight_words: String,
     pub deliveries: Vec<DeliveryView>,
     /// The id to ask for older deliveries with (`before`), when there are more.
     pub older_than: Option<i64>,
@@ -299,9 +302,19 @@ mod server {
                 attempts_failed_in_a_row: 0,
                 open_until: None,
             });
+        let in_flight = webhooks::in_flight::under_way_everywhere(&state.pool, id)
+            .await
+            .map_err(reply)?;
+        let in_flight_words = format!(
+            "Deliveries under way: {in_flight}. Until it answers within {} ms it gets at most {} at once in each StandMeet process; the others wait without spending attempts.",
+            state.settings.webhook_timeout.as_millis() / 2,
+            webhooks::in_flight::UNPROVEN_IN_FLIGHT
+        );
         Ok(Some(EndpointPage {
             webhook: view(endpoint),
             circuit: circuit_view(&circuit),
+            in_flight,
+            in_flight_words,
             deliveries: deliveries.into_iter().map(delivery_view).collect(),
             older_than,
         }))

@@ -818,6 +818,12 @@ async fn an_endpoint_that_is_down_takes_no_worker_from_the_others(pool: PgPool) 
         "{}",
         page.body
     );
+    assert!(
+        page.body.contains(r#"data-testid="webhook-in-flight""#)
+            && page.body.contains("at most 4 at once"),
+        "{}",
+        page.body
+    );
 
     // Back up: a trial gets through, the circuit closes, and every event is delivered,
     // each under its one id.

@@ -25,6 +25,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use sqlx::PgPool;
+
 /// The most deliveries in flight at once, in this process, to an endpoint that has
 /// not shown it answers quickly.
 pub const UNPROVEN_IN_FLIGHT: usize = 4;
@@ -150,6 +152,23 @@ impl Drop for Flight {
             entry.under_way.retain(|(ticket, _)| *ticket != self.ticket);
         }
     }
+}
+
+/// How many deliveries to `endpoint` are being attempted now, by every process: its
+/// `webhooks.deliver` jobs that are `running` (a few rows, found by the state index).
+pub async fn under_way_everywhere(pool: &PgPool, endpoint: i64) -> Result<i64, sqlx::Error> {
+    let count = sqlx::query_scalar!(
+        r#"
+        SELECT count(*) AS "count!"
+        FROM jobs j
+        JOIN webhook_deliveries d ON d.id = (j.args->>'delivery_id')::bigint
+        WHERE j.state = 'running' AND j.kind = 'webhooks.deliver' AND d.endpoint_id = $1
+        "#,
+        endpoint,
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(count)
 }
 
 #[cfg(test)]

@@ -411,6 +411,8 @@ fn WebhookDetailView(
     let EndpointPage {
         webhook,
         circuit,
+        in_flight: page_in_flight,
+        in_flight_words: page_in_flight_words,
         deliveries,
         older_than,
     } = detail;
@@ -443,6 +445,10 @@ fn WebhookDetailView(
         <p data-testid="webhook-circuit" data-circuit=circuit.state.clone()
             class=if circuit.state == "open" { "mt-1 text-sm text-amber-800" } else { "mt-1 text-sm text-slate-600" }>
             {circuit.words}
+        </p>
+        <p data-testid="webhook-in-flight" data-in-flight=page_in_flight.to_string()
+            class="mt-1 text-sm text-slate-600">
+            {page_in_flight_words}
         </p>
         <section class="mt-6 overflow-x-auto rounded-xl border border-slate-200 bg-white">
             <h2 class="border-b border-slate-200 px-6 py-3 font-semibold">"Deliveries"</h2>
