@@ -13,7 +13,8 @@
 //! an untimed drain of a tenth as many on each side to warm up. Each
 //! round also drains the same jobs with the engine's claim and write alone, nothing
 //! else around them (`standmeet_jobs::bare`): the bare limit, what this database can do
-//! the engine's way, and how close the engine comes to it.
+//! the engine's way, and how close the engine comes to it; twice with the terminal
+//! notification and twice without (A B B A), for what the notification costs.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -108,16 +109,29 @@ pub async fn compare(cluster: &PrivateCluster, pool: &PgPool, quick: bool) -> an
             .execute(&graphile_pool)
             .await?;
         let ours = drain(pool, &jobs, sizes.drain).await?;
-        eprintln!(
-            "bench: round {round}: the engine's claim and write alone drain {} no-op jobs",
-            sizes.drain
-        );
-        let bare = drain_bare(pool, sizes.drain, true).await?;
-        eprintln!(
-            "bench: round {round}: the same, without the terminal notification, drain {} no-op jobs",
-            sizes.drain
-        );
-        let bare_silent = drain_bare(pool, sizes.drain, false).await?;
+        // The bare limit, with the notification and without, twice each in the order
+        // A B B A (B A A B in even rounds), each on an emptied table: the order and the
+        // table's age weigh on both sides alike, and the notification's cost is the
+        // mean of two pairs.
+        let mut with_notification = Vec::with_capacity(2);
+        let mut without = Vec::with_capacity(2);
+        let notify_first = round % 2 == 1;
+        for notify in [notify_first, !notify_first, !notify_first, notify_first] {
+            eprintln!(
+                "bench: round {round}: the engine's claim and write alone drain {} no-op jobs ({} the terminal notification)",
+                sizes.drain,
+                if notify { "with" } else { "without" }
+            );
+            sqlx::query("TRUNCATE jobs CASCADE").execute(pool).await?;
+            let rate = drain_bare(pool, sizes.drain, notify).await?;
+            if notify {
+                with_notification.push(rate);
+            } else {
+                without.push(rate);
+            }
+        }
+        let mean = |rates: &[f64]| rates.iter().sum::<f64>() / rates.len() as f64;
+        let (bare, bare_silent) = (mean(&with_notification), mean(&without));
         sqlx::query("TRUNCATE jobs CASCADE").execute(pool).await?;
         eprintln!(
             "bench: round {round}: graphile-worker drains {} no-op jobs",
