@@ -33,9 +33,8 @@ pub fn open_for(failed_in_a_row: i32, unit: Duration) -> Duration {
 /// What the circuit says to a delivery about to make an attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Admission {
-    /// Closed: go ahead. `clean`: no attempt failed since the last that got through, so
-    /// one that gets through has nothing to clear.
-    Go { clean: bool },
+    /// Closed: go ahead.
+    Go,
     /// The opening is over and this delivery makes the one trial.
     Trial,
     /// Open: wait until then.
@@ -61,9 +60,7 @@ pub async fn admit(
         )
         SELECT EXISTS (SELECT FROM trial) AS "trial!",
                (SELECT circuit_open_until FROM webhook_endpoints
-                WHERE id = $1 AND circuit_open_until > now()) AS open_until,
-               coalesce((SELECT attempts_failed_in_a_row = 0 FROM webhook_endpoints
-                         WHERE id = $1), true) AS "clean!"
+                WHERE id = $1 AND circuit_open_until > now()) AS open_until
         "#,
         endpoint,
         trial_time.as_millis() as f64,
@@ -73,31 +70,15 @@ pub async fn admit(
     Ok(match (row.trial, row.open_until) {
         (true, _) => Admission::Trial,
         (false, Some(until)) => Admission::WaitUntil(until),
-        (false, None) => Admission::Go { clean: row.clean },
+        (false, None) => Admission::Go,
     })
 }
 
-/// After an attempt to `endpoint`: one that got through closes its circuit and clears
-/// the count; a failed one counts, and at [`OPEN_AFTER`] in a row (again after a
-/// failed trial) opens the circuit for [`open_for`].
-pub async fn record(
-    pool: &PgPool,
-    endpoint: i64,
-    got_through: bool,
-    unit: Duration,
-) -> Result<(), sqlx::Error> {
-    if got_through {
-        sqlx::query!(
-            r#"
-            UPDATE webhook_endpoints SET attempts_failed_in_a_row = 0, circuit_open_until = NULL
-            WHERE id = $1 AND (attempts_failed_in_a_row <> 0 OR circuit_open_until IS NOT NULL)
-            "#,
-            endpoint,
-        )
-        .execute(pool)
-        .await?;
-        return Ok(());
-    }
+/// After a failed attempt to `endpoint`: it counts, and at [`OPEN_AFTER`] in a row
+/// (again after a failed trial) opens the circuit for [`open_for`]. (One that got
+/// through closes the circuit in the statement that records the delivery, in
+/// `deliver`.)
+pub async fn record_failure(pool: &PgPool, endpoint: i64, unit: Duration) -> Result<(), sqlx::Error> {
     let unit_ms = unit.as_millis() as f64;
     sqlx::query!(
         r#"

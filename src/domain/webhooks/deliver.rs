@@ -177,8 +177,6 @@ impl JobKind for DeliverWebhook {
         // An event waits for the endpoint's circuit; a test message goes through it
         // (see `circuit`).
         let is_event = target.event_id.is_some();
-        // Whether a delivery that gets through has a failure count to clear.
-        let mut clean = false;
         let mut flight = None;
         if is_event {
             // A place among this endpoint's deliveries in flight first: one that has
@@ -196,7 +194,6 @@ impl JobKind for DeliverWebhook {
             // Its attempt's longest time: the trial holds the circuit that long.
             let trial_time = self.timeout + Duration::from_secs(5);
             let admission = circuit::admit(job.pool(), target.endpoint_id, trial_time).await?;
-            clean = admission == Admission::Go { clean: true };
             if let Admission::WaitUntil(until) = admission {
                 let wait = (until - OffsetDateTime::now_utc())
                     .try_into()
@@ -216,21 +213,22 @@ impl JobKind for DeliverWebhook {
         let got_through = record
             .status
             .is_some_and(|status| (200..300).contains(&status));
-        if !(record.hopeless || got_through && clean) {
-            // What the circuit learns is not worth an attempt (a delivered message
-            // must not go out again for it): a failure to write it is logged.
+        if !record.hopeless && !got_through {
+            // What the circuit learns is not worth an attempt: a failure to write it is
+            // logged.
             if let Err(err) =
-                circuit::record(job.pool(), target.endpoint_id, got_through, self.retry_base).await
+                circuit::record_failure(job.pool(), target.endpoint_id, self.retry_base).await
             {
-                tracing::warn!(endpoint = target.endpoint_id, error = %err, "cannot record an attempt in the endpoint's circuit");
+                tracing::warn!(endpoint = target.endpoint_id, error = %err, "cannot record a failed attempt in the endpoint's circuit");
             }
         }
 
         let status = record.status;
         if let Some(status) = status.filter(|_| got_through) {
-            // One statement writes the attempt and the outcome, and clears the
-            // endpoint's failure count when it has one (deliveries to one endpoint run
-            // side by side, and an UPDATE that matches no row locks none). The job's
+            // One statement writes the attempt and the outcome, clears the endpoint's
+            // count of failed deliveries (events only) and closes its circuit, when
+            // there is anything to clear (deliveries to one endpoint run side by side,
+            // and an UPDATE that matches no row locks none). The job's
             // completion follows in the engine's next batch; should it be lost (a
             // crash in between), the job runs again and the receiver gets the message
             // twice, with the same webhook-id: webhooks are delivered at least once.
@@ -244,9 +242,14 @@ impl JobKind for DeliverWebhook {
                     UPDATE webhook_deliveries SET outcome = 'delivered' WHERE id = $1
                     RETURNING endpoint_id, event_id
                 )
-                UPDATE webhook_endpoints w SET failures_in_a_row = 0
+                UPDATE webhook_endpoints w
+                SET failures_in_a_row = CASE WHEN d.event_id IS NOT NULL THEN 0
+                                             ELSE w.failures_in_a_row END,
+                    attempts_failed_in_a_row = 0, circuit_open_until = NULL
                 FROM delivery d
-                WHERE w.id = d.endpoint_id AND d.event_id IS NOT NULL AND w.failures_in_a_row <> 0
+                WHERE w.id = d.endpoint_id
+                  AND ((d.event_id IS NOT NULL AND w.failures_in_a_row <> 0)
+                       OR w.attempts_failed_in_a_row <> 0 OR w.circuit_open_until IS NOT NULL)
                 "#,
                 delivery_id,
                 record.started_at,
