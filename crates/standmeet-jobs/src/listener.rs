@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sqlx::PgPool;
+use sqlx::{ConnectOptions, PgPool};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
@@ -425,9 +425,12 @@ fn spawn_listener_on(
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     let resync = tokio::spawn(resync_waiters(pool.clone(), signals.clone(), stop.clone()));
+    // Its statements (LISTEN, the ping, UNLISTEN) are not logged: on a silent
+    // connection they are slow by nature, and the listener says so itself.
     let options = listen
         .unwrap_or_else(|| (*pool.connect_options()).clone())
-        .application_name("standmeet-listener");
+        .application_name("standmeet-listener")
+        .disable_statement_logging();
     // A pool of one, only for this connection, so it never takes one of the app's; a
     // new one for every connection. (A listener let go runs `UNLISTEN *` first and
     // waits for the answer: on a silent connection that never comes, and the old pool's
