@@ -37,8 +37,8 @@
 //!
 //! It prints a table (one row per scenario, its figures, PASS or FAIL) and one JSON
 //! line with every figure, and fails (non-zero exit) when a promise broke, never
-//! because something was slow. The default size is quick (CI runs it, about 1.5 min);
-//! `--full` is the real one. A failed run keeps its scratch directory, with every
+//! because something was slow. The default size is quick (CI runs it, about 2 min);
+//! `--full` is the real one, with `soak` (about 9 min). A failed run keeps its scratch directory, with every
 //! child's log, for a post-mortem.
 
 mod approvals;
