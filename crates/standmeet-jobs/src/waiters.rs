@@ -92,6 +92,31 @@ impl Waiter {
     }
 }
 
+/// How long a waiter whose jobs finished pauses before it reads them again after a
+/// failed read.
+const READ_AGAIN_AFTER: Duration = Duration::from_millis(50);
+
+/// Reads `ids` for a waiter told they finished, trying again after a failed read
+/// until `deadline`: a read that meets a broken connection (the pool still holds
+/// connections to a primary that just failed over) is no reason to hand out a
+/// receipt for jobs known to be finished. `None` when no read succeeded in time.
+async fn read_until(pool: &PgPool, ids: &[JobId], deadline: Instant) -> Option<Vec<JobRow>> {
+    loop {
+        match tokio::time::timeout_at(deadline, store::job_get_many(pool, ids)).await {
+            Ok(Ok(rows)) => return Some(rows),
+            Ok(Err(err)) => {
+                tracing::debug!(error = %err, "cannot read finished jobs for their waiter; reading again");
+                let again = Instant::now() + READ_AGAIN_AFTER;
+                if again >= deadline {
+                    return None;
+                }
+                tokio::time::sleep_until(again).await;
+            }
+            Err(_) => return None,
+        }
+    }
+}
+
 /// The waiters of one process.
 pub struct Waiters {
     slots: Arc<Semaphore>,
@@ -189,12 +214,12 @@ impl Waiters {
                 ids.iter().filter_map(|id| rows.remove(id)).collect()
             };
             let read = if known.len() == ids.len() {
-                Ok(Ok(known))
+                Some(known)
             } else {
-                tokio::time::timeout_at(deadline, store::job_get_many(pool, ids)).await
+                read_until(pool, ids, deadline).await
             };
             return match read {
-                Ok(Ok(rows))
+                Some(rows)
                     if rows.len() == ids.len()
                         && rows.iter().all(|row| row.state.is_terminal()) =>
                 {
@@ -209,8 +234,8 @@ impl Waiters {
                     self.answered.fetch_add(1, Ordering::Relaxed);
                     Ok(WaitOutcome::Done(in_order(rows, ids)))
                 }
-                // The database did not answer in time, or a job was moved back out of
-                // its terminal state (an admin's retry): no answer yet.
+                // The database did not answer by the deadline, or a job was moved back
+                // out of its terminal state (an admin's retry): no answer yet.
                 _ => {
                     self.receipts.fetch_add(1, Ordering::Relaxed);
                     Ok(WaitOutcome::Receipt)

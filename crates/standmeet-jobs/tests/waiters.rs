@@ -262,6 +262,63 @@ async fn a_caller_that_goes_away_frees_its_slot(pool: PgPool) {
 }
 
 #[sqlx::test(migrations = "../../migrations")]
+async fn a_waiter_told_its_job_finished_reads_again_after_its_read_meets_a_broken_connection(
+    pool: PgPool,
+) {
+    // The waiter's pool hands out its one connection without testing it, as a pool
+    // does that still holds connections to a primary that just failed over.
+    let waiter_pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .test_before_acquire(false)
+        .connect_with((*pool.connect_options()).clone())
+        .await
+        .unwrap();
+    let its_backend: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&waiter_pool)
+        .await
+        .unwrap();
+    let jobs = JobClient::new(waiter_pool.clone(), 8);
+    let listening = jobs.listen_at((*pool.connect_options()).clone());
+    wait_until(Duration::from_secs(10), || async {
+        jobs.listener_connected()
+    })
+    .await;
+    let id = insert::<Noop>(&pool, &json!({})).await.unwrap();
+    let limit = Duration::from_secs(10);
+    let wait = spawn_wait(&jobs, &[id], limit);
+    until_waiting(&jobs, 1).await;
+    // The wait's first look at the job is over: the connection sits idle in the pool.
+    wait_until(Duration::from_secs(10), || async {
+        sqlx::query_scalar::<_, bool>(
+            "SELECT state = 'idle' AND query NOT LIKE '%pg_backend_pid%'
+             FROM pg_stat_activity WHERE pid = $1",
+        )
+        .bind(its_backend)
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    })
+    .await;
+
+    // The connection breaks under the pool (its server process ends, as on a crash).
+    let ended: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1, 5000)")
+        .bind(its_backend)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(ended, "the waiter pool's connection ended");
+    finish_by_hand(&pool, id).await;
+
+    // Told by the notification, the waiter reads the job: its first read fails on the
+    // broken connection, and a receipt would be an answer lost for a finished job.
+    let (outcome, took) = wait.await.unwrap();
+    let rows = done_rows(outcome.unwrap());
+    assert_eq!(rows[0].state, JobState::Completed);
+    assert!(took < limit, "answered before the limit: {took:?}");
+    listening.stop().await;
+}
+
+#[sqlx::test(migrations = "../../migrations")]
 async fn a_killed_listener_backend_costs_no_answer(pool: PgPool) {
     let listening = listening(&pool, 64).await;
     let jobs = listening.jobs.clone();

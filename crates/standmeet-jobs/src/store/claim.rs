@@ -152,10 +152,13 @@ pub async fn job_claim_trace(
 
 /// What became of a claim whose transaction ended without our knowing how (its
 /// connection broke while it wrote or committed).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ClaimFate {
     /// It committed after all: its attempts are recorded.
     Committed,
+    /// A second write of it (the transaction named) committed after all, though its
+    /// answer was lost: that write's record stands.
+    Rewritten(String),
     /// It did not commit, and its trace is ours again (deleted in the caller's
     /// transaction): the caller records the attempts itself, and must commit to keep
     /// the trace gone.
@@ -165,27 +168,47 @@ pub enum ClaimFate {
 }
 
 /// Finds out, inside the caller's transaction, what became of the claim whose
-/// transaction was `xact`, and takes its trace back when it did not commit (see
+/// transaction was `xact` and of its second writes tried so far (`rewrites`, their
+/// transaction ids), and takes its trace back when none committed (see
 /// [`ClaimFate`]). Deleting the trace first keeps the rescuer off its jobs while the
-/// caller records them, and puts the caller in line behind a rescuer already at it.
-pub async fn job_claim_settle(tx: &mut PgConnection, xact: &str) -> Result<ClaimFate, sqlx::Error> {
+/// caller records them, and puts the caller in line behind a rescuer or an earlier
+/// write still at it. Answers the fate and the caller's own transaction id (for the
+/// next try to look up, should this one's answer be lost too).
+///
+/// A second write deletes the trace as it records the attempts: without the list of
+/// them, one that committed unheard would leave the next try to find the trace gone
+/// and the claim not committed, and to take that for the rescuer's work.
+pub async fn job_claim_settle(
+    tx: &mut PgConnection,
+    xact: &str,
+    rewrites: &[String],
+) -> Result<(ClaimFate, String), sqlx::Error> {
+    // The trace is deleted (waiting for whoever else holds it) before the statuses are
+    // read: the select list is evaluated in order.
     let row = sqlx::query!(
         r#"
         WITH gone AS (DELETE FROM job_claims WHERE xid = $1::text::xid8 RETURNING 1)
-        SELECT pg_xact_status($1::text::xid8) AS status,
-               (SELECT count(*) FROM gone) AS "taken_back!"
+        SELECT (SELECT count(*) FROM gone) AS "taken_back!",
+               pg_xact_status($1::text::xid8) AS status,
+               (SELECT r FROM unnest($2::text[]) AS r
+                WHERE pg_xact_status(r::xid8) = 'committed' LIMIT 1) AS rewritten,
+               pg_current_xact_id()::text AS "this_xact!"
         "#,
         xact,
+        rewrites,
     )
     .fetch_one(tx)
     .await?;
-    Ok(if row.status.as_deref() == Some("committed") {
+    let fate = if row.status.as_deref() == Some("committed") {
         ClaimFate::Committed
+    } else if let Some(rewrite) = row.rewritten {
+        ClaimFate::Rewritten(rewrite)
     } else if row.taken_back > 0 {
         ClaimFate::Ours
     } else {
         ClaimFate::Counted
-    })
+    };
+    Ok((fate, row.this_xact))
 }
 
 /// Counts the attempts of up to `limit` dead claims: claims whose transaction is no
@@ -292,4 +315,76 @@ pub async fn job_claim_again(
         }
     }
     Ok((ours, claimed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builtin::Noop;
+    use sqlx::PgPool;
+
+    /// A claim of one job whose own transaction ended without committing (its
+    /// connection broke): its trace is left, under its transaction's id.
+    async fn a_claim_that_did_not_commit(pool: &PgPool) -> String {
+        crate::insert::<Noop>(pool, &serde_json::json!({}))
+            .await
+            .unwrap();
+        let mut claim = pool.begin().await.unwrap();
+        let kinds = ["system.noop".to_string()];
+        let (jobs, rows) = job_claim(&mut claim, "default", 10, &kinds).await.unwrap();
+        assert_eq!(jobs.len(), 1);
+        let attempts: Vec<HeldAttempt> = jobs.iter().map(FetchedJob::attempt_held).collect();
+        job_claim_trace(
+            pool,
+            &rows.xact,
+            "default",
+            "here",
+            &attempts,
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+        claim.rollback().await.unwrap();
+        rows.xact
+    }
+
+    async fn settle(pool: &PgPool, xact: &str, rewrites: &[String]) -> (ClaimFate, String) {
+        let mut tx = pool.begin().await.unwrap();
+        let settled = job_claim_settle(&mut tx, xact, rewrites).await.unwrap();
+        tx.rollback().await.unwrap();
+        settled
+    }
+
+    #[sqlx::test(migrations = "../../migrations")]
+    async fn a_second_write_that_committed_unheard_is_found_by_the_next_try(pool: PgPool) {
+        let claim = a_claim_that_did_not_commit(&pool).await;
+
+        // A second write that rolls back leaves the trace for the next try.
+        let (fate, rolled_back) = settle(&pool, &claim, &[]).await;
+        assert_eq!(fate, ClaimFate::Ours);
+        assert_eq!(
+            settle(&pool, &claim, std::slice::from_ref(&rolled_back))
+                .await
+                .0,
+            ClaimFate::Ours
+        );
+
+        // One that commits (its answer lost on the way back: the primary failed).
+        let mut second = pool.begin().await.unwrap();
+        let (fate, committed) = job_claim_settle(&mut second, &claim, &[rolled_back.clone()])
+            .await
+            .unwrap();
+        assert_eq!(fate, ClaimFate::Ours);
+        second.commit().await.unwrap();
+
+        // The next try, told of both, finds the one that committed; without the list it
+        // would take the missing trace for the rescuer's work.
+        assert_eq!(
+            settle(&pool, &claim, &[rolled_back, committed.clone()])
+                .await
+                .0,
+            ClaimFate::Rewritten(committed)
+        );
+        assert_eq!(settle(&pool, &claim, &[]).await.0, ClaimFate::Counted);
+    }
 }

@@ -108,3 +108,13 @@ pub struct HeldAttempt {
     pub id: JobId,
     pub attempt: i16,
 }
+
+impl FetchedJob {
+    /// The attempt this fetch starts, as this process holds it.
+    pub fn attempt_held(&self) -> HeldAttempt {
+        HeldAttempt {
+            id: self.id,
+            attempt: self.attempt,
+        }
+    }
+}
