@@ -56,7 +56,7 @@ use tokio::sync::{Notify, mpsc, watch};
 
 use super::JobId;
 use super::completer::refused_for_good;
-use super::listener::{RunningJob, Signals, StopReason};
+use super::listener::{Signals, StopReason};
 use super::store::{self, ClaimFate, ClaimedRows, FetchedJob, HeldAttempt, Outcome, RecordedJob};
 
 /// Where the claim is in its life.
@@ -91,10 +91,10 @@ pub(crate) struct Claim {
     written: watch::Sender<Option<bool>>,
     /// Where the claimed rows lie, for the write.
     rows: ClaimedRows,
-    /// This claim's attempts as registered to run, so that the claim stops its own
-    /// attempt of a job and no other (another attempt of the same job can run here,
-    /// even under the same number, once a lost write let the job go).
-    attempts: Mutex<HashMap<JobId, RunningJob>>,
+    /// Which claim this is in the process (see `RunningJob::claim`): the claim stops
+    /// its own attempt of a job and no other (another attempt of the same job can run
+    /// here, even under the same number, once a lost write let the job go).
+    pub(crate) serial: u64,
     /// The attempts this claim put in the process's held set (see [`hand_over_late`]),
     /// which it releases when one of them ends with nothing to write.
     held: Mutex<HashSet<HeldAttempt>>,
@@ -111,7 +111,7 @@ impl Claim {
             hurry: std::sync::atomic::AtomicBool::new(false),
             written: watch::channel(None).0,
             rows,
-            attempts: Mutex::new(HashMap::with_capacity(jobs.len())),
+            serial: CLAIM_SERIALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             held: Mutex::new(HashSet::new()),
         })
     }
@@ -127,27 +127,6 @@ impl Claim {
         match std::mem::replace(&mut *stage, writing) {
             Stage::Collecting { ended, unfinished } => (ended, unfinished),
             _ => unreachable!("only `finish` moves a claim past collecting, once"),
-        }
-    }
-
-    /// The attempt of job `id` in this claim has started, registered as `running`.
-    pub(crate) fn attempt_started(&self, id: JobId, running: &RunningJob) {
-        self.attempts
-            .lock()
-            .expect("not poisoned")
-            .insert(id, running.clone());
-    }
-
-    /// Stops this claim's attempt of job `id`, if it still runs.
-    fn stop_own(&self, id: JobId, reason: StopReason) {
-        let running = self
-            .attempts
-            .lock()
-            .expect("not poisoned")
-            .get(&id)
-            .cloned();
-        if let Some(running) = running {
-            running.stop(reason);
         }
     }
 
@@ -213,6 +192,9 @@ impl Claim {
         }
     }
 }
+
+/// Numbers the claims of this process (`Claim::serial`).
+static CLAIM_SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// What a claim needs to write itself.
 pub(crate) struct ClaimContext {
@@ -419,7 +401,9 @@ pub(crate) async fn finish(
             // Taken back meanwhile (counted by the rescuer, cancelled): whoever holds the
             // job now decides; ours stops and writes nothing.
             for held in still_running.iter().filter(|held| !ours.contains(held)) {
-                claim.stop_own(held.id, StopReason::LeaseLost);
+                context
+                    .signals
+                    .stop_in_claim(held.id, claim.serial, StopReason::LeaseLost);
             }
             hand_over_late(
                 &claim,
@@ -436,7 +420,9 @@ pub(crate) async fn finish(
             *claim.stage.lock().expect("not poisoned") = Stage::Failed;
             claim.written.send_replace(Some(false));
             for held in &still_running {
-                claim.stop_own(held.id, StopReason::LeaseLost);
+                context
+                    .signals
+                    .stop_in_claim(held.id, claim.serial, StopReason::LeaseLost);
             }
         }
     }
@@ -759,14 +745,18 @@ mod tests {
         let claim = claim_of(7);
         // This claim's attempt, then another attempt of the job under the same number
         // (taken again after this claim's write was lost), registered after it.
-        let own = signals.register_running(JobId(7), 1);
-        claim.attempt_started(JobId(7), &own);
-        let other = signals.register_running(JobId(7), 1);
-        claim.stop_own(JobId(7), StopReason::LeaseLost);
-        assert!(own.token.is_cancelled());
+        let own = signals.register_running(JobId(7), 1, Some(claim.serial));
+        let other_claim = claim_of(7);
+        let other = signals.register_running(JobId(7), 1, Some(other_claim.serial));
+        signals.stop_in_claim(JobId(7), claim.serial, StopReason::LeaseLost);
         assert!(!other.token.is_cancelled(), "the other attempt runs on");
-        // The first to end forgets only itself.
+        // The first to end forgets only itself, not the attempt registered after it.
         signals.unregister_running(JobId(7), &own);
         assert_eq!(signals.running_count(), 1);
+        // With its own attempt the one registered, the claim stops it.
+        signals.unregister_running(JobId(7), &other);
+        let own = signals.register_running(JobId(7), 1, Some(claim.serial));
+        signals.stop_in_claim(JobId(7), claim.serial, StopReason::LeaseLost);
+        assert!(own.token.is_cancelled());
     }
 }

@@ -100,10 +100,11 @@ async fn run_attempt(
             ),
         ));
     };
-    let running = context.signals.register_running(job.id, job.attempt);
-    if let Some(claim) = &claim {
-        claim.attempt_started(job.id, &running);
-    }
+    let running = context.signals.register_running(
+        job.id,
+        job.attempt,
+        claim.as_ref().map(|claim| claim.serial),
+    );
     let completed_in_tx = Arc::new(AtomicBool::new(false));
     let job_context = JobContext {
         id: job.id,

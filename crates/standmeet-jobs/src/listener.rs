@@ -62,6 +62,8 @@ pub(crate) struct RunningJob {
     /// taken again while that attempt winds down), and each must unregister only
     /// itself.
     serial: u64,
+    /// The claim it runs in (`Claim::serial`), if any.
+    claim: Option<u64>,
     reason: Arc<AtomicU8>,
 }
 
@@ -200,11 +202,19 @@ impl Signals {
         }
     }
 
-    pub(crate) fn register_running(&self, id: JobId, attempt: i16) -> RunningJob {
+    /// Registers attempt `attempt` of job `id` as running here (in the claim numbered
+    /// `claim`, if any), to be stopped by a cancel, the lease renewal or shutdown.
+    pub(crate) fn register_running(
+        &self,
+        id: JobId,
+        attempt: i16,
+        claim: Option<u64>,
+    ) -> RunningJob {
         let job = RunningJob {
             token: CancellationToken::new(),
             attempt,
             serial: self.registrations.fetch_add(1, Ordering::Relaxed),
+            claim,
             reason: Arc::new(AtomicU8::new(StopReason::None as u8)),
         };
         self.running
@@ -239,6 +249,16 @@ impl Signals {
     pub(crate) fn stop_attempt(&self, id: JobId, attempt: i16, reason: StopReason) {
         let job = self.running.lock().expect("not poisoned").get(&id).cloned();
         if let Some(job) = job.filter(|job| job.attempt == attempt) {
+            job.stop(reason);
+        }
+    }
+
+    /// Stops the attempt of job `id` that runs in the claim numbered `claim`, if that is
+    /// the attempt of the job registered here (a later attempt of the job, from another
+    /// claim, is left alone).
+    pub(crate) fn stop_in_claim(&self, id: JobId, claim: u64, reason: StopReason) {
+        let job = self.running.lock().expect("not poisoned").get(&id).cloned();
+        if let Some(job) = job.filter(|job| job.claim == Some(claim)) {
             job.stop(reason);
         }
     }
