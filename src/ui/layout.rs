@@ -1,8 +1,12 @@
-//! The frame around every page: the header with the product name, the admin
-//! navigation and who is signed in, and the main column.
+//! The frame around every page. Visitor pages: a header with the product name, the
+//! visitor navigation (and, for a signed-in admin, the admin links) and who is signed
+//! in, over the main column. Admin pages: a slim header, and the admin navigation in a
+//! sidebar grouped the way operators think of the work, which folds behind a menu
+//! button at phone width.
 
 use leptos::prelude::*;
 use leptos_router::components::A;
+use leptos_router::hooks::use_location;
 
 use crate::api::auth::current_admin;
 use crate::ui::components::form::SECONDARY_BUTTON;
@@ -29,48 +33,177 @@ pub const VISITOR_PAGES: [(&str, &str); 4] = [
     ("/book", "Book a meeting"),
 ];
 
+/// The admin pages as the sidebar groups them (every page of [`ADMIN_PAGES`], once;
+/// the last, unnamed, is the admin's own).
+pub const ADMIN_GROUPS: [(&str, &[(&str, &str)]); 5] = [
+    ("Work", &[("/admin/tasks", "Tasks"), ("/admin/queues", "Queues")]),
+    (
+        "People",
+        &[
+            ("/admin/access-requests", "Access requests"),
+            ("/admin/bookings", "Bookings"),
+        ],
+    ),
+    (
+        "Content",
+        &[("/admin/corpus", "Corpus"), ("/admin/listings", "Listings")],
+    ),
+    (
+        "Integrations",
+        &[
+            ("/admin/events", "Events"),
+            ("/admin/webhooks", "Webhooks"),
+            ("/admin/mail", "Mail log"),
+        ],
+    ),
+    // The admin's own account, on its own below the groups.
+    ("", &[("/admin/account", "Account")]),
+];
+
+/// A link in the admin sidebar: full width, the current page marked.
+const SIDEBAR_LINK: &str = "block rounded-md px-3 py-1.5 text-sm text-slate-600 hover:bg-slate-100 hover:text-slate-900 focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600 aria-[current=page]:bg-slate-900 aria-[current=page]:text-white";
+
 const NAV_LINK: &str = "rounded-md px-3 py-1.5 text-slate-600 hover:bg-slate-100 hover:text-slate-900 focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600 aria-[current=page]:bg-slate-900 aria-[current=page]:text-white";
 
 #[component]
 pub fn Layout(children: Children) -> impl IntoView {
     let admin = Resource::new(|| (), |_| current_admin());
     let signed_in = move || matches!(admin.get(), Some(Ok(Some(_))));
+    let location = use_location();
+    let on_admin_page = move || location.pathname.get().starts_with("/admin");
+    // The sidebar at phone width: folded until the menu button opens it, which works
+    // once the page is hydrated (until then the button says so by being disabled).
+    let menu_open = RwSignal::new(false);
+    let hydrated = RwSignal::new(false);
+    Effect::new(move |_| hydrated.set(true));
     view! {
         <header class="border-b border-slate-200 bg-white">
-            <div class="mx-auto flex max-w-6xl flex-wrap items-center gap-x-8 gap-y-2 px-6 py-4">
+            <div class="mx-auto flex max-w-6xl flex-wrap items-center gap-x-4 gap-y-2 px-6 py-4 sm:gap-x-8">
                 <a href="/" class="flex items-center gap-2 text-lg font-semibold tracking-tight text-slate-900">
                     <span aria-hidden="true" class="inline-block h-2.5 w-2.5 rounded-full bg-teal-600"></span>
                     "StandMeet"
                 </a>
-                <div class="flex flex-1 flex-col gap-1">
-                    <nav aria-label="Visitor" class="flex flex-wrap gap-1 text-sm">
-                        {VISITOR_PAGES
+                <Show
+                    when=on_admin_page
+                    fallback=move || view! { <VisitorNavigation signed_in=signed_in/> }
+                >
+                    <div class="flex-1"></div>
+                </Show>
+                <SignedIn admin=admin/>
+                <Show when=on_admin_page>
+                    <button
+                        type="button"
+                        class="rounded-md border border-slate-300 px-3 py-1.5 text-sm text-slate-700 hover:bg-slate-100 focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600 md:hidden"
+                        aria-controls="admin-sidebar"
+                        aria-expanded=move || menu_open.get().to_string()
+                        data-testid="admin-menu-button"
+                        disabled=move || !hydrated.get()
+                        on:click=move |_| menu_open.update(|open| *open = !*open)
+                    >
+                        "Menu"
+                    </button>
+                </Show>
+            </div>
+        </header>
+        <div class=move || {
+            if on_admin_page() {
+                "mx-auto max-w-6xl px-6 md:flex md:gap-8"
+            } else {
+                "mx-auto max-w-6xl px-6"
+            }
+        }>
+            <Show when=on_admin_page>
+                <Transition fallback=|| ()>
+                    <Show when=signed_in>
+                        <AdminSidebar open=menu_open/>
+                    </Show>
+                </Transition>
+            </Show>
+            // Focusable from script only: where the keyboard lands when an action removed
+            // the control it was on (see `components::focus`).
+            <main tabindex="-1" class="min-w-0 flex-1 py-10 focus:outline-none">{children()}</main>
+        </div>
+    }
+}
+
+/// The visitor links, and the admin links for a signed-in admin, in the header.
+#[component]
+fn VisitorNavigation(signed_in: impl Fn() -> bool + Send + Sync + Copy + 'static) -> impl IntoView {
+    view! {
+        <div class="flex flex-1 flex-col gap-1">
+            <nav aria-label="Visitor" class="flex flex-wrap gap-1 text-sm">
+                {VISITOR_PAGES
+                    .into_iter()
+                    .map(|(href, label)| view! { <A href=href attr:class=NAV_LINK>{label}</A> })
+                    .collect_view()}
+            </nav>
+            // Admin links for a signed-in admin only.
+            <Transition fallback=|| ()>
+                <Show when=signed_in>
+                    <nav aria-label="Admin" class="flex flex-wrap gap-1 text-sm">
+                        {ADMIN_PAGES
                             .into_iter()
-                            .map(|(href, label)| view! { <A href=href attr:class=NAV_LINK>{label}</A> })
+                            .map(|(href, label)| {
+                                // rel="external": a full page load, so the server's
+                                // admin guard sees every visit to an admin page.
+                                view! { <A href=href attr:rel="external" attr:class=NAV_LINK>{label}</A> }
+                            })
                             .collect_view()}
                     </nav>
-                    // Admin links for a signed-in admin only.
-                    <Transition fallback=|| ()>
-                        <Show when=signed_in>
-                            <nav aria-label="Admin" class="flex flex-wrap gap-1 text-sm">
-                                {ADMIN_PAGES
-                                    .into_iter()
+                </Show>
+            </Transition>
+        </div>
+    }
+}
+
+/// The admin navigation of the admin pages: a sidebar from tablet width up, folded
+/// behind the header's menu button below it.
+#[component]
+fn AdminSidebar(open: RwSignal<bool>) -> impl IntoView {
+    view! {
+        <nav
+            id="admin-sidebar"
+            aria-label="Admin"
+            data-testid="admin-sidebar"
+            class=move || {
+                let shown = if open.get() { "block" } else { "hidden" };
+                format!("{shown} border-b border-slate-200 py-4 md:block md:w-52 md:shrink-0 md:border-b-0 md:py-10")
+            }
+        >
+            {ADMIN_GROUPS
+                .into_iter()
+                .map(|(group, pages)| {
+                    view! {
+                        <div class="mb-5">
+                            {(!group.is_empty())
+                                .then(|| {
+                                    view! {
+                                        <p class="px-3 pb-1 text-xs font-semibold uppercase tracking-wide text-slate-500">
+                                            {group}
+                                        </p>
+                                    }
+                                })}
+                            <ul class="space-y-0.5">
+                                {pages
+                                    .iter()
                                     .map(|(href, label)| {
                                         // rel="external": a full page load, so the server's
                                         // admin guard sees every visit to an admin page.
-                                        view! { <A href=href attr:rel="external" attr:class=NAV_LINK>{label}</A> }
+                                        view! {
+                                            <li>
+                                                <A href=*href attr:rel="external" attr:class=SIDEBAR_LINK>
+                                                    {*label}
+                                                </A>
+                                            </li>
+                                        }
                                     })
                                     .collect_view()}
-                            </nav>
-                        </Show>
-                    </Transition>
-                </div>
-                <SignedIn admin=admin/>
-            </div>
-        </header>
-        // Focusable from script only: where the keyboard lands when an action removed
-        // the control it was on (see `components::focus`).
-        <main tabindex="-1" class="mx-auto max-w-6xl px-6 py-10 focus:outline-none">{children()}</main>
+                            </ul>
+                        </div>
+                    }
+                })
+                .collect_view()}
+        </nav>
     }
 }
 
@@ -86,7 +219,8 @@ fn SignedIn(admin: Resource<Result<Option<String>, ServerFnError>>) -> impl Into
                         .map(|admin| match admin {
                             Ok(Some(email)) => {
                                 view! {
-                                    <span class="text-slate-500" data-testid="signed-in-email">{email}</span>
+                                    // At phone width the name gives its room to the buttons.
+                                    <span class="hidden text-slate-500 sm:inline" data-testid="signed-in-email">{email}</span>
                                     <form method="post" action="/logout">
                                         <button type="submit" class=SECONDARY_BUTTON>
                                             "Sign out"
@@ -107,5 +241,22 @@ fn SignedIn(admin: Resource<Result<Option<String>, ServerFnError>>) -> impl Into
                 }}
             </Transition>
         </div>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sidebar_groups_every_admin_page_once() {
+        let mut grouped: Vec<(&str, &str)> = ADMIN_GROUPS
+            .iter()
+            .flat_map(|(_, pages)| pages.iter().copied())
+            .collect();
+        let mut pages = ADMIN_PAGES.to_vec();
+        grouped.sort();
+        pages.sort();
+        assert_eq!(grouped, pages);
     }
 }
