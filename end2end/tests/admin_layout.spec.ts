@@ -68,3 +68,34 @@ test("visitor pages keep the header with the visitor links", async ({ page }) =>
   await expect(page.getByTestId("admin-sidebar")).toHaveCount(0);
   await expect(page.getByTestId("admin-menu-button")).toHaveCount(0);
 });
+
+test("keyboard: / focuses the page's search, g then a letter goes to an admin page, not while typing", async ({ page }) => {
+  await page.setViewportSize({ width: 1360, height: 900 });
+  await signInAsAdmin(page, "/admin/tasks");
+  const search = page.getByTestId("task-search");
+  await expect(page.locator("html")).toHaveAttribute("data-shortcuts", "on");
+  await page.locator("main h1").click();
+  await page.keyboard.press("/");
+  await expect(search).toBeFocused();
+  await expect(search).toHaveValue("");
+
+  // Typed into the field, g and q are text.
+  await page.keyboard.type("gq");
+  await expect(search).toHaveValue("gq");
+  await expect(page).toHaveURL(/\/admin\/tasks/);
+
+  await page.locator("main h1").click();
+  await page.keyboard.press("g");
+  await page.keyboard.press("q");
+  await expect(page).toHaveURL(/\/admin\/queues$/);
+  await expect(page.getByRole("heading", { level: 1 })).toHaveText("Queues");
+});
+
+test("keyboard: / focuses the visitor's search box", async ({ page }) => {
+  await page.goto("/search");
+  const box = page.getByRole("searchbox").first();
+  await expect(page.locator("html")).toHaveAttribute("data-shortcuts", "on");
+  await page.locator("main h1").click();
+  await page.keyboard.press("/");
+  await expect(box).toBeFocused();
+});

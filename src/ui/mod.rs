@@ -68,6 +68,8 @@ pub fn App() -> impl IntoView {
     Confirm::provide();
     // In the browser, once hydrated: note which keyed control has the focus.
     Effect::new(|_| crate::ui::components::focus::install());
+    // And listen for the keyboard shortcuts (`/`, `g t`, …).
+    Effect::new(|_| crate::ui::components::shortcuts::install());
 
     view! {
         <Title formatter=|page: String| {

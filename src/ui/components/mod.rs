@@ -6,5 +6,6 @@ pub mod form;
 pub mod live;
 pub mod params;
 pub mod poll;
+pub mod shortcuts;
 pub mod status_chip;
 pub mod toast;
