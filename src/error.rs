@@ -217,6 +217,12 @@ impl From<standmeet_jobs::QueueError> for AppError {
     }
 }
 
+impl From<crate::domain::front_page::FrontPageError> for AppError {
+    fn from(err: crate::domain::front_page::FrontPageError) -> Self {
+        AppError::BadRequest(err.to_string())
+    }
+}
+
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
         let body = serde_json::json!({ "error": self.public_message() });

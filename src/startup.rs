@@ -8,7 +8,6 @@ use anyhow::Context;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::middleware;
-use axum::response::Redirect;
 use axum::routing::{get, post};
 use leptos_axum::{LeptosRoutes, generate_route_list};
 use sqlx::PgPool;
@@ -79,7 +78,6 @@ pub fn router(state: AppState) -> Router {
         .route("/api/live", get(crate::api::live::live))
         .route("/login", post(crate::api::auth::sign_in))
         .route("/logout", post(crate::api::auth::sign_out))
-        .route("/admin", get(|| async { Redirect::to("/admin/tasks") }))
         .leptos_routes_with_context(
             &state,
             routes,

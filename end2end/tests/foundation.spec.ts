@@ -7,7 +7,9 @@ test("the home page is rendered on the server, with the shell and the visitor na
   const response = await request.get("/");
   expect(response.status()).toBe(200);
   const html = await response.text();
-  expect(html).toMatch(/<h1[^>]*>The owner(&#x27;|')s front desk<\/h1>/);
+  // No name set yet: the neutral heading, and the ways in.
+  expect(html).toMatch(/<h1[^>]*>The owner(&#x27;|')s front desk(<!>)?<\/h1>/);
+  expect(html).not.toContain("Check the service");
   expect(html).toContain(">StandMeet<");
   for (const href of ["/search", "/request-access", "/access"]) {
     expect(html).toContain(`href="${href}"`);
@@ -43,11 +45,28 @@ test("the hashed files are kept for a year, the plain names are checked before e
   expect(unknown.headers()["cache-control"]).not.toContain("immutable");
 });
 
-test("after hydration, Check the service asks the server and shows a toast", async ({ page }) => {
+test("after hydration, Dark mode turns the page dark and the choice is remembered", async ({ page }) => {
   const home = new HomePage(page);
   await home.goto();
-  await home.checkService();
-  await expect(home.toasts).toContainText("database is ok");
+  const html = page.locator("html");
+  const pressed = await home.themeToggle.getAttribute("aria-pressed");
+  // The browser of the tests asks for light: the page follows it until a choice.
+  expect(pressed).toBe("false");
+  const lightBackground = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  await home.themeToggle.click();
+  await expect(html).toHaveClass(/\bdark\b/);
+  await expect(home.themeToggle).toHaveAttribute("aria-pressed", "true");
+  const darkBackground = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  expect(darkBackground).not.toBe(lightBackground);
+  // Remembered: the server renders the next page dark from its first byte.
+  await page.reload();
+  await expect(html).toHaveClass(/\bdark\b/);
+  await expect(home.themeToggle).toBeEnabled();
+  await expect(home.themeToggle).toHaveAttribute("aria-pressed", "true");
+  await home.themeToggle.click();
+  await expect(html).toHaveClass(/\blight\b/);
+  await page.goto("/search");
+  await expect(html).toHaveClass(/\blight\b/);
 });
 
 test("Tailwind's stylesheet is served and applied", async ({ page, request }) => {
@@ -61,10 +80,10 @@ test("Tailwind's stylesheet is served and applied", async ({ page, request }) =>
 
   const home = new HomePage(page);
   await home.goto();
-  // bg-slate-50 on <body> and bg-teal-700 on the button: the browser applied the CSS.
+  // bg-slate-50 on <body> and bg-teal-700 on the search button: the browser applied the CSS.
   const bodyBackground = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
   expect(bodyBackground).not.toBe("rgba(0, 0, 0, 0)");
-  const buttonBackground = await home.checkButton.evaluate((el) => getComputedStyle(el).backgroundColor);
+  const buttonBackground = await home.searchButton.evaluate((el) => getComputedStyle(el).backgroundColor);
   expect(buttonBackground).not.toBe("rgba(0, 0, 0, 0)");
 });
 

@@ -9,6 +9,7 @@ pub(crate) mod bookings;
 pub(crate) mod corpus;
 pub(crate) mod events;
 pub(crate) mod form_error;
+pub(crate) mod front_page;
 #[cfg(feature = "ssr")]
 pub(crate) mod health;
 pub(crate) mod listings;
@@ -16,12 +17,12 @@ pub(crate) mod listings;
 pub(crate) mod live;
 #[cfg(feature = "ssr")]
 pub(crate) mod metrics;
+pub(crate) mod overview;
 #[cfg(feature = "ssr")]
 pub(crate) mod paging;
 pub(crate) mod queues;
 #[cfg(feature = "ssr")]
 pub(crate) mod replies;
-pub(crate) mod status;
 pub(crate) mod tasks;
 pub(crate) mod webhooks;
 

@@ -38,7 +38,7 @@ const KINDS: [(&str, &str, i64); 7] = [
     ("webhooks.deliver", "webhooks", 1),
 ];
 
-/// The slowest a page may answer (the Tasks panel's, the queues'), and the status
+/// The slowest a page may answer (the Tasks panel's, the queues', the overview's), and the status
 /// poll, the queues' figures (what `/admin/queues` and `queues.list` read) and the
 /// chart's query.
 const PAGE_TARGET: Duration = Duration::from_millis(25);
@@ -95,6 +95,8 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
             .collect();
     let status = format!("/api/jobs/status?ids={}", ids.join(","));
     let queues = "/admin/queues".to_string();
+    // The overview: its cards read the same summaries and indexes as the queues page.
+    let overview = "/admin".to_string();
     let shown = |path: &str| {
         if path == status {
             "/api/jobs/status?ids=… (50 ids)".to_string()
@@ -131,7 +133,7 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
         results.push(json!({ "path": name, "p50_ms": ms(p50), "p99_ms": ms(percentile(times, 0.99)), "max_ms": ms(max), "target_ms": target.as_millis() }));
         max
     };
-    for path in pages.iter().chain([&status, &queues]) {
+    for path in pages.iter().chain([&status, &queues, &overview]) {
         let mut times = Vec::with_capacity(samples);
         // One untimed request first, as a page is seldom the first of its kind.
         get(&app, path, &cookie).await?;

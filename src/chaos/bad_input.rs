@@ -22,9 +22,13 @@
 //! compared before and after, by row count and by a digest of its rows, except what
 //! changes without any request ([`NOT_WRITTEN_BY_REQUESTS`]).
 //!
-//! Two server functions are left out on purpose: `account/send_recovery` and
+//! Three server functions are left out on purpose: `account/send_recovery` and
 //! `listings/fetch_new` take no input, so there is nothing to spoil, and calling them
-//! does real work (a mail, fetches).
+//! does real work (a mail, fetches); `front_page/save` takes two free texts, so most
+//! of the values given to every argument at once ("-1", SQL, markup) are a valid name
+//! and introduction, and a probe would be a real write. Its refusals (blank, too long,
+//! control characters) are tested in `tests/it/http_surface.rs` and
+//! `domain::front_page`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -153,7 +157,8 @@ const SERVER_FNS: &[ServerFn] = &[
         &[("id", Arg::Int), ("enabled", Arg::Bool)],
     ),
     post("listings/remove_source", &[("id", Arg::Int)]),
-    get("service_status", &[]),
+    get("front_page", &[]),
+    get("front_page/form", &[]),
     get(
         "tasks/list",
         &[

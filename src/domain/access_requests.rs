@@ -174,6 +174,30 @@ impl RequestRow {
     }
 }
 
+/// The requests nobody decided yet: how many, and how long the oldest has waited.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Waiting {
+    pub count: i64,
+    pub oldest_age_s: Option<f64>,
+}
+
+/// See [`Waiting`]; read through the index by status.
+pub async fn waiting(pool: &PgPool) -> Result<Waiting, sqlx::Error> {
+    let row = sqlx::query!(
+        r#"
+        SELECT count(*) AS "count!",
+               extract(epoch FROM now() - min(created_at))::float8 AS oldest_age_s
+        FROM access_requests WHERE status = 'pending'
+        "#
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(Waiting {
+        count: row.count,
+        oldest_age_s: row.oldest_age_s,
+    })
+}
+
 /// The newest requests first (optionally of one status), up to `limit`.
 pub async fn list(
     pool: &PgPool,

@@ -22,7 +22,7 @@ use crate::domain::admins::{self, Admin};
 
 /// Server functions anyone may call. Everything else under `/api/` is for admins.
 pub const PUBLIC_SERVER_FUNCTIONS: &[&str] = &[
-    "/api/service_status",
+    "/api/front_page",
     "/api/current_admin",
     "/api/request_access",
     "/api/redeem_access",
@@ -163,10 +163,10 @@ pub fn login_url(target: &str) -> String {
 }
 
 /// Where to go after signing in: `next` when it is a path on this site, else the
-/// Tasks panel. Refuses anything a browser could read as another site
+/// overview. Refuses anything a browser could read as another site
 /// (`//evil.example`, `/\evil.example`, `https://…`) and control characters.
 pub fn safe_next(next: Option<&str>) -> String {
-    const DEFAULT: &str = "/admin/tasks";
+    const DEFAULT: &str = "/admin";
     let Some(next) = next.map(str::trim).filter(|next| !next.is_empty()) else {
         return DEFAULT.to_string();
     };
@@ -190,7 +190,7 @@ mod tests {
         assert_eq!(area_of("/admin"), Area::AdminPage);
         assert_eq!(area_of("/admin/tasks"), Area::AdminPage);
         assert_eq!(area_of("/administrator"), Area::Public);
-        assert_eq!(area_of("/api/service_status"), Area::Public);
+        assert_eq!(area_of("/api/front_page"), Area::Public);
         assert_eq!(area_of("/api/approve_request"), Area::AdminServerFunction);
         assert_eq!(area_of("/api/anything_new"), Area::AdminServerFunction);
         assert_eq!(area_of("/"), Area::Public);
@@ -200,13 +200,13 @@ mod tests {
     #[test]
     fn next_must_stay_on_this_site() {
         assert_eq!(safe_next(Some("/admin/mail?page=2")), "/admin/mail?page=2");
-        assert_eq!(safe_next(None), "/admin/tasks");
-        assert_eq!(safe_next(Some("")), "/admin/tasks");
-        assert_eq!(safe_next(Some("https://evil.example/")), "/admin/tasks");
-        assert_eq!(safe_next(Some("//evil.example/")), "/admin/tasks");
-        assert_eq!(safe_next(Some("/\\evil.example")), "/admin/tasks");
-        assert_eq!(safe_next(Some("/ok\r\nSet-Cookie: x")), "/admin/tasks");
-        assert_eq!(safe_next(Some("javascript:alert(1)")), "/admin/tasks");
+        assert_eq!(safe_next(None), "/admin");
+        assert_eq!(safe_next(Some("")), "/admin");
+        assert_eq!(safe_next(Some("https://evil.example/")), "/admin");
+        assert_eq!(safe_next(Some("//evil.example/")), "/admin");
+        assert_eq!(safe_next(Some("/\\evil.example")), "/admin");
+        assert_eq!(safe_next(Some("/ok\r\nSet-Cookie: x")), "/admin");
+        assert_eq!(safe_next(Some("javascript:alert(1)")), "/admin");
     }
 
     #[test]

@@ -10,9 +10,11 @@ use leptos_router::hooks::use_location;
 
 use crate::api::auth::current_admin;
 use crate::ui::components::form::SECONDARY_BUTTON;
+use crate::ui::components::theme::ThemeToggle;
 
 /// The admin pages, in the order the navigation shows them.
-pub const ADMIN_PAGES: [(&str, &str); 10] = [
+pub const ADMIN_PAGES: [(&str, &str); 11] = [
+    ("/admin", "Overview"),
     ("/admin/tasks", "Tasks"),
     ("/admin/queues", "Queues"),
     ("/admin/access-requests", "Access requests"),
@@ -36,7 +38,14 @@ pub const VISITOR_PAGES: [(&str, &str); 4] = [
 /// The admin pages as the sidebar groups them (every page of [`ADMIN_PAGES`], once;
 /// the last, unnamed, is the admin's own).
 pub const ADMIN_GROUPS: [(&str, &[(&str, &str)]); 5] = [
-    ("Work", &[("/admin/tasks", "Tasks"), ("/admin/queues", "Queues")]),
+    (
+        "Work",
+        &[
+            ("/admin", "Overview"),
+            ("/admin/tasks", "Tasks"),
+            ("/admin/queues", "Queues"),
+        ],
+    ),
     (
         "People",
         &[
@@ -89,6 +98,7 @@ pub fn Layout(children: Children) -> impl IntoView {
                 >
                     <div class="flex-1"></div>
                 </Show>
+                <ThemeToggle/>
                 <SignedIn admin=admin/>
                 <Show when=on_admin_page>
                     <button
@@ -146,7 +156,7 @@ fn VisitorNavigation(signed_in: impl Fn() -> bool + Send + Sync + Copy + 'static
                             .map(|(href, label)| {
                                 // rel="external": a full page load, so the server's
                                 // admin guard sees every visit to an admin page.
-                                view! { <A href=href attr:rel="external" attr:class=NAV_LINK>{label}</A> }
+                                view! { <A href=href exact=href == "/admin" attr:rel="external" attr:class=NAV_LINK>{label}</A> }
                             })
                             .collect_view()}
                     </nav>
@@ -191,7 +201,7 @@ fn AdminSidebar(open: RwSignal<bool>) -> impl IntoView {
                                         // admin guard sees every visit to an admin page.
                                         view! {
                                             <li>
-                                                <A href=*href attr:rel="external" attr:class=SIDEBAR_LINK>
+                                                <A href=*href exact=*href == "/admin" attr:rel="external" attr:class=SIDEBAR_LINK>
                                                     {*label}
                                                 </A>
                                             </li>

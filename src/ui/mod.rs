@@ -29,6 +29,7 @@ use crate::ui::pages::{
     login::LoginPage,
     mail_log::MailLogPage,
     not_found::NotFound,
+    overview::OverviewPage,
     queues::QueuesPage,
     request_access::RequestAccessPage,
     search::SearchPage,
@@ -41,7 +42,7 @@ use crate::ui::pages::{
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     view! {
         <!DOCTYPE html>
-        <html lang="en">
+        <html lang="en" class=crate::ui::components::theme::requested_theme_class()>
             <head>
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
@@ -78,11 +79,12 @@ pub fn App() -> impl IntoView {
         <Router>
             <Layout>
                 <Routes fallback=NotFound>
-                    <Route path=path!("/") view=HomePage/>
+                    <Route path=path!("/") view=HomePage ssr=SsrMode::Async/>
                     <Route path=path!("/login") view=LoginPage/>
                     // Admin pages (product.md section 5); each arrives with its issue.
                     // Rendered whole before the first byte is sent, so that a shared link
                     // shows the rows without JavaScript and a missing job answers 404.
+                    <Route path=path!("/admin") view=OverviewPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/tasks") view=TasksPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/tasks/:id") view=TaskDetailPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/queues") view=QueuesPage ssr=SsrMode::Async/>

@@ -21,6 +21,7 @@ mod listings;
 mod live;
 mod mail_transport;
 mod mcp;
+mod overview;
 mod owner_email;
 mod private_cluster;
 mod queues;

@@ -8,4 +8,5 @@ pub mod params;
 pub mod poll;
 pub mod shortcuts;
 pub mod status_chip;
+pub mod theme;
 pub mod toast;

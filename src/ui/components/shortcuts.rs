@@ -1,12 +1,13 @@
 //! Keyboard shortcuts, as operators know them from the consoles they use: `/` puts the
 //! focus in the page's search box (its first `input[type=search]`), and on admin pages
-//! `g` and then a letter goes to another admin page ([`JUMPS`]: `g t` Tasks, `g q`
+//! `g` and then a letter goes to another admin page ([`JUMPS`]: `g o` the overview, `g t` Tasks, `g q`
 //! Queues, …). A key typed into a field, or with Ctrl, Alt or Meta held, is left alone.
 //! Once listening, `<html>` carries `data-shortcuts="on"`. On the server this does
 //! nothing.
 
 /// After `g`, the letter and the admin page it goes to.
-pub const JUMPS: [(&str, &str); 10] = [
+pub const JUMPS: [(&str, &str); 11] = [
+    ("o", "/admin"),
     ("t", "/admin/tasks"),
     ("q", "/admin/queues"),
     ("a", "/admin/access-requests"),

@@ -9,6 +9,7 @@ use crate::api::account::{
     AccountView, CancelEmailChange, ChangeOwnerEmail, PendingView, RecoveryView,
     SendRecoveryPhrase, account_overview,
 };
+use crate::api::front_page::{SaveFrontPage, front_page_form};
 use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON};
@@ -82,6 +83,52 @@ pub fn AccountPage() -> impl IntoView {
                 }
             })}
         </Transition>
+        <FrontPageEditor/>
+    }
+}
+
+/// The front page's name and introduction (Markdown), as visitors see them on `/`.
+#[component]
+fn FrontPageEditor() -> impl IntoView {
+    let form = Resource::new(|| (), |_| front_page_form());
+    let save = ServerAction::<SaveFrontPage>::new();
+    let toasts = use_toasts();
+    let hydrated = use_hydrated();
+    Effect::new(move |_| match save.value().get() {
+        Some(Ok(message)) => toasts.success(message),
+        Some(Err(error)) => toasts.error(server_message(&error)),
+        None => {}
+    });
+    view! {
+        <section class="mt-10" aria-labelledby="front-page-heading">
+            <h2 id="front-page-heading" class="text-lg font-semibold">"Front page"</h2>
+            <p class="mt-1 text-sm text-slate-600">
+                "What visitors see on " <a href="/" class="text-teal-700 underline">"the front page"</a>
+                ": your name and a short introduction. The introduction is Markdown (emphasis, lists, links); HTML shows as text."
+            </p>
+            <Suspense fallback=|| view! { <p class="mt-4 text-sm text-slate-500">"Loading…"</p> }>
+                {move || Suspend::new(async move {
+                    match form.await {
+                        Ok(current) => view! {
+                            <ActionForm action=save attr:novalidate=true attr:class="mt-4 space-y-4 rounded-xl border border-slate-200 bg-white p-6">
+                                <div>
+                                    <label for="front-page-name" class=LABEL>"Name"</label>
+                                    <input id="front-page-name" name="owner_name" type="text" maxlength="200" required=true value=current.owner_name class=INPUT/>
+                                </div>
+                                <div>
+                                    <label for="front-page-introduction" class=LABEL>"Introduction (Markdown)"</label>
+                                    <textarea id="front-page-introduction" name="introduction" rows="6" maxlength="4000" class=INPUT>{current.introduction}</textarea>
+                                </div>
+                                <button type="submit" class=PRIMARY_BUTTON disabled=move || !hydrated.get() || save.pending().get()>
+                                    "Save front page"
+                                </button>
+                            </ActionForm>
+                        }.into_any(),
+                        Err(error) => view! { <p role="alert" class="mt-4 text-sm text-rose-800">{server_message(&error)}</p> }.into_any(),
+                    }
+                })}
+            </Suspense>
+        </section>
     }
 }
 

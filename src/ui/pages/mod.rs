@@ -14,6 +14,7 @@ pub(crate) mod listings;
 pub(crate) mod login;
 pub(crate) mod mail_log;
 pub(crate) mod not_found;
+pub(crate) mod overview;
 pub(crate) mod queues;
 pub(crate) mod request_access;
 pub(crate) mod search;

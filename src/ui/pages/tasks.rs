@@ -263,7 +263,7 @@ fn ThroughputChart(minutes: Vec<FinishedMinute>) -> impl IntoView {
                 <title>{summary}</title>
                 {bars}
             </svg>
-            <div class="flex justify-between text-[10px] text-slate-400"><span>"an hour ago"</span><span>"now"</span></div>
+            <div class="flex justify-between text-xs text-slate-600"><span>"an hour ago"</span><span>"now"</span></div>
         </figure>
     }
     .into_any()

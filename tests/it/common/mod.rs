@@ -74,7 +74,7 @@ pub async fn sign_in(app: &Router, email: &str, password: &str) -> Reply {
 pub async fn signed_in_cookie(app: &Router, pool: &PgPool) -> String {
     create_admin(pool).await;
     let reply = sign_in(app, ADMIN_EMAIL, ADMIN_PASSWORD).await;
-    assert_eq!(reply.location(), Some("/admin/tasks"), "sign-in succeeds");
+    assert_eq!(reply.location(), Some("/admin"), "sign-in succeeds");
     reply.session_cookie().expect("a session cookie")
 }
 
