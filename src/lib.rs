@@ -16,7 +16,9 @@
 //! checks the direction, and that no two files need each other).
 //!
 //! Shared by server and browser:
-//! - [`ui`]: the HTML shell, the app and its routes, the layout, pages and components.
+//! - [`ui`]: the HTML shell, the app and its routes, the layout (a sidebar on admin
+//!   pages), pages (the overview at `/admin`, the owner's front page at `/`, …) and
+//!   components (chips, toasts, live updates, keyboard shortcuts, dark mode).
 //! - [`model`]: the words both sides share, such as `JobId`, `JobState`, `MailState`
 //!   and the corpus write receipt.
 //! - [`api`]: server functions (the browser gets stubs that call them over HTTP), and on
@@ -36,7 +38,7 @@
 //! - `config`: every setting, its default, and validation that names a bad one.
 //! - `telemetry`: the tracing subscriber and the span of each request.
 //! - `domain`: what StandMeet does, in its own words and errors: access requests, the
-//!   owner's address, listings, the corpus (entries, search, index), bookings (weekly
+//!   owner's address, the front page's name and introduction (Markdown), listings, the corpus (entries, search, index), bookings (weekly
 //!   availability in the owner's time zone, free slots, invitations as `.ics`), admins; `mail`
 //!   (supplier, throttle, mail log, and the one shape of a mail job: load, stop when
 //!   stale, compose, deliver or snooze, record) and
