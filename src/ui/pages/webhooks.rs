@@ -224,7 +224,9 @@ fn WebhookRow(
     let url = webhook.url.clone();
     view! {
         <li data-testid="webhook-row" data-webhook-id=id.to_string() data-enabled=enabled.to_string() class="flex flex-wrap items-center gap-3 px-6 py-3 text-sm">
-            <div class="min-w-0 flex-1">
+            // The whole row's width on a phone (the buttons wrap below it), the rest of
+            // it beside them from tablet width up.
+            <div class="min-w-0 basis-full sm:basis-0 sm:flex-1">
                 <a href=format!("/admin/webhooks/{id}") class="break-all font-medium text-teal-800 hover:underline" data-testid="webhook-url">{webhook.url.clone()}</a>
                 <p class="text-xs text-slate-500" data-testid="webhook-types">{webhook.event_types.join(", ")}</p>
                 {webhook.disabled_reason.clone().filter(|_| !enabled).map(|reason| view! {
