@@ -1,6 +1,6 @@
 // Every page in both colour modes, checked with axe-core (WCAG 2 A and AA rules):
 // no serious or critical violation (issue #38). The pages that show one thing get a
-// thing to show (a job, an endpoint, a corpus entry) made by SQL first.
+// thing to show (a job, an endpoint, a published corpus entry) made by SQL first.
 import AxeBuilder from "@axe-core/playwright";
 import { expect, test, type Page } from "@playwright/test";
 import { signInAsAdmin } from "./fixtures/admin";
@@ -51,13 +51,22 @@ for (const scheme of ["light", "dark"] as const) {
     const entry = Number(
       (
         await sql<{ id: string }>(
-          `INSERT INTO corpus_entries (title, body) VALUES ('Accessibility notes', 'A draft.') RETURNING id`,
+          `INSERT INTO corpus_entries (title, body, status) VALUES ('Accessibility notes', 'Read by visitors.', 'promoted') RETURNING id`,
         )
       )[0].id,
     );
     try {
       const found: string[] = [];
-      for (const path of VISITOR_PAGES) {
+      // Beside the pages of the menus: a published entry, the pages a mailed link opens
+      // (here with a token that does not work), and the page for an unknown address.
+      const visitorPages = [
+        ...VISITOR_PAGES,
+        `/entries/${entry}`,
+        "/book/cancel?token=not-a-token",
+        "/account/confirm-email?token=not-a-token",
+        "/no-such-page",
+      ];
+      for (const path of visitorPages) {
         await page.goto(path);
         await expect(page.getByRole("heading", { level: 1 })).toBeVisible();
         found.push(...(await violations(page)).map((line) => `${path}: ${line}`));
