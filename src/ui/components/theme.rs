@@ -10,6 +10,8 @@
 
 use leptos::prelude::*;
 
+use crate::ui::components::form::SECONDARY_BUTTON;
+
 /// The cookie that remembers the choice: `dark` or `light`.
 pub const THEME_COOKIE: &str = "standmeet_theme";
 
@@ -65,7 +67,7 @@ pub fn ThemeToggle() -> impl IntoView {
         <button
             type="button"
             data-testid="theme-toggle"
-            class="rounded-md border border-slate-300 px-3 py-1.5 text-sm text-slate-700 hover:bg-slate-100 focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600"
+            class=format!("{SECONDARY_BUTTON} focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600")
             aria-pressed=move || dark.get().to_string()
             disabled=move || !hydrated.get()
             on:click=move |_| {
