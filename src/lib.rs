@@ -36,7 +36,8 @@
 //! - `db`: the connection pool, migrations, and the private PostgreSQL cluster that
 //!   StandMeet starts itself when `DATABASE_URL` is unset.
 //! - `config`: every setting, its default, and validation that names a bad one.
-//! - `telemetry`: the tracing subscriber and the span of each request.
+//! - `telemetry`: the tracing subscriber, the span of each request, and the job named
+//!   on the lines written inside an attempt.
 //! - `domain`: what StandMeet does, in its own words and errors: access requests, the
 //!   owner's address, the front page's name and introduction (Markdown), listings, the corpus (entries, search, index), bookings (weekly
 //!   availability in the owner's time zone, free slots, invitations as `.ics`), admins; `mail`

@@ -1,15 +1,20 @@
 //! Tracing: one subscriber for the process, and the span every HTTP request runs in.
 
+use std::fmt::{self, Write as _};
 use std::io::IsTerminal;
 
 use axum::http::Request;
-use tracing::Span;
+use tracing::{Event, Span, Subscriber};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::FmtContext;
+use tracing_subscriber::fmt::format::{self, FormatEvent, FormatFields, JsonFields, Writer};
+use tracing_subscriber::registry::LookupSpan;
 
 /// Installs the global subscriber with `filter` (already validated by `config`), as
 /// text for people or as one JSON object per line (with the fields of the spans the
-/// event happened in: the request's method, path and id, the job's id, kind and
-/// attempt) for log collectors (`STANDMEET_LOG_FORMAT`).
+/// event happened in, such as the request's method, path and id) for log collectors
+/// (`STANDMEET_LOG_FORMAT`). A line written inside a job's attempt also names the job
+/// (see [`WithAttempt`]).
 /// Logs go to stderr, so that stdout carries only what a command prints on purpose
 /// (`standmeet postgres start` prints a URL). Safe to call more than once (tests):
 /// later calls leave the first subscriber.
@@ -26,18 +31,85 @@ pub fn init(filter: &str, format: LogFormat) {
         .unwrap_or_else(|_| EnvFilter::new(crate::config::DEFAULT_LOG_FILTER));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_target(true)
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder
             .with_ansi(std::io::stderr().is_terminal())
+            .event_format(WithAttempt {
+                inner: format::Format::default().with_target(true),
+                format,
+            })
             .try_init(),
         LogFormat::Json => builder
-            .json()
-            .with_current_span(true)
-            .with_span_list(true)
+            .fmt_fields(JsonFields::new())
+            .event_format(WithAttempt {
+                inner: format::Format::default()
+                    .json()
+                    .with_target(true)
+                    .with_current_span(true)
+                    .with_span_list(true),
+                format,
+            })
             .try_init(),
     };
+}
+
+/// Adds the job attempt a line was written in (`standmeet_jobs::current_attempt`:
+/// the engine keeps it in a task-local rather than a span, for speed) to the line
+/// `inner` formats: `job.id=… job.kind=… job.attempt=…` at the end of a text line, a
+/// `"job": {"id", "kind", "attempt"}` object in a JSON one. Lines written outside an
+/// attempt are `inner`'s unchanged. A job's line on a terminal loses its colours (it
+/// is formatted into a string first).
+struct WithAttempt<F> {
+    inner: F,
+    format: LogFormat,
+}
+
+impl<S, N, F> FormatEvent<S, N> for WithAttempt<F>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+    F: FormatEvent<S, N>,
+{
+    fn format_event(
+        &self,
+        context: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        let Some(attempt) = standmeet_jobs::current_attempt() else {
+            return self.inner.format_event(context, writer, event);
+        };
+        let mut line = String::new();
+        self.inner
+            .format_event(context, Writer::new(&mut line), event)?;
+        writer.write_str(&with_attempt(&line, &attempt, self.format))
+    }
+}
+
+/// `line` (one formatted log line, ending in a newline) naming `attempt`.
+fn with_attempt(line: &str, attempt: &standmeet_jobs::AttemptContext, format: LogFormat) -> String {
+    let body = line.strip_suffix('\n').unwrap_or(line);
+    let mut out = String::with_capacity(body.len() + 64);
+    match (format, body.strip_suffix('}')) {
+        (LogFormat::Json, Some(object)) => {
+            let job = serde_json::json!({
+                "id": attempt.id.0,
+                "kind": attempt.kind,
+                "attempt": attempt.attempt,
+            });
+            let _ = write!(out, "{object},\"job\":{job}}}");
+        }
+        _ => {
+            let _ = write!(
+                out,
+                "{body} job.id={} job.kind={} job.attempt={}",
+                attempt.id.0, attempt.kind, attempt.attempt
+            );
+        }
+    }
+    out.push('\n');
+    out
 }
 
 pub use crate::config::LogFormat;
@@ -56,4 +128,39 @@ pub fn request_span<B>(request: &Request<B>) -> Span {
         path = %request.uri().path(),
         request_id = %request_id,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attempt() -> standmeet_jobs::AttemptContext {
+        standmeet_jobs::AttemptContext {
+            id: standmeet_jobs::JobId(42),
+            kind: "mail.send".to_string(),
+            attempt: 3,
+        }
+    }
+
+    #[test]
+    fn a_text_line_ends_with_the_job() {
+        let line = "2026-12-03T10:00:00Z  WARN standmeet::mail: cannot send error=refused\n";
+        assert_eq!(
+            with_attempt(line, &attempt(), LogFormat::Text),
+            "2026-12-03T10:00:00Z  WARN standmeet::mail: cannot send error=refused job.id=42 job.kind=mail.send job.attempt=3\n"
+        );
+    }
+
+    #[test]
+    fn a_json_line_gains_a_job_object_and_stays_json() {
+        let line = r#"{"timestamp":"t","level":"WARN","fields":{"message":"cannot send"},"target":"standmeet::mail"}"#;
+        let out = with_attempt(&format!("{line}\n"), &attempt(), LogFormat::Json);
+        assert!(out.ends_with("}\n"), "{out}");
+        let value: serde_json::Value = serde_json::from_str(out.trim_end()).unwrap();
+        assert_eq!(
+            value["job"],
+            serde_json::json!({"id": 42, "kind": "mail.send", "attempt": 3})
+        );
+        assert_eq!(value["fields"]["message"], "cannot send");
+    }
 }

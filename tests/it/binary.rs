@@ -281,6 +281,7 @@ async fn json_logs_are_one_object_a_line_with_an_access_line_per_request() {
     let mut cmd = standmeet();
     cmd.env("DATABASE_URL", url.as_str())
         .env("STANDMEET_LOG_FORMAT", "json")
+        .env("STANDMEET_OWNER_EMAIL", "owner@example.com")
         .env("RUST_LOG", "info,sqlx=warn,tower_http=info");
     let mut server = Server::start(cmd);
     server.wait_healthy().await;
@@ -288,6 +289,33 @@ async fn json_logs_are_one_object_a_line_with_an_access_line_per_request() {
         .await
         .unwrap();
     assert_eq!(reply.status(), 200);
+    // A visitor's request sends the admin a mail (to the log): a job whose line
+    // names it.
+    let asked = reqwest::Client::new()
+        .post(format!(
+            "http://127.0.0.1:{}/api/request_access",
+            server.port
+        ))
+        .header("accept", "application/json")
+        .header("sec-fetch-site", "same-origin")
+        .form(&[
+            ("name", "Ada"),
+            ("email", "ada@example.com"),
+            ("message", "Hello"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(asked.status(), 200, "{}", asked.text().await.unwrap());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !server.log().contains("the log supplier") {
+        assert!(
+            Instant::now() < deadline,
+            "no mail in the log: {}",
+            server.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let (_, log) = server.stop();
     let lines: Vec<serde_json::Value> = log
         .lines()
@@ -300,6 +328,22 @@ async fn json_logs_are_one_object_a_line_with_an_access_line_per_request() {
     assert_eq!(access["level"], "INFO");
     assert_eq!(access["span"]["method"], "GET");
     assert!(access["fields"]["latency"].is_string(), "{access}");
+    let mail = lines
+        .iter()
+        .find(|line| {
+            line["fields"]["message"]
+                .as_str()
+                .is_some_and(|message| message.contains("the log supplier"))
+        })
+        .unwrap();
+    assert_eq!(mail["job"]["kind"], "access_request.notify_owner", "{mail}");
+    assert_eq!(mail["job"]["attempt"], 1, "{mail}");
+    assert!(
+        mail["job"]["id"].as_i64().is_some_and(|id| id > 0),
+        "{mail}"
+    );
+    // Lines outside a job do not name one.
+    assert!(access.get("job").is_none(), "{access}");
     drop_database(&admin_url, &url).await;
 }
 

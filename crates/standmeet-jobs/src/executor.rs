@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use sqlx::PgPool;
-use tracing::Instrument;
 
+use super::attempt_context::{AttemptContext, in_attempt};
 use super::claim::Claim;
 use super::kind::{ErrorAction, JobContext, JobError};
 use super::listener::{Signals, StopReason};
@@ -47,13 +47,13 @@ pub(crate) async fn execute(
     context: &ExecutorContext,
     claim: Option<Arc<Claim>>,
 ) -> Option<Outcome> {
-    let span = tracing::info_span!(
-        "job",
-        job.id = job.id.0,
-        job.kind = %job.kind,
-        job.attempt = job.attempt,
-    );
-    async {
+    // What the attempt's log lines name (not a span: see `attempt_context`).
+    let attempt = AttemptContext {
+        id: job.id,
+        kind: job.kind.clone(),
+        attempt: job.attempt,
+    };
+    let attempt_run = async {
         let started = std::time::Instant::now();
         let in_claim = claim.is_some();
         let result = run_attempt(&job, context, claim).await;
@@ -80,9 +80,8 @@ pub(crate) async fn execute(
             delay: plan.delay,
             give_back_attempt: plan.give_back_attempt,
         })
-    }
-    .instrument(span)
-    .await
+    };
+    in_attempt(attempt, attempt_run).await
 }
 
 async fn run_attempt(

@@ -70,7 +70,9 @@
 //! - `retry`: what an attempt's outcome makes of a job (the backoff's formula is the
 //!   database's `job_backoff`).
 //! - `registry`: the handlers this process can run, by kind ([`Registry`]).
-//! - `executor`: one attempt: span, timeout, panic capture, cancellation.
+//! - `executor`: one attempt: timeout, panic capture, cancellation.
+//! - `attempt_context`: which attempt the running code belongs to, for log lines
+//!   ([`current_attempt`]).
 //! - `producer`: one per queue: claims in batches (one call when the queue is nearly
 //!   idle), runs up to N at once.
 //! - `claim`: a batch of jobs that run inside the transaction that claimed them; each
@@ -91,6 +93,10 @@
 mod types;
 pub use types::{JobId, JobState};
 
+#[cfg(feature = "engine")]
+mod attempt_context;
+#[cfg(feature = "engine")]
+pub use attempt_context::{AttemptContext, current_attempt, in_attempt};
 #[cfg(feature = "bench")]
 pub mod bare;
 #[cfg(feature = "engine")]

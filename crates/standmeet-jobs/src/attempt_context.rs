@@ -1,0 +1,59 @@
+//! Which attempt the code running now belongs to, for log lines.
+//!
+//! Each attempt runs inside a task-local [`AttemptContext`], not inside a `tracing`
+//! span of its own. With `tracing-subscriber`'s fmt layer a span costs about 300 ns
+//! per job whether or not anything is logged inside it (allocated in the registry,
+//! its fields formatted up front, a filter lookup on every poll); at 80,000 jobs/s
+//! that was a tenth of the drain (docs/benchmarks.md, 2026-12-03). A task-local costs
+//! a pointer swap per poll, and a log formatter asks [`current_attempt`] only for the
+//! lines that are actually written (StandMeet's own adds the job's id, kind and
+//! attempt to every line written inside an attempt, in text and in JSON).
+
+use crate::types::JobId;
+
+/// The job attempt a line of code runs in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttemptContext {
+    pub id: JobId,
+    pub kind: String,
+    pub attempt: i16,
+}
+
+tokio::task_local! {
+    static CURRENT: AttemptContext;
+}
+
+/// The attempt the calling task runs (`None` outside the engine's attempts, and in
+/// tasks a handler spawns: they are not the attempt's task).
+pub fn current_attempt() -> Option<AttemptContext> {
+    CURRENT.try_with(Clone::clone).ok()
+}
+
+/// Runs `future` as (part of) the attempt `context`.
+pub async fn in_attempt<F: Future>(context: AttemptContext, future: F) -> F::Output {
+    CURRENT.scope(context, future).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_attempt_is_seen_inside_it_and_nowhere_else() {
+        assert_eq!(current_attempt(), None);
+        let context = AttemptContext {
+            id: JobId(7),
+            kind: "system.noop".to_string(),
+            attempt: 2,
+        };
+        let seen = in_attempt(context.clone(), async {
+            tokio::task::yield_now().await;
+            let inside = current_attempt();
+            let spawned = tokio::spawn(async { current_attempt() }).await.unwrap();
+            (inside, spawned)
+        })
+        .await;
+        assert_eq!(seen, (Some(context), None));
+        assert_eq!(current_attempt(), None);
+    }
+}
