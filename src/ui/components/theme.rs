@@ -17,13 +17,12 @@ pub const THEME_COOKIE: &str = "standmeet_theme";
 
 /// The class `<html>` carries for a request's `Cookie` header: `dark` or `light` when
 /// the person chose one, empty when the page follows the system's setting.
+#[cfg(feature = "ssr")]
 pub fn theme_class(cookie_header: &str) -> &'static str {
-    let chosen = cookie_header
-        .split(';')
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == THEME_COOKIE)
-        .map(|(_, value)| value.trim());
-    match chosen {
+    let chosen = cookie::Cookie::split_parse(cookie_header)
+        .filter_map(Result::ok)
+        .find(|cookie| cookie.name() == THEME_COOKIE);
+    match chosen.as_ref().map(|cookie| cookie.value()) {
         Some("dark") => "dark",
         Some("light") => "light",
         _ => "",
@@ -136,7 +135,7 @@ mod browser {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "ssr"))]
 mod tests {
     use super::theme_class;
 
