@@ -81,7 +81,7 @@ mod server {
     use crate::api::auth::require_admin;
     use crate::api::queues::age_in_words;
     use crate::api::replies::reply;
-    use crate::domain::bookings::{self, BookingState};
+    use crate::domain::bookings;
     use crate::domain::{access_requests, webhooks};
     use crate::model::JobState;
     use crate::state::AppState;
@@ -97,7 +97,7 @@ mod server {
             async { access_requests::waiting(&state.pool).await.map_err(reply) },
             async { webhooks::list(&state.pool).await.map_err(reply) },
             async {
-                bookings::list(&state.pool, Some(now), None, NEXT_BOOKINGS * 4)
+                bookings::upcoming_confirmed(&state.pool, now, NEXT_BOOKINGS)
                     .await
                     .map_err(reply)
             },
@@ -148,8 +148,6 @@ mod server {
                 .collect(),
             next_bookings: upcoming
                 .into_iter()
-                .filter(|booking| booking.state == BookingState::Confirmed)
-                .take(NEXT_BOOKINGS as usize)
                 .map(|booking| NextBooking {
                     id: booking.id,
                     when: bookings::owner_when(tz, &booking),

@@ -151,3 +151,48 @@ async fn a_queue_whose_oldest_due_job_waited_over_a_minute_is_behind(pool: PgPoo
     assert_eq!(default_queue["available"], json!(1));
     assert_eq!(default_queue["oldest_available"], json!("2 min"));
 }
+
+#[sqlx::test]
+async fn the_next_bookings_are_the_five_soonest_confirmed_however_many_were_cancelled_first(
+    pool: PgPool,
+) {
+    let app = TestApp::desk(&pool).spawn().await;
+    let cookie = app.sign_in_admin().await;
+    // Hour by hour from tomorrow: 25 cancelled bookings, then 7 confirmed ones; and a
+    // confirmed one that has already started, which is not to come.
+    for hour in -1..32 {
+        let cancelled = (0..25).contains(&hour);
+        sqlx::query(
+            "INSERT INTO bookings (uid, starts_at, ends_at, blocked_until, name, email, booked_by, \
+                                   state, cancelled_at, cancelled_by) \
+             SELECT 'uid-' || $1, at, at + interval '30 minutes', at + interval '30 minutes', \
+                    'Visitor ' || $1, 'v@example.com', 'visitor', \
+                    CASE WHEN $2 THEN 'cancelled' ELSE 'confirmed' END::booking_state, \
+                    CASE WHEN $2 THEN now() END, CASE WHEN $2 THEN 'admin' END \
+             FROM (SELECT date_trunc('hour', now()) + $3 * interval '1 hour' AS at) t",
+        )
+        .bind(hour)
+        .bind(cancelled)
+        .bind(if hour < 0 { -2 } else { 24 + hour })
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    let expected: Vec<i64> = sqlx::query_scalar(
+        "SELECT id FROM bookings WHERE state = 'confirmed' AND starts_at >= now() \
+         ORDER BY starts_at LIMIT 5",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(expected.len(), 5);
+
+    let overview: Value = app.get_with_cookie("/api/overview", &cookie).await.json();
+    let shown: Vec<i64> = overview["next_bookings"]
+        .as_array()
+        .expect("a list of bookings")
+        .iter()
+        .map(|booking| booking["id"].as_i64().expect("an id"))
+        .collect();
+    assert_eq!(shown, expected, "{overview}");
+}

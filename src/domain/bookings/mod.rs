@@ -531,7 +531,7 @@ fn booking_event(
 
 /// One booking.
 pub async fn get(pool: &PgPool, id: i64) -> Result<Option<Booking>, sqlx::Error> {
-    Ok(select(pool, Some(id), None, None, 1).await?.pop())
+    Ok(select(pool, Some(id), None, None, None, 1).await?.pop())
 }
 
 /// Bookings (cancelled ones too) that start in `[from, to)`, soonest first, at most
@@ -542,14 +542,33 @@ pub async fn list(
     to: Option<Timestamp>,
     limit: i64,
 ) -> Result<Vec<Booking>, sqlx::Error> {
-    select(pool, None, from, to, limit).await
+    select(pool, None, None, from, to, limit).await
+}
+
+/// The next `limit` confirmed bookings that start at `from` or later, soonest first
+/// (however many cancelled ones lie between them).
+pub async fn upcoming_confirmed(
+    pool: &PgPool,
+    from: Timestamp,
+    limit: i64,
+) -> Result<Vec<Booking>, sqlx::Error> {
+    select(
+        pool,
+        None,
+        Some(BookingState::Confirmed),
+        Some(from),
+        None,
+        limit,
+    )
+    .await
 }
 
 /// The one read of bookings, with their owner notification's state: one by id, or a
-/// time range.
+/// time range (of one state, or of both).
 async fn select(
     pool: &PgPool,
     id: Option<i64>,
+    state: Option<BookingState>,
     from: Option<Timestamp>,
     to: Option<Timestamp>,
     limit: i64,
@@ -565,6 +584,7 @@ async fn select(
         WHERE ($1::bigint IS NULL OR b.id = $1)
           AND ($2::timestamptz IS NULL OR b.starts_at >= $2)
           AND ($3::timestamptz IS NULL OR b.starts_at < $3)
+          AND ($5::booking_state IS NULL OR b.state = $5)
         ORDER BY b.starts_at, b.id
         LIMIT $4
         "#,
@@ -572,6 +592,7 @@ async fn select(
         from.map(offset_date_time),
         to.map(offset_date_time),
         limit,
+        state as Option<BookingState>,
     )
     .fetch_all(pool)
     .await
