@@ -173,7 +173,28 @@ fn BookingLine(booking: NextBooking) -> impl IntoView {
     view! {
         <li data-testid="overview-booking" data-booking-id=booking.id.to_string() class="px-5 py-3 text-sm">
             <p class="font-medium">{booking.when}</p>
-            <p class="text-slate-600">{format!("{} — {}", booking.name, booking.topic)}</p>
+            <p class="text-slate-600">{name_and_topic(&booking.name, &booking.topic)}</p>
         </li>
+    }
+}
+
+/// "Ada — Pairing on the parser", or the name alone when the visitor gave no topic.
+fn name_and_topic(name: &str, topic: &str) -> String {
+    if topic.trim().is_empty() {
+        name.to_string()
+    } else {
+        format!("{name} — {topic}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::name_and_topic;
+
+    #[test]
+    fn a_booking_without_a_topic_shows_the_name_alone() {
+        assert_eq!(name_and_topic("Ada", ""), "Ada");
+        assert_eq!(name_and_topic("Ada", "  "), "Ada");
+        assert_eq!(name_and_topic("Ada", "Parser"), "Ada — Parser");
     }
 }
