@@ -1,5 +1,5 @@
 //! The corpus: write receipts that say whether the index holds the write, searches that
-//! read their own write, stale index jobs, CJK, who sees restricted entries, bad
+//! read their own write, one index job per entry however often saved, CJK, who sees restricted entries, bad
 //! queries, and re-indexing at start.
 
 use crate::common;
@@ -132,23 +132,69 @@ async fn with_the_index_queue_stopped_the_receipt_says_not_indexed_and_the_job_b
         "the chip says indexing"
     );
 
-    // The engine starts: both jobs run; the first finds a newer version and skips.
+    assert_eq!(
+        promoted["index_job_id"], created["index_job_id"],
+        "the promotion found the entry's index job on the way"
+    );
+
+    // The engine starts: the one job indexes the newest version.
     let app = corpus_desk(&pool, "300").jobs().spawn().await;
     let job = JobId(promoted["index_job_id"].as_i64().unwrap());
     let done = wait_for_state(&pool, job, JobState::Completed).await;
-    assert_eq!(done.output.unwrap()["indexed"], true);
-    let first = wait_for_state(
-        &pool,
-        JobId(created["index_job_id"].as_i64().unwrap()),
-        JobState::Completed,
-    )
-    .await;
-    assert_eq!(first.output.unwrap()["reason"], "stale");
+    assert_eq!(done.output.unwrap()["version"], 2);
     assert_eq!(visitor_finds(&app, "stalls", None).await, [id]);
 }
 
+/// The version and body the index holds for entry `id`.
+async fn in_index(pool: &PgPool, id: i64) -> (i64, String) {
+    sqlx::query_as("SELECT version, body FROM corpus_index WHERE entry_id = $1")
+        .bind(id)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
 #[sqlx::test]
-async fn an_index_job_for_an_older_version_never_overwrites_a_newer_one(pool: PgPool) {
+async fn ten_saves_in_a_row_leave_one_index_job_waiting_and_the_index_ends_with_the_last(
+    pool: PgPool,
+) {
+    // No engine while saving: every save finds the job the first one queued.
+    let first = corpus::create(&pool, "Ferry times", "Version 0", "public")
+        .await
+        .unwrap();
+    let mut last = first.clone();
+    for n in 1..10 {
+        last = corpus::update(&pool, first.id, None, Some(&format!("Version {n}")), None)
+            .await
+            .unwrap();
+        assert_eq!(last.job, first.job, "save {n} answered the waiting job");
+    }
+    let waiting: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM jobs WHERE kind = 'corpus.index' AND finalized_at IS NULL",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(waiting, 1);
+
+    let app = corpus_desk(&pool, "2000").jobs().spawn().await;
+    let done = wait_for_state(&pool, first.job, JobState::Completed).await;
+    assert_eq!(done.output.unwrap()["version"], last.version);
+    assert_eq!(in_index(&pool, first.id).await.1, "Version 9");
+    // Saves while the engine runs: each receipt is for a version the index then holds.
+    for n in 10..20 {
+        let body = format!("Version {n}");
+        let receipt = structured(
+            &app.call_tool("corpus.update", json!({ "id": first.id, "body": body }))
+                .await,
+        );
+        assert_eq!(receipt["indexed"], true, "save {n}: {receipt}");
+    }
+    assert_eq!(in_index(&pool, first.id).await, (20, "Version 19".into()));
+}
+
+#[sqlx::test]
+async fn an_index_write_of_an_older_version_never_overwrites_a_newer_one(pool: PgPool) {
     let first = corpus::create(&pool, "Tide tables", "Low tide at six.", "public")
         .await
         .unwrap();
@@ -156,12 +202,9 @@ async fn an_index_job_for_an_older_version_never_overwrites_a_newer_one(pool: Pg
         .await
         .unwrap();
     assert_eq!(second.version, 2);
-    // The newer job runs first (by hand, as a worker would), then the older one.
     let mut app = corpus_desk(&pool, "2000").jobs().spawn().await;
-    let newer = wait_for_state(&pool, second.job, JobState::Completed).await;
-    let older = wait_for_state(&pool, first.job, JobState::Completed).await;
-    assert_eq!(newer.output.unwrap()["version"], 2);
-    assert_eq!(older.output.unwrap()["reason"], "stale");
+    let done = wait_for_state(&pool, second.job, JobState::Completed).await;
+    assert_eq!(done.output.unwrap()["version"], 2);
     // What follows writes the index by hand, with no engine around.
     app.stop_jobs().await;
 
@@ -178,13 +221,10 @@ async fn an_index_job_for_an_older_version_never_overwrites_a_newer_one(pool: Pg
     let written = corpus::write_index(&mut tx, &[older_write]).await.unwrap();
     tx.commit().await.unwrap();
     assert_eq!(written, 0);
-    let (version, body): (i64, String) =
-        sqlx::query_as("SELECT version, body FROM corpus_index WHERE entry_id = $1")
-            .bind(first.id)
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-    assert_eq!((version, body.as_str()), (2, "Low tide at nine."));
+    assert_eq!(
+        in_index(&pool, first.id).await,
+        (2, "Low tide at nine.".into())
+    );
 }
 
 #[sqlx::test]

@@ -356,6 +356,49 @@ async fn a_receipt_is_redeemed_in_exactly_the_shape_of_a_fetch_that_finished_in_
 }
 
 #[sqlx::test]
+async fn fetching_again_while_a_sources_fetch_is_pending_answers_the_same_job(pool: PgPool) {
+    // No engine: every fetch stays pending.
+    let app = fetch_desk(&pool, "100").boards().spawn().await;
+    let sources = add_samples(&pool, app.boards()).await;
+    let first = structured(&app.call_tool("jobs.fetch_new", json!({})).await);
+    assert_eq!(first["pending"], true);
+    let second = structured(&app.call_tool("jobs.fetch_new", json!({})).await);
+    assert_eq!(second["job_ids"], first["job_ids"], "the same four jobs");
+    let one = structured(
+        &app.call_tool("jobs.fetch_new", json!({ "source_ids": [sources[1]] }))
+            .await,
+    );
+    assert_eq!(one["job_ids"], json!([first["job_ids"][1]]));
+    let fetches: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM jobs WHERE kind = 'jobs.fetch_source'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(fetches, 4, "one job per source, however often asked");
+
+    // Once they finished, the next fetch is new jobs.
+    // (Its sources are the first app's boards, on loopback.)
+    let fetched = fetch_desk(&pool, "20000")
+        .setting("STANDMEET_FETCH_ALLOW_PRIVATE", "true")
+        .jobs()
+        .spawn()
+        .await;
+    for id in first["job_ids"].as_array().unwrap() {
+        wait_for_state(&pool, JobId(id.as_i64().unwrap()), JobState::Completed).await;
+    }
+    let again = structured(&fetched.call_tool("jobs.fetch_new", json!({})).await);
+    assert_eq!(again["pending"], false);
+    for (new, old) in again["job_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(first["job_ids"].as_array().unwrap())
+    {
+        assert_ne!(new, old);
+    }
+}
+
+#[sqlx::test]
 async fn fetch_tools_refuse_what_they_cannot_answer(pool: PgPool) {
     let app = fetching_app(&pool, "20000").await;
 

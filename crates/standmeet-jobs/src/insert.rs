@@ -1,14 +1,15 @@
 //! Putting jobs in the queue: alone ([`insert`]), inside the caller's transaction
 //! ([`insert_tx`]: the business row and its job commit together or not at all), with
-//! options ([`insert_with`]), or many at once ([`insert_many_tx`]).
+//! options ([`insert_with`]), many at once ([`insert_many_tx`]), or at most one per
+//! key ([`insert_unique`]).
 
 use anyhow::Context;
 use sqlx::{PgConnection, PgExecutor, PgPool};
 use time::OffsetDateTime;
 
-use super::JobId;
 use super::kind::JobKind;
 use super::store;
+use super::{JobId, JobState};
 
 /// Anything about one insert that differs from the kind's defaults.
 #[derive(Clone, Debug, Default)]
@@ -64,4 +65,91 @@ pub async fn insert_many_tx<K: JobKind>(
     store::job_insert_many(tx, K::KIND, K::QUEUE, &args, K::MAX_ATTEMPTS, K::PRIORITY)
         .await
         .with_context(|| format!("cannot insert {} jobs", K::KIND))
+}
+
+/// What an insert with a unique key did: inserted the job `id`, or found the unfinished
+/// job `id` that holds the key (`duplicate`) and inserted nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Inserted {
+    pub id: JobId,
+    pub duplicate: bool,
+}
+
+/// How many times an insert tries again when the key's holder finished or gave the key
+/// up between its statements: each try is a statement or two, and a holder that
+/// changes that often means something else inserts the key in a loop.
+const UNIQUE_TRIES: usize = 8;
+
+/// Inserts a job of kind `K` with `unique_key`, unless an unfinished job (`available`,
+/// `scheduled`, `retryable`, and `running` when [`JobKind::UNIQUE_WHILE_RUNNING`])
+/// holds that key: then it inserts nothing and answers that job with `duplicate`.
+///
+/// The database's unique index decides, so two processes inserting the same key at once
+/// make one job; inside the caller's transaction the job commits with the business row
+/// as usual, and another insert of the key waits for that transaction to end.
+///
+/// A job that runs inside its claim still reads `available` (see the crate's
+/// documentation on claims), so it counts as holding its key until its claim is written,
+/// whatever its kind says: a kind that must see every insert after its start should
+/// compare, at its end, what it did with what there is now (as the corpus's index job
+/// does, under a lock).
+pub async fn insert_unique<K: JobKind>(
+    conn: &mut PgConnection,
+    args: &K::Args,
+    unique_key: &str,
+    options: InsertOptions,
+) -> anyhow::Result<Inserted> {
+    let args = serde_json::to_value(args)
+        .with_context(|| format!("the arguments of a {} job", K::KIND))?;
+    let max_attempts = options.max_attempts.unwrap_or(K::MAX_ATTEMPTS);
+    let priority = options.priority.unwrap_or(K::PRIORITY);
+    let what = || {
+        format!(
+            "cannot insert a {} job with unique key {unique_key:?}",
+            K::KIND
+        )
+    };
+    for _ in 0..UNIQUE_TRIES {
+        let inserted = store::job_insert_unique(
+            &mut *conn,
+            K::KIND,
+            K::QUEUE,
+            &args,
+            max_attempts,
+            priority,
+            options.scheduled_at,
+            unique_key,
+        )
+        .await
+        .with_context(what)?;
+        if let Some(id) = inserted {
+            return Ok(Inserted {
+                id,
+                duplicate: false,
+            });
+        }
+        match store::job_unique_holder(&mut *conn, unique_key)
+            .await
+            .with_context(what)?
+        {
+            Some((holder, JobState::Running)) if !K::UNIQUE_WHILE_RUNNING => {
+                // It runs on without its key, and the next try inserts this job.
+                store::job_release_unique_key(&mut *conn, holder, unique_key)
+                    .await
+                    .with_context(what)?;
+            }
+            Some((holder, _)) => {
+                return Ok(Inserted {
+                    id: holder,
+                    duplicate: true,
+                });
+            }
+            // Its holder finished between the two statements: try again.
+            None => {}
+        }
+    }
+    anyhow::bail!(
+        "{}: its holder changed {UNIQUE_TRIES} times while inserting",
+        what()
+    )
 }

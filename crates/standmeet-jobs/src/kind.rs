@@ -28,6 +28,12 @@ pub trait JobKind: Send + Sync + 'static {
     const TIMEOUT: Duration = Duration::from_secs(60);
     /// 1 runs first, 4 last.
     const PRIORITY: i16 = 1;
+    /// Whether a `running` job of this kind still holds its unique key (see
+    /// [`insert_unique`](crate::insert_unique)). `true`: an insert with the key of a
+    /// running job is a duplicate of it. `false`: the running job gives its key up and
+    /// the insert goes in, for work that must run again after a change that came while
+    /// it ran (such a kind keeps two of its jobs from running at once itself, if it must).
+    const UNIQUE_WHILE_RUNNING: bool = true;
 
     type Args: Serialize + DeserializeOwned + Send + 'static;
     type Output: Serialize + Send + 'static;

@@ -14,7 +14,9 @@
 //! - [`JobClient`] is the one way in: insert, get, list, retry, cancel, delete, wait
 //!   (up to a limit, then a receipt), hear jobs finish ([`JobClient::finished_jobs`]),
 //!   and the queues' figures and pauses. [`insert_tx`] / [`insert_many_tx`] insert in
-//!   the caller's transaction.
+//!   the caller's transaction; [`insert_unique`] inserts at most one unfinished job per
+//!   key (River's unique jobs, graphile-worker's job keys), answering the one already
+//!   there as a duplicate.
 //! - [`JobRuntime::start`] runs a process's engine: one producer per queue of
 //!   [`EngineConfig`], the completer, the maintenance chores and the process's one
 //!   LISTEN connection, which wakes the client's waiters. [`JobRuntime::shutdown`] stops
@@ -55,7 +57,8 @@
 //!   cancel, an operator's SQL. Every move into them sends
 //!   `pg_notify('standmeet_job_final', id)` in the same transaction (a trigger; a
 //!   claim's write sends it itself, which costs less, and the trigger stands aside).
-//!   Out: only an admin's retry (`discarded`, `cancelled`), and the cleaner, which
+//!   Out: only an admin's retry (`discarded`, `cancelled`; refused while another job
+//!   holds its unique key), and the cleaner, which
 //!   deletes them after their retention. A finished job has no index entry but its
 //!   primary key's: what is shown of finished jobs (counts, the chart, the Tasks
 //!   filters) is read from the summaries kept in the same transactions
@@ -64,7 +67,7 @@
 //! ## The pieces (private unless named above)
 //!
 //! - `kind`: the [`JobKind`] trait, [`JobContext`] and [`JobError`].
-//! - `insert`: `insert`, `insert_tx`, batch inserts, insert options.
+//! - `insert`: `insert`, `insert_tx`, batch inserts, insert options, unique keys.
 //! - `client`: [`JobClient`].
 //! - `store`: every SQL statement about jobs, one documented function each.
 //! - `retry`: what an attempt's outcome makes of a job (the backoff's formula is the
@@ -145,7 +148,9 @@ pub use config::{CLAIM_WINDOW, CleanChore, EngineConfig, QueueConfig, worker_id}
 #[cfg(feature = "engine")]
 pub use engine::{PING_AFTER_IDLE, connections_needed, pool_options};
 #[cfg(feature = "engine")]
-pub use insert::{InsertOptions, insert, insert_many_tx, insert_tx, insert_with};
+pub use insert::{
+    InsertOptions, Inserted, insert, insert_many_tx, insert_tx, insert_unique, insert_with,
+};
 #[cfg(feature = "engine")]
 pub use kind::{Completed, ErrorAction, JobContext, JobError, JobKind};
 #[cfg(feature = "engine")]

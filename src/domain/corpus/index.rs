@@ -36,6 +36,7 @@ pub async fn reindex_lagging(pool: &PgPool) -> Result<usize, CorpusError> {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct IndexArgs {
     pub entry_id: i64,
+    /// The version whose write queued the job; it indexes the newest one there is.
     pub version: i64,
 }
 
@@ -48,20 +49,26 @@ pub struct IndexOutput {
     pub reason: Option<String>,
 }
 
-/// Inserts the index job for `version` of entry `id`, in the writer's transaction.
+/// Queues the index job of entry `id` in the writer's transaction, which has just
+/// written its `version`: a new job, or the entry's index job that is already on the
+/// way (unique key `corpus.index:<id>`), since that one indexes whatever version the
+/// entry has when it runs. Ten saves in a second so leave at most one job waiting.
 pub(super) async fn queue_index(
     tx: &mut sqlx::PgConnection,
     id: i64,
     version: i64,
 ) -> Result<Written, CorpusError> {
-    let job = jobs::insert_tx::<IndexEntry>(
+    let job = jobs::insert_unique::<IndexEntry>(
         &mut *tx,
         &IndexArgs {
             entry_id: id,
             version,
         },
+        &format!("corpus.index:{id}"),
+        jobs::InsertOptions::default(),
     )
-    .await?;
+    .await?
+    .id;
     sqlx::query!(
         "UPDATE corpus_entries SET index_job_id = $2 WHERE id = $1",
         id,
@@ -72,7 +79,12 @@ pub(super) async fn queue_index(
     Ok(Written { id, version, job })
 }
 
-/// `corpus.index`: writes an entry's version into the search index.
+/// `corpus.index`: writes an entry's newest version into the search index.
+///
+/// It reads the entry under a shared lock held until its own completion commits, so a
+/// write to the entry either comes before (and is what it indexes) or waits for it
+/// (and then finds this job finished and queues the next). A write that found this job
+/// on the way, even one already running inside its claim, is so always indexed.
 pub struct IndexEntry;
 
 impl JobKind for IndexEntry {
@@ -84,7 +96,6 @@ impl JobKind for IndexEntry {
 
     async fn run(&self, job: JobContext, args: IndexArgs) -> Result<IndexOutput, JobError> {
         let mut tx = job.pool().begin().await?;
-        // Shared lock: a write to the entry waits until this index write commits.
         let entry = sqlx::query!(
             r#"
             SELECT title, body, visibility AS "visibility: Visibility",
@@ -103,8 +114,6 @@ impl JobKind for IndexEntry {
         };
         let output = match entry {
             None => skipped("deleted"),
-            // A newer write has its own job; this one would only write what it wrote.
-            Some(entry) if entry.version > args.version => skipped("stale"),
             Some(entry) => {
                 let input = IndexInput {
                     entry_id: args.entry_id,

@@ -330,7 +330,8 @@ fn rfc3339(at: OffsetDateTime) -> String {
 }
 
 /// Enqueues one fetch per source in `source_ids` (every enabled source when `None`) in
-/// one transaction; answers the job ids, in the order of the sources.
+/// one transaction, or finds the source's fetch already on the way; answers the job
+/// ids, in the order of the sources.
 #[tracing::instrument(skip(pool), err)]
 pub async fn start_fetch(
     pool: &PgPool,
@@ -375,7 +376,15 @@ pub async fn start_fetch(
         .iter()
         .map(|&source_id| FetchArgs { source_id })
         .collect();
-    let job_ids = jobs::insert_many_tx::<FetchSource>(&mut tx, &args).await?;
+    // One fetch per source on the way (unique key `listings.fetch:<source id>`): a
+    // second "fetch new" while a source's fetch is pending answers that job.
+    let mut job_ids = Vec::with_capacity(args.len());
+    for fetch in &args {
+        let key = format!("listings.fetch:{}", fetch.source_id);
+        let inserted =
+            jobs::insert_unique::<FetchSource>(&mut tx, fetch, &key, Default::default()).await?;
+        job_ids.push(inserted.id);
+    }
     let raw_ids: Vec<i64> = job_ids.iter().map(|id| id.0).collect();
     sqlx::query!(
         r#"

@@ -18,7 +18,9 @@ pub use claim::{
     ClaimFate, ClaimedRows, job_claim, job_claim_again, job_claim_running, job_claim_settle,
     job_claim_trace, job_count_dead_claims,
 };
-pub use insert::{job_insert, job_insert_many};
+pub use insert::{
+    job_insert, job_insert_many, job_insert_unique, job_release_unique_key, job_unique_holder,
+};
 pub use maintenance::{
     job_delete_finished, job_finished_due, job_renew_leases, job_rescue_expired, job_schedule_due,
     job_summaries_fold,

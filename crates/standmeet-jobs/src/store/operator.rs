@@ -161,6 +161,12 @@ pub async fn job_retry_many(pool: &PgPool, ids: &[JobId]) -> Result<BulkOutcome,
             max_attempts = greatest(max_attempts, attempt + 1),
             cancel_requested_at = NULL
         WHERE id = ANY($1) AND state IN ('retryable', 'discarded', 'cancelled')
+          -- A finished job whose unique key another unfinished job holds stays as it
+          -- is: running it again would be the second job the key exists to prevent.
+          AND (unique_key IS NULL OR state = 'retryable' OR NOT EXISTS (
+                SELECT 1 FROM jobs holder
+                WHERE holder.unique_key = jobs.unique_key
+                  AND holder.state IN ('available', 'scheduled', 'running', 'retryable')))
         RETURNING id
         "#,
         &ids
