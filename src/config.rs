@@ -655,6 +655,7 @@ impl Settings {
             also_clean: Vec::new(),
             listen_database_url: self.listen_database_url.clone(),
             claim_window: standmeet_jobs::CLAIM_WINDOW,
+            schedules: Some(self.timezone.clone()),
         }
     }
 

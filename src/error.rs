@@ -17,6 +17,7 @@ use crate::domain::listings::ListingsError;
 use crate::domain::owner::{ChangeError, ConfirmError};
 use crate::domain::webhooks::WebhookError;
 use standmeet_jobs::WaitError;
+use standmeet_jobs::periodic::ScheduleError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -185,6 +186,21 @@ impl From<WebhookError> for AppError {
             }
             WebhookError::Conflict(_) => AppError::Conflict(err.to_string()),
             WebhookError::Internal(err) => AppError::Internal(err),
+        }
+    }
+}
+
+impl From<ScheduleError> for AppError {
+    fn from(err: ScheduleError) -> Self {
+        match err {
+            ScheduleError::NotFound(_) => AppError::NotFound(err.to_string()),
+            ScheduleError::Internal(err) => AppError::Internal(err),
+            ScheduleError::BadCron { .. }
+            | ScheduleError::BadName
+            | ScheduleError::UnknownKind { .. }
+            | ScheduleError::ArgsNotAnObject
+            | ScheduleError::BadQueue
+            | ScheduleError::Missing(_) => AppError::BadRequest(err.to_string()),
         }
     }
 }

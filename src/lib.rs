@@ -31,7 +31,8 @@
 //!   attempts, error history, output, backoff, rescue, fenced completion, cleanup) and
 //!   the process's one LISTEN connection. `JobClient` is the one way in (insert, get,
 //!   list, retry, cancel, delete, wait, hear jobs finish, the queues' figures and
-//!   pauses); its SQL is private to it. Its crate documentation says who moves jobs
+//!   pauses); `insert_unique` keeps one unfinished job per key, and `periodic` fires the
+//!   schedules of `job_schedules` once per slot; its SQL is private to it. Its crate documentation says who moves jobs
 //!   between states.
 //! - `db`: the connection pool, migrations, and the private PostgreSQL cluster that
 //!   StandMeet starts itself when `DATABASE_URL` is unset.
@@ -40,7 +41,8 @@
 //!   on the lines written inside an attempt.
 //! - `domain`: what StandMeet does, in its own words and errors: access requests, the
 //!   owner's address, the front page's name and introduction (Markdown), listings, the corpus (entries, search, index), bookings (weekly
-//!   availability in the owner's time zone, free slots, invitations as `.ics`), admins; `mail`
+//!   availability in the owner's time zone, free slots, invitations as `.ics`), admins, the
+//!   built-in schedules of periodic jobs (`schedules`); `mail`
 //!   (supplier, throttle, mail log, and the one shape of a mail job: load, stop when
 //!   stale, compose, deliver or snooze, record) and
 //!   `secrets` (access codes, link tokens, webhook signing secrets) serve them all;

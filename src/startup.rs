@@ -252,6 +252,8 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
         announce_generated_admin(&generated, &settings.public_url);
     }
 
+    crate::domain::schedules::create_built_ins(&pool).await?;
+
     // Entries written while no index job could finish (a crash, a stop) are indexed
     // again; nobody waits for these.
     let requeued = crate::domain::corpus::reindex_lagging(&pool).await?;

@@ -12,6 +12,7 @@ pub mod listings;
 pub mod mail;
 pub mod outbound;
 pub mod owner;
+pub mod schedules;
 pub mod secrets;
 pub mod webhooks;
 
@@ -22,7 +23,7 @@ pub fn job_registry(mail: mail::MailContext) -> anyhow::Result<standmeet_jobs::R
     use crate::domain::access_requests::{ApprovalMail, NotifyOwner};
     use crate::domain::bookings;
     use crate::domain::corpus::IndexEntry;
-    use crate::domain::listings::FetchSource;
+    use crate::domain::listings::{FetchAllSources, FetchSource};
     use crate::domain::mail::MailKind;
     use crate::domain::owner::EmailConfirmation;
     use crate::domain::webhooks::DeliverWebhook;
@@ -38,6 +39,7 @@ pub fn job_registry(mail: mail::MailContext) -> anyhow::Result<standmeet_jobs::R
         .register(bookings::Cancellation(mail.clone()))
         .register(MailKind::new(EmailConfirmation, mail))
         .register(fetch)
+        .register(FetchAllSources)
         .register(deliver)
         .register(IndexEntry))
 }

@@ -20,6 +20,7 @@ mod corpus;
 mod events;
 mod listings;
 mod queues;
+mod schedules;
 mod tasks;
 mod webhooks;
 
@@ -86,6 +87,7 @@ impl Tools {
             + Self::bookings_tools()
             + Self::tasks_tools()
             + Self::queues_tools()
+            + Self::schedules_tools()
     }
 }
 

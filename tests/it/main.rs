@@ -25,6 +25,7 @@ mod overview;
 mod owner_email;
 mod private_cluster;
 mod queues;
+mod schedules;
 mod tasks;
 mod waiters;
 mod webhooks;

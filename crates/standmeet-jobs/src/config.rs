@@ -95,6 +95,9 @@ pub struct EngineConfig {
     /// How long a claim waits for its attempts before it writes the rest `running`
     /// ([`CLAIM_WINDOW`] unless a test needs otherwise; see `claim`).
     pub claim_window: Duration,
+    /// Fire the schedules of `job_schedules` (see `periodic`), reading their cron
+    /// expressions in this time zone; `None`: this engine fires none.
+    pub schedules: Option<jiff::tz::TimeZone>,
 }
 
 /// A claim's usual window: long enough for a quick job (a local mail, an index update,

@@ -162,13 +162,21 @@ impl Engine {
             .collect();
         // The producers hold the only senders now: the completer ends after them.
         drop(outcomes);
-        let maintenance = maintenance::spawn_all(
+        let mut maintenance = maintenance::spawn_all(
             control.clone(),
             config.clone(),
             signals,
             kinds,
             stop.clone(),
         );
+        if let Some(tz) = config.schedules.clone() {
+            maintenance.push(periodic_chore(
+                control.clone(),
+                context.executor.registry.clone(),
+                tz,
+                stop.clone(),
+            ));
+        }
         tracing::info!(worker = %config.worker_id, queues = config.queues.len(), "the job engine started");
         Ok(Engine {
             pool,
@@ -210,3 +218,28 @@ impl Engine {
         tracing::info!("the job engine stopped");
     }
 }
+
+/// Fires the schedules that are due, every [`PERIODIC_TICK`], until `stop`; the first
+/// turn right away makes up what was missed while no process ran.
+fn periodic_chore(
+    pool: PgPool,
+    registry: Registry,
+    tz: jiff::tz::TimeZone,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let registry = Arc::new(registry);
+    maintenance::every(PERIODIC_TICK, stop, move || {
+        let pool = pool.clone();
+        let registry = registry.clone();
+        let tz = tz.clone();
+        async move {
+            let now = jiff::Timestamp::now();
+            if let Err(err) = super::periodic::fire_due(&pool, &registry, &tz, now).await {
+                tracing::warn!(error = %format!("{err:#}"), "cannot fire the schedules that are due");
+            }
+        }
+    })
+}
+
+/// How often an engine looks for schedules that are due: a firing is at most this late.
+pub const PERIODIC_TICK: Duration = Duration::from_secs(1);

@@ -8,6 +8,7 @@ use sqlx::{PgConnection, PgExecutor, PgPool};
 use time::OffsetDateTime;
 
 use super::kind::JobKind;
+use super::registry::KindDefaults;
 use super::store;
 use super::{JobId, JobState};
 
@@ -101,20 +102,44 @@ pub async fn insert_unique<K: JobKind>(
 ) -> anyhow::Result<Inserted> {
     let args = serde_json::to_value(args)
         .with_context(|| format!("the arguments of a {} job", K::KIND))?;
-    let max_attempts = options.max_attempts.unwrap_or(K::MAX_ATTEMPTS);
-    let priority = options.priority.unwrap_or(K::PRIORITY);
-    let what = || {
-        format!(
-            "cannot insert a {} job with unique key {unique_key:?}",
-            K::KIND
-        )
+    let defaults = KindDefaults {
+        queue: K::QUEUE,
+        max_attempts: K::MAX_ATTEMPTS,
+        priority: K::PRIORITY,
+        unique_while_running: K::UNIQUE_WHILE_RUNNING,
     };
+    insert_unique_by_name(
+        conn,
+        K::KIND,
+        K::QUEUE,
+        defaults,
+        &args,
+        unique_key,
+        options,
+    )
+    .await
+}
+
+/// [`insert_unique`] for a kind known by its name and declarations, on `queue` (a
+/// schedule's firing), with its arguments already JSON.
+pub(crate) async fn insert_unique_by_name(
+    conn: &mut PgConnection,
+    kind: &str,
+    queue: &str,
+    defaults: KindDefaults,
+    args: &serde_json::Value,
+    unique_key: &str,
+    options: InsertOptions,
+) -> anyhow::Result<Inserted> {
+    let max_attempts = options.max_attempts.unwrap_or(defaults.max_attempts);
+    let priority = options.priority.unwrap_or(defaults.priority);
+    let what = || format!("cannot insert a {kind} job with unique key {unique_key:?}");
     for _ in 0..UNIQUE_TRIES {
         let inserted = store::job_insert_unique(
             &mut *conn,
-            K::KIND,
-            K::QUEUE,
-            &args,
+            kind,
+            queue,
+            args,
             max_attempts,
             priority,
             options.scheduled_at,
@@ -132,7 +157,7 @@ pub async fn insert_unique<K: JobKind>(
             .await
             .with_context(what)?
         {
-            Some((holder, JobState::Running)) if !K::UNIQUE_WHILE_RUNNING => {
+            Some((holder, JobState::Running)) if !defaults.unique_while_running => {
                 // It runs on without its key, and the next try inserts this job.
                 store::job_release_unique_key(&mut *conn, holder, unique_key)
                     .await

@@ -91,6 +91,7 @@
 //!   producers, running attempts, subscribers to finished jobs).
 //! - `waiters`: callers waiting for jobs to finish, up to a limit, then a receipt.
 //! - `engine`, `runtime`: put it together: start, and a graceful stop.
+//! - [`periodic`]: schedules in `job_schedules`, fired once per slot across processes.
 //! - [`builtin`]: `system.noop`, `system.sleep` and `system.flaky`.
 
 mod types;
@@ -125,6 +126,8 @@ mod listener;
 #[cfg(feature = "engine")]
 mod maintenance;
 #[cfg(feature = "engine")]
+pub mod periodic;
+#[cfg(feature = "engine")]
 mod producer;
 #[cfg(feature = "engine")]
 mod queues;
@@ -146,7 +149,7 @@ pub use client::{JobClient, WaiterFigures};
 #[cfg(feature = "engine")]
 pub use config::{CLAIM_WINDOW, CleanChore, EngineConfig, QueueConfig, worker_id};
 #[cfg(feature = "engine")]
-pub use engine::{PING_AFTER_IDLE, connections_needed, pool_options};
+pub use engine::{PERIODIC_TICK, PING_AFTER_IDLE, connections_needed, pool_options};
 #[cfg(feature = "engine")]
 pub use insert::{
     InsertOptions, Inserted, insert, insert_many_tx, insert_tx, insert_unique, insert_with,
@@ -160,7 +163,7 @@ pub use listener::{
 #[cfg(feature = "engine")]
 pub use queues::{QueueError, QueueSummary};
 #[cfg(feature = "engine")]
-pub use registry::Registry;
+pub use registry::{KindDefaults, Registry};
 #[cfg(feature = "engine")]
 pub use runtime::JobRuntime;
 #[cfg(feature = "engine")]

@@ -235,7 +235,7 @@ pub async fn clean_finished(
 }
 
 /// Runs `chore` every `interval` (the first time right away) until `stop`.
-fn every<F, Fut>(
+pub(crate) fn every<F, Fut>(
     interval: Duration,
     stop: CancellationToken,
     chore: F,

@@ -14,6 +14,7 @@ pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 /// A handler with its argument and output types erased to JSON.
 pub(crate) trait ErasedHandler: Send + Sync {
     fn timeout(&self) -> Duration;
+    fn defaults(&self) -> KindDefaults;
     fn run(
         &self,
         job: JobContext,
@@ -26,6 +27,15 @@ struct Typed<K>(Arc<K>);
 impl<K: JobKind> ErasedHandler for Typed<K> {
     fn timeout(&self) -> Duration {
         K::TIMEOUT
+    }
+
+    fn defaults(&self) -> KindDefaults {
+        KindDefaults {
+            queue: K::QUEUE,
+            max_attempts: K::MAX_ATTEMPTS,
+            priority: K::PRIORITY,
+            unique_while_running: K::UNIQUE_WHILE_RUNNING,
+        }
     }
 
     fn run(
@@ -45,6 +55,16 @@ impl<K: JobKind> ErasedHandler for Typed<K> {
             })
         })
     }
+}
+
+/// What a kind declares about its jobs, for inserting one by the kind's name (a
+/// schedule's firing) as its typed insert would.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KindDefaults {
+    pub queue: &'static str,
+    pub max_attempts: i16,
+    pub priority: i16,
+    pub unique_while_running: bool,
 }
 
 /// Which handler runs which kind, and which queues those kinds use.
@@ -74,6 +94,11 @@ impl Registry {
     /// The kinds this registry can run.
     pub fn kinds(&self) -> impl Iterator<Item = &'static str> + '_ {
         self.handlers.keys().copied()
+    }
+
+    /// What kind `kind` declares, when this registry can run it.
+    pub fn defaults(&self, kind: &str) -> Option<KindDefaults> {
+        self.handlers.get(kind).map(|handler| handler.defaults())
     }
 
     /// The queues its kinds go to.

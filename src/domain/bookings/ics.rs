@@ -161,15 +161,20 @@ mod tests {
         let text = calendar(&meeting, Method::Request, now).ics;
         // Every carriage return ends a line (CRLF), and no line is the injected one.
         assert!(
-            text.match_indices('\r').all(|(at, _)| text[at..].starts_with("\r\n")),
+            text.match_indices('\r')
+                .all(|(at, _)| text[at..].starts_with("\r\n")),
             "a bare CR in {text:?}"
         );
         let unfolded = text.replace("\r\n ", "");
         assert!(
-            !unfolded.split("\r\n").any(|line| line.starts_with("INJECTED")
-                || line.starts_with("X-INJECTED")),
+            !unfolded
+                .split("\r\n")
+                .any(|line| line.starts_with("INJECTED") || line.starts_with("X-INJECTED")),
             "{unfolded:?}"
         );
-        assert!(unfolded.contains("Line one\\nINJECTED:yes\\nLine three"), "{unfolded:?}");
+        assert!(
+            unfolded.contains("Line one\\nINJECTED:yes\\nLine three"),
+            "{unfolded:?}"
+        );
     }
 }

@@ -407,6 +407,35 @@ pub async fn start_fetch(
     Ok(job_ids)
 }
 
+/// `listings.fetch_all`: "Fetch new" for every enabled source, as the `listings-fetch`
+/// schedule does it; answers the fetches' job ids (none without an enabled source).
+pub struct FetchAllSources;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FetchAllOutput {
+    pub job_ids: Vec<JobId>,
+}
+
+impl JobKind for FetchAllSources {
+    const KIND: &'static str = "listings.fetch_all";
+    const QUEUE: &'static str = "fetch";
+    const MAX_ATTEMPTS: i16 = 3;
+    type Args = serde_json::Value;
+    type Output = FetchAllOutput;
+
+    async fn run(
+        &self,
+        job: jobs::JobContext,
+        _args: serde_json::Value,
+    ) -> Result<FetchAllOutput, jobs::JobError> {
+        match start_fetch(job.pool(), None).await {
+            Ok(job_ids) => Ok(FetchAllOutput { job_ids }),
+            Err(ListingsError::NoSources) => Ok(FetchAllOutput { job_ids: vec![] }),
+            Err(err) => Err(jobs::JobError::retry(err.to_string())),
+        }
+    }
+}
+
 /// "Fetch new": enqueues the fetches, waits up to `limit` for all of them, and answers
 /// the result, or the receipt when one is still running.
 pub async fn fetch_new(

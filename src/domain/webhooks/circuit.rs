@@ -78,7 +78,11 @@ pub async fn admit(
 /// (again after a failed trial) opens the circuit for [`open_for`]. (One that got
 /// through closes the circuit in the statement that records the delivery, in
 /// `deliver`.)
-pub async fn record_failure(pool: &PgPool, endpoint: i64, unit: Duration) -> Result<(), sqlx::Error> {
+pub async fn record_failure(
+    pool: &PgPool,
+    endpoint: i64,
+    unit: Duration,
+) -> Result<(), sqlx::Error> {
     let unit_ms = unit.as_millis() as f64;
     sqlx::query!(
         r#"
@@ -141,6 +145,9 @@ mod tests {
         assert_eq!(open_for(OPEN_AFTER + 4, unit), Duration::from_secs(480));
         assert_eq!(open_for(OPEN_AFTER + 5, unit), Duration::from_secs(600));
         assert_eq!(open_for(1_000, unit), Duration::from_secs(600));
-        assert_eq!(open_for(OPEN_AFTER, Duration::from_millis(10)), Duration::from_millis(300));
+        assert_eq!(
+            open_for(OPEN_AFTER, Duration::from_millis(10)),
+            Duration::from_millis(300)
+        );
     }
 }

@@ -83,6 +83,7 @@ pub async fn start_app_engine(pool: &PgPool, state: &AppState) -> AppEngine {
         .map(standmeet::config::queue_config)
         .collect();
     config.retry_base = Duration::from_millis(50);
+    config.schedules = Some(state.settings.timezone.clone());
     // Connections of its own, as the app gives it: the app's queues' claims alone
     // need more than a test's pool has.
     let engine_pool = standmeet::db::engine_pool(pool, standmeet_jobs::connections_needed(&config));
@@ -178,6 +179,10 @@ impl TestAppBuilder {
             .collect();
         let state =
             AppState::new(self.pool.clone(), super::settings_with(&pairs)).expect("app state");
+        // As `serve` does at start.
+        standmeet::domain::schedules::create_built_ins(&self.pool)
+            .await
+            .expect("the built-in schedules");
 
         let jobs = if self.jobs {
             Some(start_app_engine(&self.pool, &state).await)

@@ -1,0 +1,750 @@
+//! Periodic jobs: schedules kept in `job_schedules` (River's periodic jobs, Oban's
+//! Cron, graphile-worker's crontab), changed while the engines run.
+//!
+//! A schedule names a cron expression, read in one time zone, and the job it inserts at
+//! each of its slots. Slots are found in the zone's local ("civil") time, where croner
+//! does the cron arithmetic without any time zone (it is handed local times as if they
+//! were UTC), and each local slot is then placed on the time line by jiff:
+//! - a local time that does not exist (the hour skipped when clocks spring forward) is
+//!   no slot at all;
+//! - a local time that happens twice (the hour repeated when clocks fall back) is one
+//!   slot, at its first occurrence.
+//!
+//! Each engine with a time zone for its schedules ([`EngineConfig::schedules`]) fires
+//! what is due once a second ([`fire_due`]); see the migration of `job_schedules` for
+//! how N copies fire a slot once and how missed slots are made up once.
+//!
+//! [`EngineConfig::schedules`]: crate::EngineConfig::schedules
+
+use std::str::FromStr;
+
+use anyhow::Context;
+use jiff::tz::{AmbiguousOffset, TimeZone};
+use jiff::{Timestamp, civil};
+use serde::Serialize;
+use sqlx::PgPool;
+use time::OffsetDateTime;
+
+use super::insert::{InsertOptions, Inserted, insert_unique_by_name};
+use super::registry::{KindDefaults, Registry};
+use super::{JobId, JobState};
+
+/// The longest cron expression taken: the longest useful one is far shorter.
+pub const MAX_CRON_CHARS: usize = 200;
+
+/// A cron expression: five fields (minute, hour, day of month, month, day of week), or
+/// `@hourly`, `@daily`, `@weekly` (and croner's other nicknames).
+#[derive(Clone, Debug)]
+pub struct CronExpr {
+    text: String,
+    cron: croner::Cron,
+}
+
+impl FromStr for CronExpr {
+    type Err = ScheduleError;
+
+    fn from_str(text: &str) -> Result<Self, ScheduleError> {
+        let text = text.trim();
+        let bad = |why: String| ScheduleError::BadCron {
+            cron: text.chars().take(60).collect(),
+            why,
+        };
+        if text.chars().count() > MAX_CRON_CHARS {
+            return Err(bad(format!(
+                "it is {} characters long; a cron expression has at most {MAX_CRON_CHARS}",
+                text.chars().count()
+            )));
+        }
+        if text.is_empty() {
+            return Err(bad("it is empty".into()));
+        }
+        let cron = parse_five_fields(text).map_err(|err| bad(why_refused(text, &err)))?;
+        let expr = CronExpr {
+            text: text.to_string(),
+            cron,
+        };
+        // A pattern that never matches (`0 0 31 2 *`) is refused now, not at its first
+        // firing.
+        if expr
+            .next_local(civil::date(2000, 1, 1).at(0, 0, 0, 0))
+            .is_none()
+        {
+            return Err(bad("it never matches a real date".into()));
+        }
+        Ok(expr)
+    }
+}
+
+fn parse_five_fields(text: &str) -> Result<croner::Cron, croner::errors::CronError> {
+    croner::parser::CronParser::builder()
+        .seconds(croner::parser::Seconds::Disallowed)
+        .year(croner::parser::Year::Disallowed)
+        .build()
+        .parse(text)
+}
+
+/// The five fields, with the values each takes, for saying which one is wrong.
+const FIELDS: [(&str, &str); 5] = [
+    ("minute", "0-59"),
+    ("hour", "0-23"),
+    ("day-of-month", "1-31"),
+    ("month", "1-12 or JAN-DEC"),
+    ("day-of-week", "0-7 or SUN-SAT"),
+];
+
+/// Why croner refused `text`, in words that name the field at fault: the field whose
+/// replacement by `*` makes the rest parse (croner judges each field; nothing here reads
+/// cron syntax).
+fn why_refused(text: &str, err: &croner::errors::CronError) -> String {
+    let fields: Vec<&str> = text.split_whitespace().collect();
+    if !text.starts_with('@') && fields.len() != FIELDS.len() {
+        return format!(
+            "it has {} field{}; a cron expression has five: minute hour day-of-month month day-of-week (e.g. \"0 3 * * *\"), or @hourly, @daily, @weekly",
+            fields.len(),
+            if fields.len() == 1 { "" } else { "s" }
+        );
+    }
+    for (at, (name, range)) in FIELDS.iter().enumerate() {
+        let mut others = fields.clone();
+        others[at] = "*";
+        if parse_five_fields(&others.join(" ")).is_ok() {
+            let value: String = fields[at].chars().take(40).collect();
+            return format!(
+                "its {name} field \"{value}\" is not valid (it takes {range}, lists, ranges and steps such as */15)"
+            );
+        }
+    }
+    use croner::errors::CronError::*;
+    match err {
+        EmptyPattern => "it is empty".into(),
+        InvalidPattern(why) | IllegalCharacters(why) | ComponentError(why) => why.clone(),
+        other => other.to_string(),
+    }
+}
+
+impl CronExpr {
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// What it means, in English ("At 03:00 every day" and the like).
+    pub fn describe(&self) -> String {
+        self.cron.describe()
+    }
+
+    /// The newest slot at or before `at`, in `tz`.
+    pub fn latest_slot(&self, tz: &TimeZone, at: Timestamp) -> Option<Timestamp> {
+        let mut local = tz.to_datetime(at);
+        // Slots are whole minutes; a bounded walk back over local slots that do not
+        // exist (a spring-forward gap holds at most a few of them in a row).
+        for _ in 0..1_000 {
+            let slot = self.previous_local(local)?;
+            if let Some(instant) = first_occurrence(tz, slot)
+                && instant <= at
+            {
+                return Some(instant);
+            }
+            local = slot.checked_sub(jiff::Span::new().minutes(1)).ok()?;
+        }
+        None
+    }
+
+    /// The first slot after `after`, in `tz`.
+    pub fn next_slot(&self, tz: &TimeZone, after: Timestamp) -> Option<Timestamp> {
+        let mut local = tz.to_datetime(after);
+        for _ in 0..1_000 {
+            let slot = self.next_local(local)?;
+            if let Some(instant) = first_occurrence(tz, slot)
+                && instant > after
+            {
+                return Some(instant);
+            }
+            local = slot;
+        }
+        None
+    }
+
+    /// The first local slot strictly after `local`.
+    fn next_local(&self, local: civil::DateTime) -> Option<civil::DateTime> {
+        let found = self
+            .cron
+            .find_next_occurrence(&as_floating(local)?, false)
+            .ok()?;
+        from_floating(found)
+    }
+
+    /// The newest local slot at or before `local`.
+    fn previous_local(&self, local: civil::DateTime) -> Option<civil::DateTime> {
+        let found = self
+            .cron
+            .find_previous_occurrence(&as_floating(local)?, true)
+            .ok()?;
+        from_floating(found)
+    }
+}
+
+/// The instant a local time first happens in `tz`: none in a gap, the earlier of two
+/// in a fold.
+fn first_occurrence(tz: &TimeZone, local: civil::DateTime) -> Option<Timestamp> {
+    let ambiguous = tz.to_ambiguous_timestamp(local);
+    match ambiguous.offset() {
+        AmbiguousOffset::Gap { .. } => None,
+        AmbiguousOffset::Unambiguous { .. } | AmbiguousOffset::Fold { .. } => {
+            ambiguous.earlier().ok()
+        }
+    }
+}
+
+/// A local time as croner's UTC, to do cron arithmetic with no time zone in the way.
+fn as_floating(local: civil::DateTime) -> Option<chrono::DateTime<chrono::Utc>> {
+    let date = chrono::NaiveDate::from_ymd_opt(
+        local.year().into(),
+        local.month().try_into().ok()?,
+        local.day().try_into().ok()?,
+    )?;
+    let time = chrono::NaiveTime::from_hms_opt(
+        local.hour().try_into().ok()?,
+        local.minute().try_into().ok()?,
+        local.second().try_into().ok()?,
+    )?;
+    Some(chrono::DateTime::from_naive_utc_and_offset(
+        date.and_time(time),
+        chrono::Utc,
+    ))
+}
+
+fn from_floating(floating: chrono::DateTime<chrono::Utc>) -> Option<civil::DateTime> {
+    use chrono::{Datelike, Timelike};
+    let naive = floating.naive_utc();
+    civil::DateTime::new(
+        i16::try_from(naive.year()).ok()?,
+        i8::try_from(naive.month()).ok()?,
+        i8::try_from(naive.day()).ok()?,
+        i8::try_from(naive.hour()).ok()?,
+        i8::try_from(naive.minute()).ok()?,
+        0,
+        0,
+    )
+    .ok()
+}
+
+/// The unique key of a schedule's firing at `slot`.
+pub fn slot_key(name: &str, slot: Timestamp) -> String {
+    format!("schedule:{name}:{slot}")
+}
+
+/// What a schedule, its change or its firing can go wrong with, in words for the
+/// person who asked.
+#[derive(Debug, thiserror::Error)]
+pub enum ScheduleError {
+    #[error("the cron expression \"{cron}\" cannot be used: {why}")]
+    BadCron { cron: String, why: String },
+    #[error(
+        "a schedule's name is 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit"
+    )]
+    BadName,
+    #[error("no schedule is named \"{0}\"")]
+    NotFound(String),
+    #[error("no StandMeet process runs jobs of kind \"{kind}\"; the kinds are: {known}")]
+    UnknownKind { kind: String, known: String },
+    #[error("args must be a JSON object, such as {{}} or {{\"source_id\": 1}}")]
+    ArgsNotAnObject,
+    #[error("a queue's name is 1 to 64 characters")]
+    BadQueue,
+    #[error("a new schedule needs {0}")]
+    Missing(&'static str),
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl From<sqlx::Error> for ScheduleError {
+    fn from(err: sqlx::Error) -> Self {
+        ScheduleError::Internal(err.into())
+    }
+}
+
+/// A schedule as `schedules.list` shows it.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Schedule {
+    pub name: String,
+    pub cron: String,
+    /// The cron expression in words (for pages; not part of `schedules.list`).
+    #[serde(skip)]
+    pub description: String,
+    pub timezone: String,
+    pub kind: String,
+    pub args: serde_json::Value,
+    pub queue: String,
+    pub enabled: bool,
+    /// RFC 3339; `None` while disabled.
+    pub next_run_at: Option<String>,
+    pub last_run: Option<LastRun>,
+}
+
+/// The newest job a schedule inserted, while it is kept.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct LastRun {
+    pub job_id: JobId,
+    pub state: JobState,
+    /// When it was inserted, RFC 3339.
+    pub at: String,
+}
+
+/// A schedule to create or change (`schedules.set`): what is `None` stays as it is, or
+/// takes its default on a new one (args `{}`, the kind's queue, enabled).
+#[derive(Clone, Debug, Default)]
+pub struct ScheduleChange {
+    pub name: String,
+    pub cron: Option<String>,
+    pub kind: Option<String>,
+    pub args: Option<serde_json::Value>,
+    pub queue: Option<String>,
+    pub enabled: Option<bool>,
+}
+
+/// The schedules, by name, as of `now`.
+pub async fn list(pool: &PgPool, tz: &TimeZone) -> Result<Vec<Schedule>, ScheduleError> {
+    let rows = sqlx::query!(
+        r#"
+        SELECT s.name, s.cron, s.kind, s.args, s.queue, s.enabled, s.last_run_at,
+               j.id AS "job_id?: JobId", j.state AS "job_state?: JobState"
+        FROM job_schedules s LEFT JOIN jobs j ON j.id = s.last_job_id
+        ORDER BY s.name
+        "#
+    )
+    .fetch_all(pool)
+    .await?;
+    let now = Timestamp::now();
+    Ok(rows
+        .into_iter()
+        .map(|row| {
+            let cron = CronExpr::from_str(&row.cron).ok();
+            let last_run = match (row.job_id, row.job_state, row.last_run_at) {
+                (Some(job_id), Some(state), Some(at)) => Some(LastRun {
+                    job_id,
+                    state,
+                    at: timestamp(at).to_string(),
+                }),
+                _ => None,
+            };
+            Schedule {
+                description: cron.as_ref().map(CronExpr::describe).unwrap_or_default(),
+                next_run_at: cron
+                    .filter(|_| row.enabled)
+                    .and_then(|cron| cron.next_slot(tz, now))
+                    .map(|slot| slot.to_string()),
+                name: row.name,
+                cron: row.cron,
+                timezone: tz.iana_name().unwrap_or("UTC").to_string(),
+                kind: row.kind,
+                args: row.args,
+                queue: row.queue,
+                enabled: row.enabled,
+                last_run,
+            }
+        })
+        .collect())
+}
+
+/// One schedule, as [`list`] shows it.
+pub async fn get(pool: &PgPool, tz: &TimeZone, name: &str) -> Result<Schedule, ScheduleError> {
+    list(pool, tz)
+        .await?
+        .into_iter()
+        .find(|schedule| schedule.name == name)
+        .ok_or_else(|| ScheduleError::NotFound(name.to_string()))
+}
+
+/// Creates the schedule `change.name` or changes it; checks everything first and
+/// writes nothing when something is wrong. A schedule created, enabled or given a new
+/// expression counts its slots from now on.
+pub async fn set(
+    pool: &PgPool,
+    registry: &Registry,
+    tz: &TimeZone,
+    change: ScheduleChange,
+) -> Result<Schedule, ScheduleError> {
+    if !valid_name(&change.name) {
+        return Err(ScheduleError::BadName);
+    }
+    let cron = change.cron.as_deref().map(CronExpr::from_str).transpose()?;
+    let defaults = change
+        .kind
+        .as_deref()
+        .map(|kind| kind_defaults(registry, kind))
+        .transpose()?;
+    if let Some(args) = &change.args
+        && !args.is_object()
+    {
+        return Err(ScheduleError::ArgsNotAnObject);
+    }
+    if let Some(queue) = &change.queue
+        && !(1..=64).contains(&queue.chars().count())
+    {
+        return Err(ScheduleError::BadQueue);
+    }
+    let mut tx = pool.begin().await?;
+    let existing = sqlx::query_scalar!(
+        "SELECT name FROM job_schedules WHERE name = $1 FOR UPDATE",
+        change.name
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    if existing.is_none() {
+        let cron = cron
+            .as_ref()
+            .ok_or(ScheduleError::Missing("a cron expression"))?;
+        let (kind, defaults) = change
+            .kind
+            .as_deref()
+            .zip(defaults)
+            .ok_or(ScheduleError::Missing("a kind"))?;
+        sqlx::query!(
+            r#"
+            INSERT INTO job_schedules (name, cron, kind, args, queue, enabled)
+            VALUES ($1, $2, $3, $4, $5, $6)
+            "#,
+            change.name,
+            cron.as_str(),
+            kind,
+            change.args.clone().unwrap_or_else(|| serde_json::json!({})),
+            change.queue.as_deref().unwrap_or(defaults.queue),
+            change.enabled.unwrap_or(true),
+        )
+        .execute(&mut *tx)
+        .await?;
+    } else {
+        sqlx::query!(
+            r#"
+            UPDATE job_schedules
+            SET fired_through = CASE
+                    WHEN ($2::text IS NOT NULL AND $2 <> cron) OR ($6 AND NOT enabled) THEN now()
+                    ELSE fired_through END,
+                cron = coalesce($2, cron), kind = coalesce($3, kind), args = coalesce($4, args),
+                queue = coalesce($5, queue), enabled = coalesce($6, enabled), updated_at = now()
+            WHERE name = $1
+            "#,
+            change.name,
+            cron.as_ref().map(CronExpr::as_str),
+            change.kind.as_deref(),
+            change.args,
+            change.queue.as_deref(),
+            change.enabled,
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    get(pool, tz, &change.name).await
+}
+
+/// Creates `schedule` unless one of its name exists (a built-in schedule, whose admin
+/// may have changed it since).
+pub async fn create_missing(pool: &PgPool, change: ScheduleChange) -> Result<(), ScheduleError> {
+    let cron = CronExpr::from_str(change.cron.as_deref().unwrap_or_default())?;
+    let kind = change.kind.ok_or(ScheduleError::Missing("a kind"))?;
+    let queue = change.queue.ok_or(ScheduleError::Missing("a queue"))?;
+    sqlx::query!(
+        r#"
+        INSERT INTO job_schedules (name, cron, kind, args, queue, enabled)
+        VALUES ($1, $2, $3, $4, $5, $6)
+        ON CONFLICT (name) DO NOTHING
+        "#,
+        change.name,
+        cron.as_str(),
+        kind,
+        change.args.unwrap_or_else(|| serde_json::json!({})),
+        queue,
+        change.enabled.unwrap_or(true),
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Inserts the schedule's job now ("Run now"), unless its newest job has not finished:
+/// then answers that one as a duplicate.
+pub async fn run_now(
+    pool: &PgPool,
+    registry: &Registry,
+    name: &str,
+) -> Result<Inserted, ScheduleError> {
+    let mut tx = pool.begin().await?;
+    let schedule = sqlx::query!(
+        r#"
+        SELECT s.kind, s.args, s.queue, j.id AS "pending?: JobId"
+        FROM job_schedules s
+        LEFT JOIN jobs j ON j.id = s.last_job_id
+             AND j.state IN ('available', 'scheduled', 'running', 'retryable')
+        WHERE s.name = $1
+        FOR UPDATE OF s
+        "#,
+        name
+    )
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or_else(|| ScheduleError::NotFound(name.to_string()))?;
+    if let Some(pending) = schedule.pending {
+        return Ok(Inserted {
+            id: pending,
+            duplicate: true,
+        });
+    }
+    let defaults = kind_defaults(registry, &schedule.kind)?;
+    let key = format!("schedule:{name}:run-now:{}", Timestamp::now());
+    let inserted = insert_unique_by_name(
+        &mut tx,
+        &schedule.kind,
+        &schedule.queue,
+        defaults,
+        &schedule.args,
+        &key,
+        InsertOptions::default(),
+    )
+    .await?;
+    record_run(&mut tx, name, inserted.id).await?;
+    tx.commit().await?;
+    Ok(inserted)
+}
+
+/// Inserts the job of every enabled schedule whose newest slot at or before `now` is
+/// past what it accounted for; answers what each firing inserted. Only the process whose
+/// update moves `fired_through` forward inserts, so N copies fire a slot once; a
+/// schedule of a kind this process cannot run is left to a process that can.
+pub async fn fire_due(
+    pool: &PgPool,
+    registry: &Registry,
+    tz: &TimeZone,
+    now: Timestamp,
+) -> Result<Vec<(String, Inserted)>, ScheduleError> {
+    let schedules = sqlx::query!(
+        "SELECT name, cron, kind, fired_through FROM job_schedules WHERE enabled ORDER BY name"
+    )
+    .fetch_all(pool)
+    .await?;
+    let mut fired = Vec::new();
+    for schedule in schedules {
+        let Ok(cron) = CronExpr::from_str(&schedule.cron) else {
+            continue;
+        };
+        let Some(defaults) = registry.defaults(&schedule.kind) else {
+            continue;
+        };
+        let Some(slot) = cron.latest_slot(tz, now) else {
+            continue;
+        };
+        if slot <= timestamp(schedule.fired_through) {
+            continue;
+        }
+        if let Some(inserted) = fire(pool, &schedule.name, defaults, slot).await? {
+            fired.push((schedule.name, inserted));
+        }
+    }
+    Ok(fired)
+}
+
+/// Fires schedule `name` for `slot`, unless another process did (or it was disabled,
+/// or changed) meanwhile.
+async fn fire(
+    pool: &PgPool,
+    name: &str,
+    defaults: KindDefaults,
+    slot: Timestamp,
+) -> Result<Option<Inserted>, ScheduleError> {
+    let mut tx = pool.begin().await?;
+    let claimed = sqlx::query!(
+        r#"
+        UPDATE job_schedules SET fired_through = $2
+        WHERE name = $1 AND enabled AND fired_through < $2
+        RETURNING kind, args, queue
+        "#,
+        name,
+        offset_date_time(slot)?,
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(schedule) = claimed else {
+        return Ok(None);
+    };
+    let inserted = insert_unique_by_name(
+        &mut tx,
+        &schedule.kind,
+        &schedule.queue,
+        defaults,
+        &schedule.args,
+        &slot_key(name, slot),
+        InsertOptions::default(),
+    )
+    .await?;
+    record_run(&mut tx, name, inserted.id).await?;
+    tx.commit().await?;
+    tracing::info!(schedule = name, %slot, job = %inserted.id, "a schedule fired");
+    Ok(Some(inserted))
+}
+
+async fn record_run(
+    tx: &mut sqlx::PgConnection,
+    name: &str,
+    job: JobId,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE job_schedules SET last_job_id = $2, last_run_at = now() WHERE name = $1",
+        name,
+        job.0
+    )
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+fn kind_defaults(registry: &Registry, kind: &str) -> Result<KindDefaults, ScheduleError> {
+    registry
+        .defaults(kind)
+        .ok_or_else(|| ScheduleError::UnknownKind {
+            kind: kind.chars().take(128).collect(),
+            known: {
+                let mut kinds: Vec<&str> = registry.kinds().collect();
+                kinds.sort();
+                kinds.join(", ")
+            },
+        })
+}
+
+fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    name.len() <= 64
+        && chars
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+}
+
+fn timestamp(at: OffsetDateTime) -> Timestamp {
+    Timestamp::from_nanosecond(at.unix_timestamp_nanos()).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+fn offset_date_time(at: Timestamp) -> anyhow::Result<OffsetDateTime> {
+    OffsetDateTime::from_unix_timestamp_nanos(at.as_nanosecond())
+        .context("a slot outside the time the database keeps")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot(tz: &TimeZone, local: &str) -> Timestamp {
+        let local: civil::DateTime = local.parse().unwrap();
+        tz.to_ambiguous_timestamp(local).earlier().unwrap()
+    }
+
+    fn cron(text: &str) -> CronExpr {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn five_fields_and_nicknames_parse_and_say_what_they_mean() {
+        assert_eq!(
+            cron("0 3 * * *").describe(),
+            cron("@daily").describe().replace("00:00", "03:00")
+        );
+        for ok in [
+            "0 * * * *",
+            "*/15 9-17 * * MON-FRI",
+            "@hourly",
+            "@weekly",
+            "0 3 * * 0",
+        ] {
+            assert!(ok.parse::<CronExpr>().is_ok(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn a_bad_expression_is_refused_naming_what_is_wrong() {
+        for (bad, words) in [
+            ("", "empty"),
+            ("0 3 * *", "it has 4 fields"),
+            ("hello", "it has 1 field;"),
+            ("61 * * * *", "minute field \"61\""),
+            ("0 25 * * *", "hour field \"25\""),
+            ("0 3 * 13 *", "month field \"13\""),
+            ("0 3 * * FUNDAY", "day-of-week field"),
+            ("0 0 0 3 * * *", "it has 7 fields"),
+            ("0 0 31 2 *", "never"),
+        ] {
+            let err = bad.parse::<CronExpr>().unwrap_err().to_string();
+            assert!(err.to_lowercase().contains(words), "{bad:?}: {err}");
+        }
+        let long = "1,".repeat(2_500) + "1 * * * *";
+        let err = long.parse::<CronExpr>().unwrap_err().to_string();
+        assert!(err.contains("at most 200"), "{err}");
+        assert!(
+            err.len() < 300,
+            "the answer does not repeat the whole input"
+        );
+    }
+
+    #[test]
+    fn a_local_time_skipped_in_spring_is_no_slot_and_one_repeated_in_autumn_fires_once() {
+        let berlin = TimeZone::get("Europe/Berlin").unwrap();
+        // 2026-03-29: 02:00 → 03:00. "30 2 * * *" has no slot that day.
+        let daily = cron("30 2 * * *");
+        let before = slot(&berlin, "2026-03-28T12:00");
+        assert_eq!(
+            daily.next_slot(&berlin, before),
+            Some(slot(&berlin, "2026-03-30T02:30")),
+            "the 29th is skipped"
+        );
+        // 2026-10-25: 03:00 → 02:00. "30 2 * * *" fires at the first 02:30 only.
+        let first = slot(&berlin, "2026-10-25T02:30");
+        assert_eq!(
+            daily.next_slot(&berlin, slot(&berlin, "2026-10-24T12:00")),
+            Some(first)
+        );
+        assert_eq!(
+            daily.next_slot(&berlin, first),
+            Some(slot(&berlin, "2026-10-26T02:30")),
+            "not again an hour later"
+        );
+        // And from inside the repeated hour, the newest slot is that first 02:30.
+        let second_pass = first + jiff::Span::new().hours(1);
+        assert_eq!(daily.latest_slot(&berlin, second_pass), Some(first));
+        // Hourly across the fall: 02:00 once, then 03:00.
+        let hourly = cron("0 * * * *");
+        let two = slot(&berlin, "2026-10-25T02:00");
+        assert_eq!(
+            hourly.next_slot(&berlin, two).map(|t| t.to_string()),
+            Some(slot(&berlin, "2026-10-25T03:00").to_string())
+        );
+    }
+
+    #[test]
+    fn the_latest_slot_is_at_or_before_now_and_the_next_after_it() {
+        let utc = TimeZone::UTC;
+        let now: Timestamp = "2026-12-03T15:42:10Z".parse().unwrap();
+        let hourly = cron("@hourly");
+        assert_eq!(
+            hourly.latest_slot(&utc, now).unwrap().to_string(),
+            "2026-12-03T15:00:00Z"
+        );
+        assert_eq!(
+            hourly.next_slot(&utc, now).unwrap().to_string(),
+            "2026-12-03T16:00:00Z"
+        );
+        let exact: Timestamp = "2026-12-03T16:00:00Z".parse().unwrap();
+        assert_eq!(hourly.latest_slot(&utc, exact), Some(exact));
+        assert_eq!(
+            slot_key("vault-rebuild", exact),
+            "schedule:vault-rebuild:2026-12-03T16:00:00Z"
+        );
+    }
+
+    #[test]
+    fn names_are_short_lowercase_words() {
+        for ok in ["vault-rebuild", "listings-fetch", "a", "nightly_2"] {
+            assert!(valid_name(ok), "{ok}");
+        }
+        for bad in ["", "-x", "Vault", "a b", &"x".repeat(65), "ünï"] {
+            assert!(!valid_name(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! Schedules as tools: `schedules.list`, `schedules.run_now`, `schedules.set` (as the
+//! `/admin/schedules` page).
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{ErrorData, tool, tool_router};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{Tools, respond};
+use crate::error::AppError;
+use standmeet_jobs::periodic::{self as schedules, ScheduleChange};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ScheduleNameParams {
+    /// The schedule's name, as schedules.list shows it (e.g. "listings-fetch").
+    pub name: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SetScheduleParams {
+    /// The schedule's name: 1 to 64 lowercase letters, digits, '-' or '_'.
+    pub name: String,
+    /// Five fields (minute hour day-of-month month day-of-week, e.g. "0 3 * * *"), or
+    /// @hourly, @daily, @weekly; read in the owner's time zone. Needed for a new schedule.
+    pub cron: Option<String>,
+    /// The kind of job each firing inserts (one this StandMeet runs). Needed for a new
+    /// schedule.
+    pub kind: Option<String>,
+    /// The job's arguments: a JSON object ({} when not given on a new schedule).
+    pub args: Option<serde_json::Value>,
+    /// The queue its jobs go to (the kind's own queue when not given).
+    pub queue: Option<String>,
+    /// Whether it fires (true when not given on a new schedule).
+    pub enabled: Option<bool>,
+}
+
+#[tool_router(router = schedules_tools, vis = "pub(super)")]
+impl Tools {
+    #[tool(
+        name = "schedules.list",
+        description = "The schedules that insert jobs periodically: {schedules: [{name, cron, timezone, kind, args, queue, enabled, next_run_at, last_run: {job_id, state, at} | null}]}; next_run_at is null while disabled."
+    )]
+    async fn schedules_list(&self) -> Result<CallToolResult, ErrorData> {
+        let listed = schedules::list(&self.state.pool, &self.state.settings.timezone).await;
+        respond(
+            listed
+                .map(|schedules| json!({ "schedules": schedules }))
+                .map_err(AppError::from),
+        )
+    }
+
+    #[tool(
+        name = "schedules.run_now",
+        description = "Inserts the schedule's job now: {job_id, duplicate}; duplicate is true (and job_id the pending one) when its last job has not finished yet."
+    )]
+    async fn schedules_run_now(
+        &self,
+        Parameters(params): Parameters<ScheduleNameParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let inserted =
+            schedules::run_now(&self.state.pool, &self.state.registry, &params.name).await;
+        respond(
+            inserted
+                .map(|inserted| json!({ "job_id": inserted.id, "duplicate": inserted.duplicate }))
+                .map_err(AppError::from),
+        )
+    }
+
+    #[tool(
+        name = "schedules.set",
+        description = "Creates a schedule (name, cron and kind needed) or changes one (only what is given changes). A new, re-enabled or re-timed schedule fires from now on, not for slots already past. Answers the schedule as schedules.list shows it."
+    )]
+    async fn schedules_set(
+        &self,
+        Parameters(params): Parameters<SetScheduleParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let change = ScheduleChange {
+            name: params.name,
+            cron: params.cron,
+            kind: params.kind,
+            args: params.args,
+            queue: params.queue,
+            enabled: params.enabled,
+        };
+        let set = schedules::set(
+            &self.state.pool,
+            &self.state.registry,
+            &self.state.settings.timezone,
+            change,
+        )
+        .await;
+        respond(set.map(|schedule| json!(schedule)).map_err(AppError::from))
+    }
+}
