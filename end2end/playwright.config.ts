@@ -1,4 +1,6 @@
 import { defineConfig } from "@playwright/test";
+import * as fs from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
 import { ADMIN_EMAIL, ADMIN_PASSWORD } from "./tests/fixtures/admin";
 import { MCP_TOKEN, OWNER_INBOX, ports } from "./tests/fixtures/ports";
@@ -21,6 +23,16 @@ if (!bin || !databaseUrl) {
       "database and sets STANDMEET_BIN and STANDMEET_E2E_DATABASE_URL.",
   );
 }
+
+// The sample vault (vault-sample/), copied so that specs may change its notes: the main
+// server rebuilds its corpus from the copy and watches it. The workers see the same
+// copy (they inherit the variable).
+if (!process.env.STANDMEET_E2E_VAULT) {
+  const copy = fs.mkdtempSync(path.join(os.tmpdir(), "standmeet-e2e-vault-"));
+  fs.cpSync(path.join(projectRoot, "vault-sample"), copy, { recursive: true });
+  process.env.STANDMEET_E2E_VAULT = copy;
+}
+const vault = process.env.STANDMEET_E2E_VAULT as string;
 
 export default defineConfig({
   testDir: "./tests",
@@ -56,10 +68,13 @@ export default defineConfig({
       testMatch: /no_mail\.spec\.ts/,
     },
   ],
-  webServer: [server(ports.app, databaseUrl, `smtp://127.0.0.1:${ports.smtp}`), server(ports.appWithoutMail, `${databaseUrl}_without_mail`, "none")],
+  webServer: [
+    server(ports.app, databaseUrl, `smtp://127.0.0.1:${ports.smtp}`, { STANDMEET_VAULT: vault, STANDMEET_VAULT_WATCH: "true" }),
+    server(ports.appWithoutMail, `${databaseUrl}_without_mail`, "none"),
+  ],
 });
 
-function server(port: number, database: string, mail: string) {
+function server(port: number, database: string, mail: string, more: Record<string, string> = {}) {
   return {
     command: bin!,
     cwd: projectRoot,
@@ -87,6 +102,7 @@ function server(port: number, database: string, mail: string) {
       STANDMEET_LOGIN_ATTEMPTS_PER_MINUTE: "600",
       // The job boards and the webhook receiver of the specs are on loopback.
       STANDMEET_FETCH_ALLOW_PRIVATE: "true",
+      ...more,
     },
   };
 }

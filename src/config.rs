@@ -145,6 +145,10 @@ settings! {
         "the owner's IANA time zone, for the booking windows";
     STANDMEET_BOOKING: Value("access"),
         "who may book: access, open or off";
+    STANDMEET_VAULT: Nothing("unset: no vault"),
+        "an Obsidian vault (a folder of Markdown notes) the corpus is rebuilt from";
+    STANDMEET_VAULT_WATCH: Value("false"),
+        "rebuild the corpus within 2 s of a change under the vault";
     RUST_LOG: Value(DEFAULT_LOG_FILTER),
         "the log filter";
 }
@@ -301,6 +305,11 @@ pub struct Settings {
     pub booking: BookingMode,
     /// `STANDMEET_KEEP_EVENTS_DAYS`: how long events (and their deliveries) are kept.
     pub keep_events: Duration,
+    /// `STANDMEET_VAULT`: the Obsidian vault the corpus is rebuilt from (a folder that
+    /// existed at start); `None`: no vault.
+    pub vault: Option<PathBuf>,
+    /// `STANDMEET_VAULT_WATCH`: whether a change under the vault queues a rebuild.
+    pub vault_watch: bool,
     /// `RUST_LOG`: the tracing filter (already checked to parse).
     pub log_filter: String,
 }
@@ -584,6 +593,34 @@ impl Settings {
             "it must be access (visitors with an access code), open (anyone) or off",
         )?;
 
+        let vault = match read(&env::STANDMEET_VAULT).map(|raw| raw.trim().to_string()) {
+            None => None,
+            Some(raw) if raw.is_empty() => None,
+            Some(raw) => {
+                let problem = match std::fs::metadata(&raw) {
+                    Ok(meta) if meta.is_dir() => None,
+                    Ok(_) => Some("it is a file; name the folder that holds the notes"),
+                    Err(_) => Some("no folder is there (or it cannot be read)"),
+                };
+                if let Some(problem) = problem {
+                    return Err(ConfigError {
+                        setting: env::STANDMEET_VAULT.name,
+                        value: Some(raw),
+                        problem: problem.into(),
+                    });
+                }
+                Some(PathBuf::from(raw))
+            }
+        };
+        let vault_watch = parse_bool(&read, &env::STANDMEET_VAULT_WATCH)?;
+        if vault_watch && vault.is_none() {
+            return Err(ConfigError {
+                setting: env::STANDMEET_VAULT_WATCH.name,
+                value: Some("true".into()),
+                problem: "there is no vault to watch: set STANDMEET_VAULT too".into(),
+            });
+        }
+
         let raw = read(&env::RUST_LOG).unwrap_or_default();
         tracing_subscriber::EnvFilter::builder()
             .parse(&raw)
@@ -621,6 +658,8 @@ impl Settings {
             fetch_allow_private,
             webhook_timeout,
             keep_events,
+            vault,
+            vault_watch,
             listen_database_url,
             log_format,
             mcp_tool_names,
@@ -957,6 +996,27 @@ mod tests {
         assert_eq!(err.setting, "STANDMEET_TIMEZONE");
         let err = settings(&[("STANDMEET_BOOKING", "maybe")]).unwrap_err();
         assert_eq!(err.setting, "STANDMEET_BOOKING");
+    }
+
+    #[test]
+    fn the_vault_is_a_folder_that_exists_and_watching_needs_one() {
+        let s = settings(&[]).unwrap();
+        assert_eq!((s.vault.clone(), s.vault_watch), (None, false));
+        let folder = std::env::temp_dir();
+        let s = settings(&[
+            ("STANDMEET_VAULT", folder.to_str().unwrap()),
+            ("STANDMEET_VAULT_WATCH", "true"),
+        ])
+        .unwrap();
+        assert_eq!(s.vault.as_deref(), Some(folder.as_path()));
+        assert!(s.vault_watch);
+        let missing = settings(&[("STANDMEET_VAULT", "/no/such/vault")]).unwrap_err();
+        assert_eq!(missing.setting, "STANDMEET_VAULT");
+        assert!(missing.problem.contains("no folder"), "{}", missing.problem);
+        let file = settings(&[("STANDMEET_VAULT", "/etc/hostname")]).unwrap_err();
+        assert!(file.problem.contains("is a file"), "{}", file.problem);
+        let watch = settings(&[("STANDMEET_VAULT_WATCH", "true")]).unwrap_err();
+        assert_eq!(watch.setting, "STANDMEET_VAULT_WATCH");
     }
 
     #[test]

@@ -123,7 +123,11 @@ impl From<CorpusError> for AppError {
     fn from(err: CorpusError) -> Self {
         match err {
             CorpusError::Invalid(_) => AppError::BadRequest(err.to_string()),
-            CorpusError::NotFound(_) => AppError::NotFound(err.to_string()),
+            CorpusError::NotFound(_) | CorpusError::NotARebuild(_) => {
+                AppError::NotFound(err.to_string())
+            }
+            CorpusError::NoVault => AppError::BadRequest(err.to_string()),
+            CorpusError::RebuildFailed { .. } => AppError::Conflict(err.to_string()),
             CorpusError::Internal(err) => AppError::Internal(err),
         }
     }

@@ -252,7 +252,7 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
         announce_generated_admin(&generated, &settings.public_url);
     }
 
-    crate::domain::schedules::create_built_ins(&pool).await?;
+    crate::domain::schedules::create_built_ins(&pool, settings.vault.is_some()).await?;
 
     // Entries written while no index job could finish (a crash, a stop) are indexed
     // again; nobody waits for these.
@@ -274,6 +274,7 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
         }
     }
     let addr = settings.site_addr;
+    let (settings_vault, vault_watch) = (settings.vault.clone(), settings.vault_watch);
     let state = AppState::new(pool.clone(), settings)?;
     let state_for_housekeeping = state.clone();
 
@@ -316,6 +317,14 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
     });
 
     tokio::spawn(housekeeping(state_for_housekeeping, stop.clone()));
+    let _vault_watch = match (&settings_vault, vault_watch) {
+        (Some(root), true) => Some(crate::domain::corpus::vault::watch(
+            pool.clone(),
+            root.clone(),
+            stop.clone(),
+        )?),
+        _ => None,
+    };
 
     let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     let server = axum::serve(listener, app).with_graceful_shutdown(stop.clone().cancelled_owned());

@@ -11,6 +11,7 @@ const ADMIN_PAGES = [
   "/admin",
   "/admin/tasks",
   "/admin/queues",
+  "/admin/schedules",
   "/admin/access-requests",
   "/admin/bookings",
   "/admin/listings",

@@ -28,6 +28,9 @@ pub struct EntryView {
     pub index_state: String,
     pub index_job_id: Option<i64>,
     pub index_error: Option<String>,
+    /// The body as the entry page renders it (links go to admin pages); only on an
+    /// entry's own page.
+    pub preview_html: Option<String>,
 }
 
 pub use crate::model::WriteReceipt;
@@ -89,7 +92,8 @@ pub async fn promote_corpus_entry(id: i64) -> Result<WriteReceipt, ServerFnError
 pub struct PublicEntryView {
     pub id: i64,
     pub title: String,
-    pub body: String,
+    /// The body's Markdown as sanitized HTML, its wikilinks resolved for this reader.
+    pub body_html: String,
     pub restricted: bool,
 }
 
@@ -134,6 +138,7 @@ mod server {
             index_state: row.index_state.as_str().into(),
             index_job_id: row.index_job_id,
             index_error: row.index_error,
+            preview_html: None,
         }
     }
 
@@ -149,10 +154,14 @@ mod server {
     pub async fn entry(id: i64) -> Result<EntryView, ServerFnError> {
         require_admin().await?;
         let state = expect_context::<AppState>();
-        corpus::entry(&state.pool, id)
+        let row = corpus::entry(&state.pool, id).await.map_err(reply)?;
+        let preview = corpus::body_html(&state.pool, &row.body, corpus::Reader::Admin)
             .await
-            .map(view)
-            .map_err(reply)
+            .map_err(reply)?;
+        Ok(EntryView {
+            preview_html: Some(preview),
+            ..view(row)
+        })
     }
 
     async fn receipt(state: &AppState, written: Written) -> Result<WriteReceipt, ServerFnError> {
@@ -251,10 +260,19 @@ mod server {
         let entry = corpus::published_entry(&state.pool, id, restricted)
             .await
             .map_err(reply)?;
-        Ok(entry.map(|entry| PublicEntryView {
+        let Some(entry) = entry else {
+            return Ok(None);
+        };
+        let reader = corpus::Reader::Visitor {
+            restricted_allowed: restricted,
+        };
+        let body_html = corpus::body_html(&state.pool, &entry.body, reader)
+            .await
+            .map_err(reply)?;
+        Ok(Some(PublicEntryView {
             id: entry.id,
             title: entry.title,
-            body: entry.body,
+            body_html,
             restricted: entry.visibility == corpus::Visibility::Restricted,
         }))
     }

@@ -23,7 +23,9 @@ pub(crate) mod paging;
 pub(crate) mod queues;
 #[cfg(feature = "ssr")]
 pub(crate) mod replies;
+pub(crate) mod schedules;
 pub(crate) mod tasks;
+pub(crate) mod vault;
 pub(crate) mod webhooks;
 
 pub use form_error::FormError;

@@ -68,7 +68,7 @@ fn bench_config() -> EngineConfig {
         also_clean: Vec::new(),
         listen_database_url: None,
         claim_window: standmeet_jobs::CLAIM_WINDOW,
-            schedules: None,
+        schedules: None,
     }
 }
 

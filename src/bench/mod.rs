@@ -13,6 +13,8 @@
 //!   deliveries at 1,000 events/s to one loopback endpoint.
 //! - [`memory`]: the server's resident size, idle and while draining 100,000 jobs.
 //! - [`scale`]: the drain with 1, 2 and 4 StandMeet processes on one database.
+//! - [`vault`]: the corpus from a vault of 10,000 notes: the first rebuild, one that
+//!   finds nothing changed, and a written note until search finds it.
 //! - [`peer`] (`--peer graphile`, on its own): StandMeet beside graphile-worker.
 
 mod corpus;
@@ -23,6 +25,7 @@ mod memory;
 mod panel;
 mod peer;
 mod scale;
+mod vault;
 
 pub use scale::worker_process;
 
@@ -36,8 +39,8 @@ use crate::db::{self, PrivateCluster};
 
 pub struct BenchOptions {
     pub quick: bool,
-    /// Only this subject (`jobs`, `scale`, `memory`, `panel`, `corpus` or `events`); all
-    /// when `None`.
+    /// Only this subject (`jobs`, `scale`, `memory`, `panel`, `corpus`, `events` or
+    /// `vault`); all when `None`.
     pub only: Option<String>,
     /// Instead of the subjects, the comparison with this peer (`graphile`).
     pub peer: Option<String>,
@@ -50,12 +53,15 @@ pub async fn run(options: BenchOptions) -> anyhow::Result<()> {
             anyhow::bail!("there is no peer {other:?} to compare with; try graphile")
         }
         (Some(_), Some(_)) => anyhow::bail!("--peer runs on its own: leave out --only"),
-        (None, None) => vec!["jobs", "scale", "memory", "panel", "corpus", "events"],
-        (None, Some(subject @ ("jobs" | "scale" | "memory" | "panel" | "corpus" | "events"))) => {
-            vec![subject]
-        }
+        (None, None) => vec![
+            "jobs", "scale", "memory", "panel", "corpus", "events", "vault",
+        ],
+        (
+            None,
+            Some(subject @ ("jobs" | "scale" | "memory" | "panel" | "corpus" | "events" | "vault")),
+        ) => vec![subject],
         (None, Some(other)) => anyhow::bail!(
-            "there is no benchmark {other:?}; try jobs, scale, memory, panel, corpus or events"
+            "there is no benchmark {other:?}; try jobs, scale, memory, panel, corpus, events or vault"
         ),
     };
     let dir = scratch_dir()?;
@@ -86,6 +92,7 @@ pub async fn run(options: BenchOptions) -> anyhow::Result<()> {
                 }
                 "peer" => peer::compare(&cluster, &pool, options.quick).await?,
                 "events" => events::measure(&pool, options.quick).await?,
+                "vault" => vault::measure(&pool, options.quick).await?,
                 _ => corpus::measure(&pool, options.quick).await?,
             }
         }

@@ -246,6 +246,31 @@ const SERVER_FNS: &[ServerFn] = &[
     get("queues/list", &[]),
     post("queues/pause", &[("queue", Arg::Text("chaos"))]),
     post("queues/resume", &[("queue", Arg::Text("chaos"))]),
+    get("schedules/list", &[]),
+    // The expression is bad from the start, so no probe adds a schedule.
+    post(
+        "schedules/add",
+        &[
+            ("name", Arg::Text("chaos-probe")),
+            ("cron", Arg::Text("61 * * * *")),
+            ("kind", Arg::Text("system.noop")),
+            ("args", Arg::Text("{}")),
+            ("queue", Arg::Text("")),
+        ],
+    ),
+    post(
+        "schedules/set_enabled",
+        &[
+            ("name", Arg::Text("no-such-schedule")),
+            ("enabled", Arg::Bool),
+        ],
+    ),
+    post(
+        "schedules/run_now",
+        &[("name", Arg::Text("no-such-schedule"))],
+    ),
+    get("corpus/vault", &[]),
+    post("corpus/rebuild", &[]),
 ];
 
 /// One bad request.

@@ -23,12 +23,16 @@ pub fn job_registry(mail: mail::MailContext) -> anyhow::Result<standmeet_jobs::R
     use crate::domain::access_requests::{ApprovalMail, NotifyOwner};
     use crate::domain::bookings;
     use crate::domain::corpus::IndexEntry;
+    use crate::domain::corpus::vault::VaultRebuild;
     use crate::domain::listings::{FetchAllSources, FetchSource};
     use crate::domain::mail::MailKind;
     use crate::domain::owner::EmailConfirmation;
     use crate::domain::webhooks::DeliverWebhook;
     let fetch =
         FetchSource::new(&mail.settings).context("cannot make the HTTP client for job boards")?;
+    let vault = VaultRebuild {
+        root: mail.settings.vault.clone(),
+    };
     let deliver = DeliverWebhook::new(&mail.settings)
         .context("cannot make the HTTP client for webhook deliveries")?;
     Ok(standmeet_jobs::builtin::registry()
@@ -41,5 +45,6 @@ pub fn job_registry(mail: mail::MailContext) -> anyhow::Result<standmeet_jobs::R
         .register(fetch)
         .register(FetchAllSources)
         .register(deliver)
+        .register(vault)
         .register(IndexEntry))
 }

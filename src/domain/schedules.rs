@@ -9,10 +9,27 @@ use standmeet_jobs::periodic::{self, ScheduleChange, ScheduleError};
 
 /// `listings-fetch`: "Fetch new" every hour, off until an admin turns it on.
 pub const LISTINGS_FETCH: &str = "listings-fetch";
+/// `vault-rebuild`: the corpus rebuilt from the vault every night, on when a vault is
+/// set.
+pub const VAULT_REBUILD: &str = "vault-rebuild";
 
 /// Creates the built-in schedules that do not exist yet (an admin's changes to them
-/// stay).
-pub async fn create_built_ins(pool: &PgPool) -> Result<(), ScheduleError> {
+/// stay); `vault-rebuild` only with a vault.
+pub async fn create_built_ins(pool: &PgPool, with_vault: bool) -> Result<(), ScheduleError> {
+    if with_vault {
+        periodic::create_missing(
+            pool,
+            ScheduleChange {
+                name: VAULT_REBUILD.into(),
+                cron: Some("0 3 * * *".into()),
+                kind: Some("corpus.vault_rebuild".into()),
+                args: None,
+                queue: Some("index".into()),
+                enabled: Some(true),
+            },
+        )
+        .await?;
+    }
     periodic::create_missing(
         pool,
         ScheduleChange {

@@ -1,5 +1,6 @@
 //! The corpus as tools: `corpus.create`, `corpus.update`, `corpus.promote`,
-//! `corpus.search` (as `api::corpus`).
+//! `corpus.search` (as `api::corpus`), and the vault's `corpus.rebuild`,
+//! `corpus.rebuild_result`.
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
@@ -47,6 +48,15 @@ pub struct UpdateEntryParams {
     /// public or restricted.
     pub visibility: Option<String>,
 }
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RebuildResultParams {
+    /// The rebuild's job id, as corpus.rebuild answered it.
+    pub job_id: i64,
+}
+
+/// How long `corpus.rebuild` waits before it answers a receipt.
+const REBUILD_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
 
 #[tool_router(router = corpus_tools, vis = "pub(super)")]
 impl Tools {
@@ -97,6 +107,36 @@ impl Tools {
     ) -> Result<CallToolResult, ErrorData> {
         let written = corpus::promote(&self.state.pool, params.id).await;
         self.corpus_receipt(written).await
+    }
+
+    #[tool(
+        name = "corpus.rebuild",
+        description = "Rebuild the corpus from the Obsidian vault (STANDMEET_VAULT): new notes are added, changed ones updated, entries whose note is gone removed. Waits up to 20 s: {job_id, pending:false, added, updated, removed, unchanged, failed: [{path, error}]}, else {job_id, pending:true} (ask corpus.rebuild_result later)."
+    )]
+    async fn corpus_rebuild(&self) -> Result<CallToolResult, ErrorData> {
+        let state = &self.state;
+        let answer = corpus::vault::rebuild_and_wait(
+            &state.pool,
+            &state.jobs,
+            state.settings.vault.as_deref(),
+            REBUILD_WAIT,
+        )
+        .await;
+        respond(answer.map(|answer| json!(answer)).map_err(AppError::from))
+    }
+
+    #[tool(
+        name = "corpus.rebuild_result",
+        description = "A vault rebuild's answer, in corpus.rebuild's shape: the counts once it finished, {job_id, pending:true} while it runs."
+    )]
+    async fn corpus_rebuild_result(
+        &self,
+        Parameters(params): Parameters<RebuildResultParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let answer =
+            corpus::vault::rebuild_result(&self.state.jobs, standmeet_jobs::JobId(params.job_id))
+                .await;
+        respond(answer.map(|answer| json!(answer)).map_err(AppError::from))
     }
 
     #[tool(

@@ -13,10 +13,11 @@ use crate::ui::components::form::SECONDARY_BUTTON;
 use crate::ui::components::theme::ThemeToggle;
 
 /// The admin pages, in the order the navigation shows them.
-pub const ADMIN_PAGES: [(&str, &str); 11] = [
+pub const ADMIN_PAGES: [(&str, &str); 12] = [
     ("/admin", "Overview"),
     ("/admin/tasks", "Tasks"),
     ("/admin/queues", "Queues"),
+    ("/admin/schedules", "Schedules"),
     ("/admin/access-requests", "Access requests"),
     ("/admin/bookings", "Bookings"),
     ("/admin/listings", "Listings"),
@@ -44,6 +45,7 @@ pub const ADMIN_GROUPS: [(&str, &[(&str, &str)]); 5] = [
             ("/admin", "Overview"),
             ("/admin/tasks", "Tasks"),
             ("/admin/queues", "Queues"),
+            ("/admin/schedules", "Schedules"),
         ],
     ),
     (

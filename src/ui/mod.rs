@@ -32,6 +32,7 @@ use crate::ui::pages::{
     overview::OverviewPage,
     queues::QueuesPage,
     request_access::RequestAccessPage,
+    schedules::SchedulesPage,
     search::SearchPage,
     task_detail::TaskDetailPage,
     tasks::TasksPage,
@@ -88,6 +89,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/admin/tasks") view=TasksPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/tasks/:id") view=TaskDetailPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/queues") view=QueuesPage ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/schedules") view=SchedulesPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/access-requests") view=AccessRequestsPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/listings") view=ListingsPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/corpus") view=CorpusPage ssr=SsrMode::Async/>

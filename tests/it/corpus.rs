@@ -533,3 +533,65 @@ async fn an_entry_made_restricted_is_hidden_at_once_before_its_index_job_runs(po
     );
     assert_eq!(agent["results"], json!([]));
 }
+
+/// The rendered body on `/entries/<id>` as a visitor without a code gets it.
+async fn rendered_body(app: &TestApp, id: i64) -> String {
+    let page = app.get(&format!("/entries/{id}")).await;
+    assert_eq!(page.status, StatusCode::OK);
+    let start = page
+        .body
+        .find(r#"data-testid="entry-body""#)
+        .expect("the entry's body");
+    let body = &page.body[start..];
+    body[..body.find("</article>").expect("the article's end")].to_string()
+}
+
+#[sqlx::test]
+async fn a_body_renders_as_markdown_with_scripts_inert_and_wikilinks_only_where_the_reader_may_go(
+    pool: PgPool,
+) {
+    let app = corpus_desk(&pool, "2000").jobs().spawn().await;
+    let harbour = promoted_entry(&app.state, "Harbour", "Boats come in at noon.", "public").await;
+    promoted_entry(&app.state, "Vault notes", "Kept for friends.", "restricted").await;
+    let id = promoted_entry(
+        &app.state,
+        "Lighthouse",
+        "The **lighthouse** keeper %%a private aside%% waves.\n\nSee [[Harbour|the harbour]] and [[Vault notes]].\n\n<script>alert('x')</script><img src=x onerror=\"alert('y')\">\n\nA [go](javascript:alert('z')) link.\n\n![[map.png]]",
+        "public",
+    )
+    .await;
+    let body = rendered_body(&app, id).await;
+    assert!(body.contains("<strong>lighthouse</strong>"), "{body}");
+    assert!(
+        body.contains(&format!(
+            r#"<a href="/entries/{harbour}" rel="noopener noreferrer nofollow">the harbour</a>"#
+        )),
+        "{body}"
+    );
+    // Restricted, and this visitor has no code: its name as text, no link.
+    assert!(body.contains("and Vault notes."), "{body}");
+    assert_eq!(body.matches(r#"href="/entries/"#).count(), 1, "{body}");
+    for inert in [
+        "<script",
+        "onerror",
+        "javascript:",
+        "alert('x')",
+        "private aside",
+        "map.png",
+    ] {
+        assert!(!body.contains(inert), "{inert} in {body}");
+    }
+    // Search finds the words, and its snippet shows no markup.
+    assert_eq!(visitor_finds(&app, "lighthouse keeper", None).await, [id]);
+    let hits = app.get("/api/search?q=keeper").await.json();
+    let snippet: String = hits["hits"][0]["snippet"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|piece| piece["text"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        !snippet.contains("**") && !snippet.contains("[["),
+        "{snippet}"
+    );
+}

@@ -27,5 +27,6 @@ mod private_cluster;
 mod queues;
 mod schedules;
 mod tasks;
+mod vault;
 mod waiters;
 mod webhooks;

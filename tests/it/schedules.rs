@@ -62,7 +62,9 @@ async fn the_schedule_tools_list_create_change_and_run_now(pool: PgPool) {
     assert_eq!(created["enabled"], true);
     assert_eq!(created["queue"], "default", "the kind's own queue");
     let next: jiff::Timestamp = created["next_run_at"].as_str().unwrap().parse().unwrap();
-    let local = jiff::tz::TimeZone::get("Europe/Berlin").unwrap().to_datetime(next);
+    let local = jiff::tz::TimeZone::get("Europe/Berlin")
+        .unwrap()
+        .to_datetime(next);
     assert_eq!(
         (local.hour(), local.minute()),
         (2, 30),
@@ -119,16 +121,16 @@ async fn bad_schedule_input_is_a_tool_error_in_words_and_writes_nothing(pool: Pg
         ),
         (
             json!({ "name": "x", "cron": "@daily", "kind": "nobody.knows" }),
-            "no StandMeet process runs jobs of kind",
+            "No StandMeet process runs jobs of kind",
         ),
         (
             json!({ "name": "x", "cron": "@daily", "kind": "system.noop", "args": "text" }),
-            "args must be a JSON object",
+            "Args must be a JSON object",
         ),
         (json!({ "name": "x", "cron": "@daily" }), "needs a kind"),
         (
             json!({ "name": "NO WAY", "cron": "@daily", "kind": "system.noop" }),
-            "a schedule's name",
+            "A schedule's name",
         ),
     ] {
         let result = app.call_tool("schedules.set", arguments.clone()).await;

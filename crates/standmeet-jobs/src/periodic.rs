@@ -47,7 +47,7 @@ impl FromStr for CronExpr {
         let text = text.trim();
         let bad = |why: String| ScheduleError::BadCron {
             cron: text.chars().take(60).collect(),
-            why,
+            why: why.trim_end_matches('.').to_string(),
         };
         if text.chars().count() > MAX_CRON_CHARS {
             return Err(bad(format!(
@@ -237,21 +237,21 @@ pub fn slot_key(name: &str, slot: Timestamp) -> String {
 /// person who asked.
 #[derive(Debug, thiserror::Error)]
 pub enum ScheduleError {
-    #[error("the cron expression \"{cron}\" cannot be used: {why}")]
+    #[error("The cron expression \"{cron}\" cannot be used: {why}.")]
     BadCron { cron: String, why: String },
     #[error(
-        "a schedule's name is 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit"
+        "A schedule's name is 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit."
     )]
     BadName,
-    #[error("no schedule is named \"{0}\"")]
+    #[error("No schedule is named \"{0}\".")]
     NotFound(String),
-    #[error("no StandMeet process runs jobs of kind \"{kind}\"; the kinds are: {known}")]
+    #[error("No StandMeet process runs jobs of kind \"{kind}\"; the kinds are: {known}.")]
     UnknownKind { kind: String, known: String },
-    #[error("args must be a JSON object, such as {{}} or {{\"source_id\": 1}}")]
+    #[error("Args must be a JSON object, such as {{}} or {{\"source_id\": 1}}.")]
     ArgsNotAnObject,
-    #[error("a queue's name is 1 to 64 characters")]
+    #[error("A queue's name is 1 to 64 characters.")]
     BadQueue,
-    #[error("a new schedule needs {0}")]
+    #[error("A new schedule needs {0}.")]
     Missing(&'static str),
     #[error(transparent)]
     Internal(#[from] anyhow::Error),

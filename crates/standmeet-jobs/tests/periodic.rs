@@ -220,7 +220,7 @@ async fn a_bad_change_is_refused_with_words_and_writes_nothing(pool: PgPool) {
                 kind: Some("nobody.runs_this".into()),
                 ..Default::default()
             },
-            "no StandMeet process runs jobs of kind \"nobody.runs_this\"",
+            "No StandMeet process runs jobs of kind \"nobody.runs_this\"",
         ),
         (
             ScheduleChange {
@@ -228,7 +228,7 @@ async fn a_bad_change_is_refused_with_words_and_writes_nothing(pool: PgPool) {
                 args: Some(json!([1, 2])),
                 ..Default::default()
             },
-            "args must be a JSON object",
+            "Args must be a JSON object",
         ),
         (
             ScheduleChange {
@@ -237,7 +237,7 @@ async fn a_bad_change_is_refused_with_words_and_writes_nothing(pool: PgPool) {
                 kind: Some("system.noop".into()),
                 ..Default::default()
             },
-            "a schedule's name",
+            "A schedule's name",
         ),
         (
             ScheduleChange {

@@ -165,9 +165,12 @@ pub async fn write_index(
     let mut title_cjk = Vec::with_capacity(inputs.len());
     let mut body_words = Vec::with_capacity(inputs.len());
     let mut body_cjk = Vec::with_capacity(inputs.len());
+    let mut plain_bodies = Vec::with_capacity(inputs.len());
     for input in inputs {
         let title = text::split(&input.title);
-        let body = text::split(&input.body);
+        // The words, not the Markdown: search finds text, snippets show text.
+        let plain = super::markdown::plain_text(&input.body);
+        let body = text::split(&plain);
         ids.push(input.entry_id);
         versions.push(input.version);
         titles.push(input.title.as_str());
@@ -179,6 +182,7 @@ pub async fn write_index(
         title_cjk.push(title.document_cjk().join(" "));
         body_words.push(body.words.clone());
         body_cjk.push(body.document_cjk().join(" "));
+        plain_bodies.push(plain);
     }
     let written = sqlx::query!(
         r#"
@@ -188,10 +192,10 @@ pub async fn write_index(
                || setweight(array_to_tsvector(string_to_array(e.title_cjk, ' ')), 'A')
                || setweight(to_tsvector('english', e.body_words), 'B')
                || setweight(array_to_tsvector(string_to_array(e.body_cjk, ' ')), 'B'),
-               lower(e.title || E'\n' || e.body)
+               lower(e.title || E'\n' || e.plain_body)
         FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
-                    $7::text[], $8::text[], $9::text[], $10::text[])
-             AS e (id, version, title, body, visibility, status, title_words, title_cjk, body_words, body_cjk)
+                    $7::text[], $8::text[], $9::text[], $10::text[], $11::text[])
+             AS e (id, version, title, body, visibility, status, title_words, title_cjk, body_words, body_cjk, plain_body)
         ON CONFLICT (entry_id) DO UPDATE
         SET version = EXCLUDED.version, title = EXCLUDED.title, body = EXCLUDED.body,
             visibility = EXCLUDED.visibility, status = EXCLUDED.status,
@@ -207,7 +211,8 @@ pub async fn write_index(
         &title_words,
         &title_cjk,
         &body_words,
-        &body_cjk
+        &body_cjk,
+        &plain_bodies
     )
     .execute(&mut *tx)
     .await?;

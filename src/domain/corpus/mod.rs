@@ -11,11 +11,15 @@
 //! - [`search`](mod@search): what visitors find.
 //! - [`index`](mod@index): the `corpus.index` job and re-queuing what lags.
 //! - [`text`]: CJK bigrams, query terms, snippets.
+//! - [`markdown`]: bodies as sanitized HTML for readers, and as plain text for the index.
+//! - [`vault`]: the corpus rebuilt from an Obsidian vault (`corpus.vault_rebuild`).
 
 mod entries;
 mod index;
+pub mod markdown;
 mod search;
 pub mod text;
+pub mod vault;
 
 use serde::{Deserialize, Serialize};
 
@@ -25,7 +29,8 @@ pub use entries::{
 };
 pub use index::{IndexArgs, IndexEntry, IndexInput, IndexOutput, reindex_lagging, write_index};
 pub use search::{
-    Hit, MAX_HITS, MAX_QUERY_CHARS, MAX_RANKED, PublishedEntry, published_entry, search,
+    Hit, MAX_HITS, MAX_QUERY_CHARS, MAX_RANKED, PublishedEntry, Reader, body_html, published_entry,
+    search,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
@@ -79,6 +84,18 @@ pub enum CorpusError {
     Invalid(String),
     #[error("There is no entry {0}.")]
     NotFound(i64),
+    #[error(
+        "No vault is set: start StandMeet with STANDMEET_VAULT naming the folder of your notes."
+    )]
+    NoVault,
+    #[error("Job {0} is not a vault rebuild.")]
+    NotARebuild(i64),
+    #[error("The rebuild (job {job_id}) did not finish: it is {state}. {reason}")]
+    RebuildFailed {
+        job_id: i64,
+        state: &'static str,
+        reason: String,
+    },
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }

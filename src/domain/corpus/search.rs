@@ -108,7 +108,7 @@ pub async fn search(
             id,
             title,
             visibility,
-            snippet: text::snippet(&body, &marker),
+            snippet: text::snippet(&super::markdown::plain_text(&body), &marker),
         })
         .collect())
 }
@@ -163,4 +163,70 @@ pub async fn published_entry(
     )
     .fetch_optional(pool)
     .await
+}
+
+/// Who reads an entry's body, which decides where its `[[wikilinks]]` may go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reader {
+    /// A visitor: links to published entries, restricted ones only when allowed, at
+    /// `/entries/<id>`.
+    Visitor { restricted_allowed: bool },
+    /// An admin: links to every entry, at `/admin/corpus/<id>`.
+    Admin,
+}
+
+/// Entry body `markdown` as sanitized HTML for `reader`: a wikilink goes to the entry
+/// of the vault's note it names (by file name, path or alias), else to the entry with
+/// that title (any case), when the reader may see it; it is its text otherwise.
+pub async fn body_html(
+    pool: &PgPool,
+    markdown: &str,
+    reader: Reader,
+) -> Result<String, sqlx::Error> {
+    let names = super::markdown::wikilink_targets(markdown);
+    let targets: Vec<(String, i64)> = if names.is_empty() {
+        Vec::new()
+    } else {
+        let (admin, restricted_allowed) = match reader {
+            Reader::Admin => (true, true),
+            Reader::Visitor { restricted_allowed } => (false, restricted_allowed),
+        };
+        // A note's name, path or alias first (a vault's notes), then an entry's title.
+        sqlx::query!(
+            r#"
+            SELECT DISTINCT ON (n.name) n.name AS "name!", e.id
+            FROM unnest($1::text[]) AS n (name)
+            JOIN LATERAL (
+                SELECT v.entry_id AS id, 1 AS rank FROM corpus_vault_notes v
+                WHERE v.name = n.name OR lower(v.path) = n.name || '.md' OR n.name = ANY (v.aliases)
+                UNION ALL
+                SELECT t.id, 2 FROM corpus_entries t WHERE lower(t.title) = n.name
+            ) AS matched ON true
+            JOIN corpus_entries e ON e.id = matched.id
+            LEFT JOIN corpus_index i ON i.entry_id = e.id
+            WHERE $2 OR (i.status = 'promoted' AND e.status = 'promoted'
+                         AND ((i.visibility = 'public' AND e.visibility = 'public') OR $3))
+            ORDER BY n.name, matched.rank, e.id
+            "#,
+            &names,
+            admin,
+            restricted_allowed,
+        )
+        .fetch_all(pool)
+        .await?
+        .into_iter()
+        .map(|row| (row.name, row.id))
+        .collect()
+    };
+    let prefix = match reader {
+        Reader::Admin => "/admin/corpus",
+        Reader::Visitor { .. } => "/entries",
+    };
+    Ok(super::markdown::to_html(markdown, |note| {
+        let note = note.to_lowercase();
+        targets
+            .iter()
+            .find(|(name, _)| *name == note)
+            .map(|(_, id)| format!("{prefix}/{id}"))
+    }))
 }

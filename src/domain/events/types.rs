@@ -14,12 +14,13 @@ pub enum EventType {
     ListingsFetched,
     CorpusEntryPromoted,
     CorpusEntryUpdated,
+    CorpusRebuilt,
     BookingCreated,
     BookingCancelled,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 10] = [
+    pub const ALL: [EventType; 11] = [
         EventType::AccessRequestCreated,
         EventType::AccessRequestApproved,
         EventType::AccessRequestReplied,
@@ -28,6 +29,7 @@ impl EventType {
         EventType::ListingsFetched,
         EventType::CorpusEntryPromoted,
         EventType::CorpusEntryUpdated,
+        EventType::CorpusRebuilt,
         EventType::BookingCreated,
         EventType::BookingCancelled,
     ];
@@ -42,6 +44,7 @@ impl EventType {
             EventType::ListingsFetched => "listings.fetched",
             EventType::CorpusEntryPromoted => "corpus.entry_promoted",
             EventType::CorpusEntryUpdated => "corpus.entry_updated",
+            EventType::CorpusRebuilt => "corpus.rebuilt",
             EventType::BookingCreated => "booking.created",
             EventType::BookingCancelled => "booking.cancelled",
         }
@@ -99,6 +102,18 @@ impl NewEvent {
             event_type,
             subject_id: Some(entry_id),
             data: json!({ "entry_id": entry_id, "version": version }),
+        }
+    }
+}
+
+impl NewEvent {
+    /// `corpus.rebuilt`, by a vault rebuild that changed anything: `{job_id, added,
+    /// updated, removed}`. The post-build hooks are the endpoints subscribed to it.
+    pub fn corpus_rebuilt(job_id: i64, added: u64, updated: u64, removed: u64) -> NewEvent {
+        NewEvent {
+            event_type: EventType::CorpusRebuilt,
+            subject_id: Some(job_id),
+            data: json!({ "job_id": job_id, "added": added, "updated": updated, "removed": removed }),
         }
     }
 }

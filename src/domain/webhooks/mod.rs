@@ -392,6 +392,48 @@ pub async fn deliveries(
     Ok(rows.into_iter().map(Delivery::from).collect())
 }
 
+/// The deliveries of the events of `event_type` about `subject_id` (the post-build
+/// hooks of a rebuild), oldest first, with their endpoints' URLs.
+pub async fn deliveries_of(
+    pool: &PgPool,
+    event_type: crate::domain::events::EventType,
+    subject_id: i64,
+) -> Result<Vec<(Delivery, String)>, WebhookError> {
+    let rows = sqlx::query_as!(
+        DeliveryRow,
+        r#"
+        SELECT id AS "id!", endpoint_id AS "endpoint_id!", event_id,
+               message_type AS "message_type!", job_id, job_state AS "job_state?: JobState",
+               outcome, attempts AS "attempts!", response_status, response_excerpt,
+               duration_ms, last_error, created_at AS "created_at!"
+        FROM webhook_delivery_summaries
+        WHERE event_id IN (SELECT id FROM events WHERE type = $1 AND subject_id = $2)
+        ORDER BY id
+        "#,
+        event_type.as_str(),
+        subject_id,
+    )
+    .fetch_all(pool)
+    .await?;
+    let endpoint_ids: Vec<i64> = rows.iter().map(|row| row.endpoint_id).collect();
+    let urls: std::collections::HashMap<i64, String> = sqlx::query!(
+        "SELECT id, url FROM webhook_endpoints WHERE id = ANY($1)",
+        &endpoint_ids
+    )
+    .fetch_all(pool)
+    .await?
+    .into_iter()
+    .map(|row| (row.id, row.url))
+    .collect();
+    Ok(rows
+        .into_iter()
+        .map(|row| {
+            let url = urls.get(&row.endpoint_id).cloned().unwrap_or_default();
+            (Delivery::from(row), url)
+        })
+        .collect())
+}
+
 /// Delivery `id`.
 pub async fn delivery(pool: &PgPool, id: i64) -> Result<Delivery, WebhookError> {
     let row = sqlx::query_as!(

@@ -6,10 +6,11 @@
 //! nothing.
 
 /// After `g`, the letter and the admin page it goes to.
-pub const JUMPS: [(&str, &str); 11] = [
+pub const JUMPS: [(&str, &str); 12] = [
     ("o", "/admin"),
     ("t", "/admin/tasks"),
     ("q", "/admin/queues"),
+    ("s", "/admin/schedules"),
     ("a", "/admin/access-requests"),
     ("b", "/admin/bookings"),
     ("c", "/admin/corpus"),

@@ -11,14 +11,16 @@ use crate::api::corpus::{
     CreateCorpusEntry, EntryView, PromoteCorpusEntry, UpdateCorpusEntry, WriteReceipt,
     corpus_entries, corpus_entry,
 };
+use crate::api::vault::{RebuildVault, RebuildView, VaultView, vault_status};
 use crate::ui::components::focus;
 use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON};
 use crate::ui::components::live::use_live_jobs;
 use crate::ui::components::params::use_id_param;
-use crate::ui::components::status_chip::{StatusChip, Tone};
+use crate::ui::components::status_chip::{StatusChip, Tone, job_state_tone};
 use crate::ui::components::toast::{Toasts, use_toasts};
+use crate::ui::pages::entry::ENTRY_BODY;
 
 fn index_tone(state: &str) -> Tone {
     match state {
@@ -107,6 +109,7 @@ pub fn CorpusPage() -> impl IntoView {
     view! {
         <Title text="Corpus"/>
         <h1 class="text-2xl font-semibold tracking-tight">"Corpus"</h1>
+        <VaultPanel on_rebuilt=move || entries.refetch()/>
         <form method="get" action="/admin/corpus" role="search" class="mt-6 flex flex-wrap items-end gap-3">
             <div class="min-w-72 flex-1">
                 <label for="corpus-grep" class=LABEL>"Grep"</label>
@@ -265,6 +268,7 @@ pub fn CorpusEntryPage() -> impl IntoView {
                     Ok(entry) => {
                         let id = entry.id;
                         let draft = entry.status == "draft";
+                        let preview_html = entry.preview_html.clone().unwrap_or_default();
                         view! {
                             <div class="mt-4 flex flex-wrap items-center gap-3">
                                 <h1 class="text-2xl font-semibold tracking-tight">{format!("Entry {id}")}</h1>
@@ -282,11 +286,169 @@ pub fn CorpusEntryPage() -> impl IntoView {
                                 <EntryFields entry=Some(entry)/>
                                 <button type="submit" class=PRIMARY_BUTTON data-focus-key="entry-save" disabled=move || !hydrated.get() || save.pending().get()>"Save"</button>
                             </ActionForm>
+                            <section class="mt-6 rounded-xl border border-slate-200 bg-white p-6" aria-labelledby="entry-preview-heading">
+                                <h2 id="entry-preview-heading" class="font-semibold">"Preview"</h2>
+                                <p class="mt-1 text-sm text-slate-600">"The saved text as visitors read it (links to other entries go to their admin pages here)."</p>
+                                <div data-testid="entry-preview" class=ENTRY_BODY inner_html=preview_html></div>
+                            </section>
                         }.into_any()
                     }
                     Err(error) => view! { <p role="alert" class="mt-6 text-sm text-rose-800">{server_message(&error)}</p> }.into_any(),
                 }
             })}
         </Transition>
+    }
+}
+
+/// The vault's panel (only with a vault): "Rebuild from vault", and the newest rebuild:
+/// its chip, then its counts, the notes that failed, and its post-build hooks' chips,
+/// all followed live.
+#[component]
+fn VaultPanel(on_rebuilt: impl Fn() + Clone + Send + Sync + 'static) -> impl IntoView {
+    let toasts = use_toasts();
+    let status = Resource::new(|| (), |_| vault_status());
+    let rebuild = ServerAction::<RebuildVault>::new();
+    let hydrated = use_hydrated();
+    Effect::new(move |_| match rebuild.value().get() {
+        Some(Ok(message)) => {
+            toasts.info(message);
+            status.refetch();
+        }
+        Some(Err(error)) => toasts.error(server_message(&error)),
+        None => {}
+    });
+    let watched = move || {
+        status
+            .get_untracked()
+            .and_then(Result::ok)
+            .flatten()
+            .and_then(|view| view.last)
+            .map(|last| {
+                let mut ids: Vec<i64> = last
+                    .hooks
+                    .iter()
+                    .filter_map(|hook| hook.pending_job_id)
+                    .collect();
+                if !last.state.is_terminal() {
+                    ids.push(last.job_id);
+                }
+                ids
+            })
+            .unwrap_or_default()
+    };
+    use_live_jobs(
+        watched,
+        {
+            let on_rebuilt = on_rebuilt.clone();
+            move |_| {
+                status.refetch();
+                on_rebuilt();
+            }
+        },
+        move || status.refetch(),
+    );
+    view! {
+        <Transition fallback=|| ()>
+            {move || Suspend::new(async move {
+                match status.await {
+                    Ok(Some(view)) => view! { <VaultSection view=view rebuild=rebuild hydrated=hydrated/> }.into_any(),
+                    Ok(None) => ().into_any(),
+                    Err(error) => view! { <p role="alert" class="mt-6 text-sm text-rose-800">{server_message(&error)}</p> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
+
+#[component]
+fn VaultSection(
+    view: VaultView,
+    rebuild: ServerAction<RebuildVault>,
+    hydrated: RwSignal<bool>,
+) -> impl IntoView {
+    view! {
+        <section data-testid="vault" class="mt-6 rounded-xl border border-slate-200 bg-white p-6" aria-labelledby="vault-heading">
+            <div class="flex flex-wrap items-center gap-3">
+                <h2 id="vault-heading" class="font-semibold">"Vault"</h2>
+                <p class="text-sm text-slate-600">"Entries from your Obsidian vault: a rebuild adds new notes, updates changed ones and removes those that are gone."</p>
+                <button type="button" class=format!("sm:ml-auto {SECONDARY_BUTTON}") disabled=move || !hydrated.get() || rebuild.pending().get()
+                        data-focus-key="vault-rebuild"
+                        on:click=move |_| { rebuild.dispatch(RebuildVault {}); }>
+                    "Rebuild from vault"
+                </button>
+            </div>
+            {match view.last {
+                None => view! { <p class="mt-3 text-sm text-slate-500">"No rebuild yet."</p> }.into_any(),
+                Some(last) => view! { <LastRebuild last=last/> }.into_any(),
+            }}
+        </section>
+    }
+}
+
+#[component]
+fn LastRebuild(last: RebuildView) -> impl IntoView {
+    let RebuildView {
+        job_id,
+        state,
+        counts,
+        error,
+        hooks,
+    } = last;
+    view! {
+        <div class="mt-4 space-y-3 text-sm">
+            <p class="flex flex-wrap items-center gap-2">
+                "Last rebuild: "
+                <a href=format!("/admin/tasks/{job_id}") class="font-mono text-teal-800 hover:underline">{format!("#{job_id}")}</a>
+                <StatusChip label=state.as_str() tone=job_state_tone(state) test_id="vault-rebuild-state"/>
+            </p>
+            {error.map(|error| view! { <p role="alert" class="text-rose-800">{error}</p> })}
+            {counts.map(|counts| view! {
+                <dl data-testid="vault-rebuild-counts" class="flex flex-wrap gap-x-6 gap-y-2">
+                    {[("added", counts.added), ("updated", counts.updated), ("removed", counts.removed), ("unchanged", counts.unchanged), ("failed", counts.failed.len() as u64)]
+                        .into_iter()
+                        .map(|(word, count)| view! {
+                            <div data-testid="vault-count" data-count-of=word data-count=count.to_string()>
+                                <dt class="text-xs text-slate-500">{word}</dt>
+                                <dd class="font-medium tabular-nums">{count}</dd>
+                            </div>
+                        })
+                        .collect_view()}
+                </dl>
+                {(!counts.failed.is_empty()).then(|| view! {
+                    <details class="rounded border border-amber-300 bg-amber-50 px-3 py-2">
+                        <summary class="cursor-pointer text-amber-900">{match counts.failed.len() { 1 => "1 note was not imported".to_string(), n => format!("{n} notes were not imported") }}</summary>
+                        <ul class="mt-2 space-y-1">
+                            {counts.failed.into_iter().map(|(path, why)| view! {
+                                <li data-testid="vault-failed-note"><span class="font-mono">{path}</span>": "{why}</li>
+                            }).collect_view()}
+                        </ul>
+                    </details>
+                })}
+            })}
+            <div>
+                <h3 class="text-xs font-medium uppercase tracking-wide text-slate-500">"Post-build hooks"</h3>
+                {if hooks.is_empty() {
+                    view! { <p class="mt-1 text-slate-500">"None: subscribe a webhook endpoint to corpus.rebuilt to have one."</p> }.into_any()
+                } else {
+                    view! {
+                        <ul class="mt-1 space-y-1">
+                            {hooks.into_iter().map(|hook| {
+                                let tone = match hook.state.as_str() {
+                                    "delivered" => Tone::Success,
+                                    "failed" => Tone::Danger,
+                                    _ => Tone::Active,
+                                };
+                                view! {
+                                    <li data-testid="vault-hook" class="flex flex-wrap items-center gap-2">
+                                        <a href=format!("/admin/webhooks/{}", hook.endpoint_id) class="break-all text-teal-800 hover:underline">{hook.url}</a>
+                                        <StatusChip label=hook.state tone=tone test_id="hook-state"/>
+                                    </li>
+                                }
+                            }).collect_view()}
+                        </ul>
+                    }.into_any()
+                }}
+            </div>
+        </div>
     }
 }

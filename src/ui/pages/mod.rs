@@ -17,6 +17,7 @@ pub(crate) mod not_found;
 pub(crate) mod overview;
 pub(crate) mod queues;
 pub(crate) mod request_access;
+pub(crate) mod schedules;
 pub(crate) mod search;
 pub(crate) mod task_detail;
 pub(crate) mod tasks;

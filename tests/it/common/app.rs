@@ -180,7 +180,7 @@ impl TestAppBuilder {
         let state =
             AppState::new(self.pool.clone(), super::settings_with(&pairs)).expect("app state");
         // As `serve` does at start.
-        standmeet::domain::schedules::create_built_ins(&self.pool)
+        standmeet::domain::schedules::create_built_ins(&self.pool, state.settings.vault.is_some())
             .await
             .expect("the built-in schedules");
 

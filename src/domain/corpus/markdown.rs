@@ -1,0 +1,254 @@
+//! Entry bodies are Markdown (product.md §12), as an Obsidian vault keeps them: rendered
+//! to HTML for the entry page and the admin's preview, sanitized whatever the note
+//! carries; and read as plain text for the index and the snippets, so that search
+//! finds words, not markup.
+//!
+//! pulldown-cmark parses (with Obsidian's `[[wikilinks]]`), ammonia sanitizes: no
+//! script, style, event attribute or `javascript:` link survives. What is Obsidian's
+//! own: `%%comments%%` are dropped, `![[embeds]]` of files are dropped, and a
+//! `[[Note]]`, `[[Note|text]]` or `[[Note#Heading]]` links to that note's entry page
+//! when the reader may see it, and is its text otherwise.
+
+use std::borrow::Cow;
+
+use pulldown_cmark::{Event, LinkType, Options, Parser, Tag, TagEnd};
+
+fn options() -> Options {
+    Options::ENABLE_STRIKETHROUGH
+        | Options::ENABLE_TABLES
+        | Options::ENABLE_TASKLISTS
+        | Options::ENABLE_WIKILINKS
+}
+
+/// `markdown` as sanitized HTML; `link_for` answers where a wikilink's note is for this
+/// reader (given the note's name, without `#heading`), or `None` to show its text.
+pub fn to_html(markdown: &str, link_for: impl Fn(&str) -> Option<String>) -> String {
+    let source = without_comments(markdown);
+    let mut skipping_embed = 0usize;
+    let mut dropped_links = Vec::new();
+    let events = Parser::new_ext(&source, options()).filter_map(|event| match event {
+        Event::Start(Tag::Image {
+            link_type: LinkType::WikiLink { .. },
+            ..
+        }) => {
+            skipping_embed += 1;
+            None
+        }
+        Event::End(TagEnd::Image) if skipping_embed > 0 => {
+            skipping_embed -= 1;
+            None
+        }
+        _ if skipping_embed > 0 => None,
+        Event::Start(Tag::Link {
+            link_type: LinkType::WikiLink { has_pothole },
+            dest_url,
+            title,
+            id,
+        }) => {
+            let note = dest_url.split('#').next().unwrap_or_default().trim();
+            match link_for(note) {
+                Some(href) => {
+                    dropped_links.push(false);
+                    Some(Event::Start(Tag::Link {
+                        link_type: LinkType::WikiLink { has_pothole },
+                        dest_url: href.into(),
+                        title,
+                        id,
+                    }))
+                }
+                None => {
+                    dropped_links.push(true);
+                    None
+                }
+            }
+        }
+        Event::End(TagEnd::Link) => match dropped_links.pop() {
+            Some(true) => None,
+            _ => Some(Event::End(TagEnd::Link)),
+        },
+        other => Some(other),
+    });
+    let mut html = String::new();
+    pulldown_cmark::html::push_html(&mut html, events);
+    sanitizer().clean(&html).to_string()
+}
+
+/// The names of the notes the `[[wikilinks]]` of `markdown` point at (embeds and
+/// comments aside), lowercased, each once.
+pub fn wikilink_targets(markdown: &str) -> Vec<String> {
+    let source = without_comments(markdown);
+    let mut names: Vec<String> = Parser::new_ext(&source, options())
+        .filter_map(|event| match event {
+            Event::Start(Tag::Link {
+                link_type: LinkType::WikiLink { .. },
+                dest_url,
+                ..
+            }) => Some(
+                dest_url
+                    .split('#')
+                    .next()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_lowercase(),
+            ),
+            _ => None,
+        })
+        .filter(|name| !name.is_empty())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// ammonia's safe defaults (no script, style, event attributes; links only to
+/// http, https, mailto and this site's paths), links marked as not vouched for.
+fn sanitizer() -> ammonia::Builder<'static> {
+    let mut builder = ammonia::Builder::default();
+    builder.link_rel(Some("noopener noreferrer nofollow"));
+    builder
+}
+
+/// The words of `markdown` without its markup: what the index holds and snippets show.
+/// A wikilink counts as its text; embeds, comments and raw HTML are left out.
+pub fn plain_text(markdown: &str) -> String {
+    let source = without_comments(markdown);
+    let mut text = String::with_capacity(source.len());
+    let mut skipping_embed = 0usize;
+    for event in Parser::new_ext(&source, options()) {
+        match event {
+            Event::Start(Tag::Image {
+                link_type: LinkType::WikiLink { .. },
+                ..
+            }) => skipping_embed += 1,
+            Event::End(TagEnd::Image) if skipping_embed > 0 => skipping_embed -= 1,
+            _ if skipping_embed > 0 => {}
+            Event::Text(words) | Event::Code(words) => text.push_str(&words),
+            Event::SoftBreak | Event::HardBreak => text.push('\n'),
+            Event::End(
+                TagEnd::Paragraph
+                | TagEnd::Heading(_)
+                | TagEnd::Item
+                | TagEnd::CodeBlock
+                | TagEnd::TableCell
+                | TagEnd::BlockQuote(_),
+            ) => {
+                if !text.ends_with('\n') {
+                    text.push('\n');
+                }
+            }
+            _ => {}
+        }
+    }
+    text.trim_end().to_string()
+}
+
+/// `markdown` without Obsidian's `%%comments%%` (an unclosed `%%` is left as it is).
+fn without_comments(markdown: &str) -> Cow<'_, str> {
+    if !markdown.contains("%%") {
+        return Cow::Borrowed(markdown);
+    }
+    let mut kept = String::with_capacity(markdown.len());
+    let mut rest = markdown;
+    while let Some(start) = rest.find("%%") {
+        match rest[start + 2..].find("%%") {
+            Some(length) => {
+                kept.push_str(&rest[..start]);
+                rest = &rest[start + 2 + length + 2..];
+            }
+            None => break,
+        }
+    }
+    kept.push_str(rest);
+    Cow::Owned(kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_links(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn script_event_attributes_and_javascript_links_render_inert() {
+        let html = to_html(
+            "Hi <script>alert(1)</script>\n\n<img src=x onerror=\"alert(2)\">\n\n[click](javascript:alert(3)) <a href=\"javascript:alert(4)\">a</a> <style>body{}</style>",
+            no_links,
+        );
+        for bad in ["<script", "onerror", "javascript:", "<style", "alert(1)"] {
+            assert!(!html.contains(bad), "{bad} in {html}");
+        }
+        assert!(html.contains("Hi"), "{html}");
+    }
+
+    #[test]
+    fn markdown_renders_and_links_are_marked() {
+        let html = to_html(
+            "# Title\n\nSome **bold** and [a site](https://example.com).",
+            no_links,
+        );
+        assert!(html.contains("<h1>Title</h1>"), "{html}");
+        assert!(html.contains("<strong>bold</strong>"), "{html}");
+        assert!(
+            html.contains(
+                r#"<a href="https://example.com" rel="noopener noreferrer nofollow">a site</a>"#
+            ),
+            "{html}"
+        );
+    }
+
+    #[test]
+    fn wikilinks_link_where_the_reader_may_go_and_are_text_elsewhere() {
+        let link_for = |note: &str| (note == "Seen").then(|| "/entries/7".to_string());
+        let html = to_html(
+            "See [[Seen]], [[Seen#Part|that part]], [[Hidden]] and [[Hidden|a secret]].",
+            link_for,
+        );
+        assert!(
+            html.contains(r#"<a href="/entries/7" rel="noopener noreferrer nofollow">Seen</a>"#),
+            "{html}"
+        );
+        assert!(
+            html.contains(
+                r#"<a href="/entries/7" rel="noopener noreferrer nofollow">that part</a>"#
+            ),
+            "{html}"
+        );
+        assert!(html.contains("Hidden and a secret."), "{html}");
+        assert_eq!(html.matches("<a ").count(), 2, "{html}");
+        assert_eq!(
+            wikilink_targets("[[Seen]] [[seen#x|y]] [[Hidden]] ![[Embed]] %%[[Comment]]%%"),
+            ["hidden", "seen"]
+        );
+    }
+
+    #[test]
+    fn comments_and_embeds_are_dropped() {
+        let markdown =
+            "Before %%a private note%% after.\n\n![[diagram.png]] and ![[Other note]] gone.";
+        let html = to_html(markdown, no_links);
+        assert!(!html.contains("private"), "{html}");
+        assert!(!html.contains("diagram"), "{html}");
+        assert!(!html.contains("Other note"), "{html}");
+        assert!(html.contains("Before  after."), "{html}");
+        let text = plain_text(markdown);
+        assert!(
+            !text.contains("private") && !text.contains("diagram"),
+            "{text}"
+        );
+        // An unclosed %% is text.
+        assert!(plain_text("50%% off").contains("50%% off"));
+    }
+
+    #[test]
+    fn the_plain_text_is_the_words_without_markup() {
+        let text = plain_text(
+            "# Tide tables\n\nLow tide at **six**, see [[Harbour|the harbour]] and `code`.\n\n- one\n- two <b>html</b>",
+        );
+        assert_eq!(
+            text,
+            "Tide tables\nLow tide at six, see the harbour and code.\none\ntwo html"
+        );
+    }
+}

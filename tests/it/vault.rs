@@ -1,0 +1,378 @@
+//! The corpus from an Obsidian vault (product.md §12), with the sample vault of the
+//! repository copied to a temporary folder: the first rebuild imports every note but
+//! the broken one; a second changes nothing; a changed, a removed and a new note are
+//! updated, removed and added, entries made elsewhere stay, and `corpus.rebuilt`
+//! records what changed; wikilinks link between the imported entries; the watcher
+//! queues a rebuild when a note is written; without a vault the tool says so.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use common::TestApp;
+use common::jobs::wait_until;
+use common::mcp::{TOKEN, structured};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use standmeet::domain::corpus;
+
+/// The notes of `vault-sample/`: every `*.md` outside dot-folders.
+const SAMPLE_NOTES: u64 = 31;
+
+/// A copy of the sample vault that the test may change.
+fn sample_vault() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("vault-sample"),
+        dir.path(),
+    );
+    let root = dir.path().to_path_buf();
+    (dir, root)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+async fn vault_app(pool: &PgPool, root: &Path) -> TestApp {
+    TestApp::desk(pool)
+        .setting("STANDMEET_MCP_TOKEN", TOKEN)
+        .setting("STANDMEET_VAULT", root.to_str().unwrap())
+        .jobs()
+        .spawn()
+        .await
+}
+
+async fn rebuild(app: &TestApp) -> Value {
+    let answer = app.call_tool("corpus.rebuild", json!({})).await;
+    assert_ne!(answer["isError"], json!(true), "{answer}");
+    let answer = structured(&answer);
+    assert_eq!(answer["pending"], false, "{answer}");
+    answer
+}
+
+/// Waits until the index holds every entry's newest version.
+async fn all_indexed(pool: &PgPool) {
+    wait_until(Duration::from_secs(20), || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM corpus_entries e LEFT JOIN corpus_index i ON i.entry_id = e.id WHERE i.version IS DISTINCT FROM e.version",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap()
+            == 0
+    })
+    .await;
+}
+
+async fn entry_of(pool: &PgPool, path: &str) -> (i64, i64) {
+    sqlx::query_as(
+        "SELECT e.id, e.version FROM corpus_vault_notes v JOIN corpus_entries e ON e.id = v.entry_id WHERE v.path = $1",
+    )
+    .bind(path)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+#[sqlx::test]
+async fn a_rebuild_imports_the_vault_then_follows_its_changes_and_records_what_changed(
+    pool: PgPool,
+) {
+    let (_dir, root) = sample_vault();
+    let app = vault_app(&pool, &root).await;
+    // An entry written by hand: no rebuild touches it.
+    let by_hand = corpus::create(&pool, "Written by hand", "Not from the vault.", "public")
+        .await
+        .unwrap();
+
+    let first = rebuild(&app).await;
+    let mut keys: Vec<&String> = first.as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "added",
+            "failed",
+            "job_id",
+            "pending",
+            "removed",
+            "unchanged",
+            "updated"
+        ]
+    );
+    assert_eq!(first["added"], SAMPLE_NOTES - 1, "{first}");
+    assert_eq!(
+        (first["updated"].as_u64(), first["removed"].as_u64()),
+        (Some(0), Some(0))
+    );
+    let failed = first["failed"].as_array().unwrap();
+    assert_eq!(failed.len(), 1, "{first}");
+    assert_eq!(failed[0]["path"], "Broken front matter.md");
+    assert!(
+        failed[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("not valid YAML")
+    );
+    // Front matter: title, publish, visibility; without it the heading or file name.
+    let (title, status, visibility): (String, String, String) = sqlx::query_as(
+        "SELECT e.title, e.status::text, e.visibility::text FROM corpus_vault_notes v JOIN corpus_entries e ON e.id = v.entry_id WHERE v.path = 'Places/Neighbours.md'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (title.as_str(), status.as_str(), visibility.as_str()),
+        ("Neighbours", "promoted", "restricted")
+    );
+    let garden: (String, String) = sqlx::query_as(
+        "SELECT e.title, e.status::text FROM corpus_vault_notes v JOIN corpus_entries e ON e.id = v.entry_id WHERE v.path = 'Ideas/Garden.md'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(garden, ("Garden plans".to_string(), "draft".to_string()));
+    let rebuilt: Vec<Value> =
+        sqlx::query_scalar("SELECT data FROM events WHERE type = 'corpus.rebuilt' ORDER BY id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        rebuilt,
+        [
+            json!({ "job_id": first["job_id"], "added": SAMPLE_NOTES - 1, "updated": 0, "removed": 0 })
+        ]
+    );
+
+    // Nothing changed: nothing written, no event, versions kept.
+    let (lighthouse, version) = entry_of(&pool, "Places/Lighthouse.md").await;
+    let second = rebuild(&app).await;
+    assert_eq!(second["unchanged"], SAMPLE_NOTES - 1, "{second}");
+    assert_eq!(second["added"], 0);
+    assert_eq!(
+        entry_of(&pool, "Places/Lighthouse.md").await,
+        (lighthouse, version)
+    );
+    let events: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM events WHERE type = 'corpus.rebuilt'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(events, 1);
+
+    // One note changed, one gone, one new.
+    std::fs::write(
+        root.join("Places/Lighthouse.md"),
+        "---\ntitle: The lighthouse\npublish: true\n---\nRepainted red and white. See [[Harbour]].\n",
+    )
+    .unwrap();
+    let (ferry, _) = entry_of(&pool, "Places/Ferry times.md").await;
+    std::fs::remove_file(root.join("Places/Ferry times.md")).unwrap();
+    std::fs::write(
+        root.join("Places/Beach.md"),
+        "---\npublish: true\n---\n# The beach\n\nSand.\n",
+    )
+    .unwrap();
+    let third = rebuild(&app).await;
+    assert_eq!(
+        (
+            third["added"].as_u64(),
+            third["updated"].as_u64(),
+            third["removed"].as_u64()
+        ),
+        (Some(1), Some(1), Some(1)),
+        "{third}"
+    );
+    assert_eq!(
+        entry_of(&pool, "Places/Lighthouse.md").await,
+        (lighthouse, version + 1)
+    );
+    let gone: i64 = sqlx::query_scalar("SELECT count(*) FROM corpus_entries WHERE id = $1")
+        .bind(ferry)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(gone, 0);
+    let kept: String = sqlx::query_scalar("SELECT title FROM corpus_entries WHERE id = $1")
+        .bind(by_hand.id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(kept, "Written by hand");
+    let last: Value = sqlx::query_scalar(
+        "SELECT data FROM events WHERE type = 'corpus.rebuilt' ORDER BY id DESC LIMIT 1",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        last,
+        json!({ "job_id": third["job_id"], "added": 1, "updated": 1, "removed": 1 })
+    );
+
+    // corpus.rebuild_result answers the same, and the index follows: the new text is found.
+    let again = structured(
+        &app.call_tool(
+            "corpus.rebuild_result",
+            json!({ "job_id": third["job_id"] }),
+        )
+        .await,
+    );
+    assert_eq!(again, third);
+    let (harbour, _) = entry_of(&pool, "Places/Harbour.md").await;
+    let hits = |q: &'static str| {
+        let app = &app;
+        async move {
+            app.get(&format!("/api/search?q={q}")).await.json()["hits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|hit| hit["id"].as_i64().unwrap())
+                .collect::<Vec<i64>>()
+        }
+    };
+    wait_until(Duration::from_secs(10), || async {
+        hits("repainted").await == [lighthouse]
+    })
+    .await;
+    // The entry page links [[Harbour]] to its entry.
+    let page = app.get(&format!("/entries/{lighthouse}")).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body
+            .contains(&format!(r#"<a href="/entries/{harbour}""#)),
+        "{}",
+        page.body
+    );
+}
+
+#[sqlx::test]
+async fn wikilinks_resolve_by_path_and_alias_and_restricted_ones_stay_text_for_a_visitor(
+    pool: PgPool,
+) {
+    let (_dir, root) = sample_vault();
+    let app = vault_app(&pool, &root).await;
+    rebuild(&app).await;
+    let (home, _) = entry_of(&pool, "Home.md").await;
+    let (soup, _) = entry_of(&pool, "Recipes/Fish soup.md").await;
+    let (tokyo, _) = entry_of(&pool, "東京.md").await;
+    all_indexed(&pool).await;
+    let page = app.get(&format!("/entries/{home}")).await.body;
+    assert!(
+        page.contains(&format!(r#"href="/entries/{soup}""#)),
+        "by path: {page}"
+    );
+    assert!(
+        page.contains(&format!(r#"href="/entries/{tokyo}""#)),
+        "by name: {page}"
+    );
+    assert!(!page.contains("Remember to tidy"), "comments are dropped");
+    // The harbour master is restricted: a visitor without a code sees the name only.
+    let (master, _) = entry_of(&pool, "Contacts/Harbour master.md").await;
+    let (baker, _) = entry_of(&pool, "Contacts/Baker.md").await;
+    sqlx::query(
+        "UPDATE corpus_entries SET body = body || E'\\n\\nAsk [[Harbour master]].' WHERE id = $1",
+    )
+    .bind(baker)
+    .execute(&pool)
+    .await
+    .unwrap();
+    // (The page reads the indexed version: index it again.)
+    let version: i64 = sqlx::query_scalar(
+        "UPDATE corpus_entries SET version = version + 1 WHERE id = $1 RETURNING version",
+    )
+    .bind(baker)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    corpus::reindex_lagging(&pool).await.unwrap();
+    wait_until(Duration::from_secs(10), || async {
+        let indexed: i64 =
+            sqlx::query_scalar("SELECT version FROM corpus_index WHERE entry_id = $1")
+                .bind(baker)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        indexed == version
+    })
+    .await;
+    let page = app.get(&format!("/entries/{baker}")).await.body;
+    assert!(page.contains("Ask Harbour master."), "{page}");
+    assert!(
+        !page.contains(&format!(r#"href="/entries/{master}""#)),
+        "{page}"
+    );
+}
+
+#[sqlx::test]
+async fn the_watcher_queues_a_rebuild_when_a_note_is_written(pool: PgPool) {
+    let (_dir, root) = sample_vault();
+    let app = vault_app(&pool, &root).await;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let watching = corpus::vault::watch(pool.clone(), root.clone(), stop.clone()).unwrap();
+    // Obsidian's own folder changes all the time: no rebuild for that.
+    std::fs::write(root.join(".obsidian/workspace.json"), "{}").unwrap();
+    tokio::time::sleep(corpus::vault::WATCH_DEBOUNCE * 3).await;
+    let rebuilds = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM jobs WHERE kind = 'corpus.vault_rebuild'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    };
+    assert_eq!(rebuilds().await, 0);
+    std::fs::write(root.join("New note.md"), "# New\n\nWritten while watched.").unwrap();
+    wait_until(Duration::from_secs(5), || async { rebuilds().await >= 1 }).await;
+    wait_until(Duration::from_secs(20), || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM corpus_vault_notes WHERE path = 'New note.md'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+            == 1
+    })
+    .await;
+    stop.cancel();
+    watching.await.unwrap();
+    drop(app);
+}
+
+#[sqlx::test]
+async fn without_a_vault_the_rebuild_tools_say_so_and_a_bad_job_id_is_refused(pool: PgPool) {
+    let app = TestApp::desk(&pool)
+        .setting("STANDMEET_MCP_TOKEN", TOKEN)
+        .spawn()
+        .await;
+    let answer = app.call_tool("corpus.rebuild", json!({})).await;
+    assert_eq!(answer["isError"], json!(true));
+    assert!(
+        answer["structuredContent"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("No vault is set"),
+        "{answer}"
+    );
+    let unknown = app
+        .call_tool("corpus.rebuild_result", json!({ "job_id": 424242 }))
+        .await;
+    assert_eq!(unknown["isError"], json!(true), "{unknown}");
+    let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(jobs, 0, "nothing queued");
+}
