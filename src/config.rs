@@ -142,7 +142,7 @@ settings! {
     STANDMEET_TRUSTED_PROXY_HEADER: Value("x-forwarded-for"),
         "the header those proxies name the client in: x-forwarded-for or forwarded";
     STANDMEET_TIMEZONE: Value("UTC"),
-        "the owner's IANA time zone, for the booking windows";
+        "the owner's IANA time zone, for the booking windows and the schedules";
     STANDMEET_BOOKING: Value("access"),
         "who may book: access, open or off";
     STANDMEET_VAULT: Nothing("unset: no vault"),

@@ -203,6 +203,7 @@ impl From<ScheduleError> for AppError {
             | ScheduleError::BadName
             | ScheduleError::UnknownKind { .. }
             | ScheduleError::ArgsNotAnObject
+            | ScheduleError::ArgsWithNul
             | ScheduleError::BadQueue
             | ScheduleError::Missing(_) => AppError::BadRequest(err.to_string()),
         }

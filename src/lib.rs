@@ -31,21 +31,22 @@
 //!   attempts, error history, output, backoff, rescue, fenced completion, cleanup) and
 //!   the process's one LISTEN connection. `JobClient` is the one way in (insert, get,
 //!   list, retry, cancel, delete, wait, hear jobs finish, the queues' figures and
-//!   pauses); `insert_unique` keeps one unfinished job per key, and `periodic` fires the
-//!   schedules of `job_schedules` once per slot; its SQL is private to it. Its crate documentation says who moves jobs
-//!   between states.
+//!   pauses); `insert_unique` keeps one unfinished job per key, and `periodic` fires
+//!   the schedules of `job_schedules` once per slot; its SQL is private to it. Its
+//!   crate documentation says who moves jobs between states.
 //! - `db`: the connection pool, migrations, and the private PostgreSQL cluster that
 //!   StandMeet starts itself when `DATABASE_URL` is unset.
 //! - `config`: every setting, its default, and validation that names a bad one.
 //! - `telemetry`: the tracing subscriber, the span of each request, and the job named
 //!   on the lines written inside an attempt.
 //! - `domain`: what StandMeet does, in its own words and errors: access requests, the
-//!   owner's address, the front page's name and introduction (Markdown), listings, the corpus (entries, search, index), bookings (weekly
-//!   availability in the owner's time zone, free slots, invitations as `.ics`), admins, the
-//!   built-in schedules of periodic jobs (`schedules`); `mail`
-//!   (supplier, throttle, mail log, and the one shape of a mail job: load, stop when
-//!   stale, compose, deliver or snooze, record) and
-//!   `secrets` (access codes, link tokens, webhook signing secrets) serve them all;
+//!   owner's address, the front page's name and introduction (Markdown), listings, the
+//!   corpus (entries, search, index, bodies as sanitized Markdown, the rebuild from an
+//!   Obsidian vault and its watcher), bookings (weekly availability in the owner's time
+//!   zone, free slots, invitations as `.ics`), admins, the built-in schedules of
+//!   periodic jobs (`schedules`); `mail` (supplier, throttle, mail log, and the one
+//!   shape of a mail job: load, stop when stale, compose, deliver or snooze, record)
+//!   and `secrets` (access codes, link tokens, webhook signing secrets) serve them all;
 //!   `events` is the outbox each change writes what happened to, in its own
 //!   transaction, and `webhooks` delivers those events to the owner's other systems as
 //!   signed POSTs (one `webhooks.deliver` job per event and endpoint); `outbound` is the
@@ -65,8 +66,9 @@
 //! - `state`: `AppState`, what every handler, server function and tool can reach.
 //! - `mcp`: the MCP endpoint `/mcp` (rmcp): the same operations as tools for agents.
 //! - `startup`: the router, and serving until a signal says stop.
-//! - `bench`: `standmeet bench`: the job engine, the Tasks panel, the corpus search and
-//!   the events and webhooks, measured on a fresh private cluster.
+//! - `bench`: `standmeet bench`: the job engine, the Tasks panel, the corpus search,
+//!   the events and webhooks and the rebuild from a vault, measured on a fresh private
+//!   cluster.
 //! - `chaos`: `standmeet chaos`: the fault suite (kill -9 of workers, PostgreSQL
 //!   restarted under waiters, a misbehaving mail server, bad input everywhere, jobs
 //!   that kill their process, a worker frozen mid-drain, claims whose connection

@@ -222,3 +222,21 @@ async fn agents_page_through_events_and_get_one_by_id(pool: PgPool) {
     let missing = app.call_tool("events.get", json!({"id": ids[2] + 1})).await;
     assert_eq!(missing["isError"], true, "{missing}");
 }
+
+/// The event types webhook endpoints subscribe to are a contract (product.md §9, §12):
+/// kept in `tests/golden/event_types.json`; `UPDATE_GOLDEN=1` rewrites it.
+#[test]
+fn the_event_types_match_the_golden_file() {
+    let names: Vec<&str> = EventType::ALL.iter().map(|t| t.as_str()).collect();
+    let actual = serde_json::to_string_pretty(&names).unwrap() + "\n";
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/event_types.json");
+    if std::env::var("UPDATE_GOLDEN").is_ok() {
+        std::fs::write(path, &actual).unwrap();
+    }
+    let golden = std::fs::read_to_string(path)
+        .expect("tests/golden/event_types.json exists (UPDATE_GOLDEN=1 writes it)");
+    assert_eq!(
+        golden, actual,
+        "the event types changed: update the golden file if on purpose"
+    );
+}

@@ -376,3 +376,49 @@ async fn without_a_vault_the_rebuild_tools_say_so_and_a_bad_job_id_is_refused(po
         .unwrap();
     assert_eq!(jobs, 0, "nothing queued");
 }
+
+#[sqlx::test]
+async fn a_flood_of_changes_makes_few_rebuilds_one_at_a_time_and_loses_no_note(pool: PgPool) {
+    let (_dir, root) = sample_vault();
+    let app = vault_app(&pool, &root).await;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let watching = corpus::vault::watch(pool.clone(), root.clone(), stop.clone()).unwrap();
+    // 10,000 notes written as fast as the disk takes them (about a second here).
+    const FLOOD: usize = 10_000;
+    let flood_root = root.clone();
+    tokio::task::spawn_blocking(move || {
+        std::fs::create_dir_all(flood_root.join("flood")).unwrap();
+        for n in 0..FLOOD {
+            std::fs::write(
+                flood_root.join(format!("flood/Note {n}.md")),
+                format!("# Flood {n}\n\nWave {n}."),
+            )
+            .unwrap();
+        }
+    })
+    .await
+    .unwrap();
+    // Every note arrives (the broken sample note aside), with no rebuild failing.
+    wait_until(Duration::from_secs(120), || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM corpus_vault_notes")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+            == FLOOD as i64 + SAMPLE_NOTES as i64 - 1
+    })
+    .await;
+    stop.cancel();
+    watching.await.unwrap();
+    let runs: Vec<String> = sqlx::query_scalar(
+        "SELECT state::text FROM jobs WHERE kind = 'corpus.vault_rebuild' ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert!(
+        (1..=6).contains(&runs.len()),
+        "a burst is a few rebuilds, not one per file: {runs:?}"
+    );
+    assert!(runs.iter().all(|state| state != "discarded"), "{runs:?}");
+    drop(app);
+}

@@ -243,13 +243,15 @@ pub enum ScheduleError {
         "A schedule's name is 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit."
     )]
     BadName,
-    #[error("No schedule is named \"{0}\".")]
+    #[error("No schedule is named {0:?}.")]
     NotFound(String),
     #[error("No StandMeet process runs jobs of kind \"{kind}\"; the kinds are: {known}.")]
     UnknownKind { kind: String, known: String },
     #[error("Args must be a JSON object, such as {{}} or {{\"source_id\": 1}}.")]
     ArgsNotAnObject,
-    #[error("A queue's name is 1 to 64 characters.")]
+    #[error("Args cannot hold a NUL character (\\u0000).")]
+    ArgsWithNul,
+    #[error("A queue's name is 1 to 64 characters, none of them a control character.")]
     BadQueue,
     #[error("A new schedule needs {0}.")]
     Missing(&'static str),
@@ -348,11 +350,19 @@ pub async fn list(pool: &PgPool, tz: &TimeZone) -> Result<Vec<Schedule>, Schedul
 
 /// One schedule, as [`list`] shows it.
 pub async fn get(pool: &PgPool, tz: &TimeZone, name: &str) -> Result<Schedule, ScheduleError> {
+    if !valid_name(name) {
+        return Err(not_found(name));
+    }
     list(pool, tz)
         .await?
         .into_iter()
         .find(|schedule| schedule.name == name)
-        .ok_or_else(|| ScheduleError::NotFound(name.to_string()))
+        .ok_or_else(|| not_found(name))
+}
+
+/// [`ScheduleError::NotFound`], with at most 64 characters of the name asked for.
+fn not_found(name: &str) -> ScheduleError {
+    ScheduleError::NotFound(name.chars().take(64).collect())
 }
 
 /// Creates the schedule `change.name` or changes it; checks everything first and
@@ -373,13 +383,17 @@ pub async fn set(
         .as_deref()
         .map(|kind| kind_defaults(registry, kind))
         .transpose()?;
-    if let Some(args) = &change.args
-        && !args.is_object()
-    {
-        return Err(ScheduleError::ArgsNotAnObject);
+    if let Some(args) = &change.args {
+        if !args.is_object() {
+            return Err(ScheduleError::ArgsNotAnObject);
+        }
+        // PostgreSQL's jsonb cannot hold it.
+        if args.to_string().contains("\\u0000") {
+            return Err(ScheduleError::ArgsWithNul);
+        }
     }
     if let Some(queue) = &change.queue
-        && !(1..=64).contains(&queue.chars().count())
+        && (!(1..=64).contains(&queue.chars().count()) || queue.chars().any(char::is_control))
     {
         return Err(ScheduleError::BadQueue);
     }
@@ -469,6 +483,11 @@ pub async fn run_now(
     registry: &Registry,
     name: &str,
 ) -> Result<Inserted, ScheduleError> {
+    // A name no schedule can have (one with a NUL, which PostgreSQL cannot even
+    // compare) is answered without asking.
+    if !valid_name(name) {
+        return Err(not_found(name));
+    }
     let mut tx = pool.begin().await?;
     let schedule = sqlx::query!(
         r#"
@@ -483,7 +502,7 @@ pub async fn run_now(
     )
     .fetch_optional(&mut *tx)
     .await?
-    .ok_or_else(|| ScheduleError::NotFound(name.to_string()))?;
+    .ok_or_else(|| not_found(name))?;
     if let Some(pending) = schedule.pending {
         return Ok(Inserted {
             id: pending,

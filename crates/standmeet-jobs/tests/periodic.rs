@@ -232,6 +232,22 @@ async fn a_bad_change_is_refused_with_words_and_writes_nothing(pool: PgPool) {
         ),
         (
             ScheduleChange {
+                name: "tick".into(),
+                args: Some(json!({ "text": "a\u{0}b" })),
+                ..Default::default()
+            },
+            "NUL",
+        ),
+        (
+            ScheduleChange {
+                name: "tick".into(),
+                queue: Some("q\u{0}".into()),
+                ..Default::default()
+            },
+            "control character",
+        ),
+        (
+            ScheduleChange {
                 name: "Bad Name".into(),
                 cron: Some("@daily".into()),
                 kind: Some("system.noop".into()),
@@ -283,4 +299,21 @@ async fn an_operators_job_on_a_slots_key_keeps_the_slot_to_one_job(pool: PgPool)
     assert_eq!(fired.len(), 1);
     assert_eq!((fired[0].1.id, fired[0].1.duplicate), (by_hand.id, true));
     assert_eq!(keys(&pool).await.len(), 1);
+}
+
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_name_no_schedule_can_have_is_not_found_not_a_failure(pool: PgPool) {
+    for name in ["with\0nul", "", &"x".repeat(5_000), "Upper Case"] {
+        assert!(
+            matches!(
+                periodic::run_now(&pool, &registry(), name).await,
+                Err(ScheduleError::NotFound(_))
+            ),
+            "{name:?}"
+        );
+        assert!(matches!(
+            periodic::get(&pool, &TimeZone::UTC, name).await,
+            Err(ScheduleError::NotFound(_))
+        ));
+    }
 }
