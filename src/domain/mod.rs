@@ -22,7 +22,7 @@ use anyhow::Context;
 pub fn job_registry(mail: mail::MailContext) -> anyhow::Result<standmeet_jobs::Registry> {
     use crate::domain::access_requests::{ApprovalMail, NotifyOwner};
     use crate::domain::bookings;
-    use crate::domain::corpus::IndexEntry;
+    use crate::domain::corpus::{IndexBatch, IndexEntry};
     use crate::domain::corpus::vault::VaultRebuild;
     use crate::domain::listings::{FetchAllSources, FetchSource};
     use crate::domain::mail::MailKind;
@@ -46,5 +46,6 @@ pub fn job_registry(mail: mail::MailContext) -> anyhow::Result<standmeet_jobs::R
         .register(FetchAllSources)
         .register(deliver)
         .register(vault)
-        .register(IndexEntry))
+        .register(IndexEntry)
+        .register(IndexBatch))
 }

@@ -1,4 +1,5 @@
-//! The index: the `corpus.index` job, the only writer of `corpus_index` (never with an
+//! The index: the `corpus.index` job (one entry's write) and `corpus.index_batch` (a
+//! vault rebuild's many entries), the only writers of `corpus_index` (never with an
 //! older version than the one there), and queuing again at start what lags.
 
 use serde::{Deserialize, Serialize};
@@ -132,6 +133,95 @@ impl JobKind for IndexEntry {
                 }
             }
         };
+        job.complete_tx(&mut tx, &output).await?;
+        tx.commit().await?;
+        Ok(output)
+    }
+}
+
+/// How many entries one `corpus.index_batch` job indexes.
+pub const INDEX_BATCH: usize = 500;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IndexBatchArgs {
+    pub entry_ids: Vec<i64>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IndexBatchOutput {
+    /// How many entries' index rows it wrote (an entry the index already held at that
+    /// version or newer, or one deleted meanwhile, is not counted).
+    pub indexed: u64,
+}
+
+/// Queues the indexing of many entries that one write changed (a vault rebuild), in
+/// `corpus.index_batch` jobs of [`INDEX_BATCH`] entries, in the writer's transaction;
+/// each entry's `index_job_id` names its batch. Answers the jobs.
+pub(super) async fn queue_index_batches(
+    tx: &mut sqlx::PgConnection,
+    entry_ids: &[i64],
+) -> Result<Vec<jobs::JobId>, CorpusError> {
+    let mut queued = Vec::new();
+    for batch in entry_ids.chunks(INDEX_BATCH) {
+        let job = jobs::insert_tx::<IndexBatch>(
+            &mut *tx,
+            &IndexBatchArgs {
+                entry_ids: batch.to_vec(),
+            },
+        )
+        .await?;
+        sqlx::query!(
+            "UPDATE corpus_entries SET index_job_id = $2 WHERE id = ANY($1)",
+            batch,
+            job.0
+        )
+        .execute(&mut *tx)
+        .await?;
+        queued.push(job);
+    }
+    Ok(queued)
+}
+
+/// `corpus.index_batch`: writes many entries' newest versions into the index in one
+/// statement, under the same shared lock as [`IndexEntry`] (a write to one of them
+/// waits, then queues its own job).
+pub struct IndexBatch;
+
+impl JobKind for IndexBatch {
+    const KIND: &'static str = "corpus.index_batch";
+    const QUEUE: &'static str = "index";
+    const MAX_ATTEMPTS: i16 = 10;
+    type Args = IndexBatchArgs;
+    type Output = IndexBatchOutput;
+
+    async fn run(
+        &self,
+        job: JobContext,
+        args: IndexBatchArgs,
+    ) -> Result<IndexBatchOutput, JobError> {
+        let mut tx = job.pool().begin().await?;
+        let inputs: Vec<IndexInput> = sqlx::query!(
+            r#"
+            SELECT id, title, body, visibility AS "visibility: Visibility",
+                   status AS "status: Status", version
+            FROM corpus_entries WHERE id = ANY($1) ORDER BY id FOR SHARE
+            "#,
+            &args.entry_ids
+        )
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .map(|entry| IndexInput {
+            entry_id: entry.id,
+            version: entry.version,
+            title: entry.title,
+            body: entry.body,
+            visibility: entry.visibility,
+            status: entry.status,
+        })
+        .collect();
+        let indexed = write_index(&mut tx, &inputs).await?;
+        let output = IndexBatchOutput { indexed };
         job.complete_tx(&mut tx, &output).await?;
         tx.commit().await?;
         Ok(output)

@@ -27,7 +27,10 @@ pub use entries::{
     EntryRow, IndexState, MAX_BODY_CHARS, MAX_TITLE_CHARS, create, entries, entry, promote,
     receipt, update,
 };
-pub use index::{IndexArgs, IndexEntry, IndexInput, IndexOutput, reindex_lagging, write_index};
+pub use index::{
+    INDEX_BATCH, IndexArgs, IndexBatch, IndexEntry, IndexInput, IndexOutput, reindex_lagging,
+    write_index,
+};
 pub use search::{
     Hit, MAX_HITS, MAX_QUERY_CHARS, MAX_RANKED, PublishedEntry, Reader, body_html, published_entry,
     search,

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 
-use super::index::queue_index;
+use super::index::queue_index_batches;
 use super::{MAX_BODY_CHARS, MAX_TITLE_CHARS, Status, Visibility};
 use crate::domain::events::{self, NewEvent};
 use standmeet_jobs::{self as jobs, Inserted, JobContext, JobError, JobId, JobKind};
@@ -463,17 +463,17 @@ async fn apply(tx: &mut sqlx::PgConnection, found: Scan) -> Result<RebuildOutput
         failed: found.failed,
         ..Default::default()
     };
+    let mut to_index = Vec::new();
     for note in found.notes {
         match known.get(&note.path) {
             Some((_, hash)) if *hash == note.hash => output.unchanged += 1,
             Some((entry_id, _)) => {
-                let version = sqlx::query_scalar!(
+                sqlx::query!(
                     r#"
                     UPDATE corpus_entries
                     SET title = $2, body = $3, visibility = $4, status = $5,
                         version = version + 1, updated_at = now()
                     WHERE id = $1
-                    RETURNING version
                     "#,
                     entry_id,
                     note.title,
@@ -481,9 +481,9 @@ async fn apply(tx: &mut sqlx::PgConnection, found: Scan) -> Result<RebuildOutput
                     note.visibility as Visibility,
                     note.status as Status,
                 )
-                .fetch_one(&mut *tx)
+                .execute(&mut *tx)
                 .await?;
-                let written = queue_index(&mut *tx, *entry_id, version).await?;
+                to_index.push(*entry_id);
                 sqlx::query!(
                     r#"
                     UPDATE corpus_vault_notes
@@ -499,7 +499,6 @@ async fn apply(tx: &mut sqlx::PgConnection, found: Scan) -> Result<RebuildOutput
                 .execute(&mut *tx)
                 .await?;
                 output.updated += 1;
-                output.index_job_ids.push(written.job);
             }
             None => {
                 let entry_id = sqlx::query_scalar!(
@@ -514,7 +513,7 @@ async fn apply(tx: &mut sqlx::PgConnection, found: Scan) -> Result<RebuildOutput
                 )
                 .fetch_one(&mut *tx)
                 .await?;
-                let written = queue_index(&mut *tx, entry_id, 1).await?;
+                to_index.push(entry_id);
                 sqlx::query!(
                     r#"
                     INSERT INTO corpus_vault_notes (path, entry_id, name, aliases, tags, content_hash)
@@ -530,10 +529,11 @@ async fn apply(tx: &mut sqlx::PgConnection, found: Scan) -> Result<RebuildOutput
                 .execute(&mut *tx)
                 .await?;
                 output.added += 1;
-                output.index_job_ids.push(written.job);
             }
         }
     }
+    // Indexed in batches: one job per entry would cost a transaction each.
+    output.index_job_ids = queue_index_batches(&mut *tx, &to_index).await?;
     let gone: Vec<i64> = known
         .iter()
         .filter(|(path, _)| !found.seen.contains(*path))
