@@ -3,6 +3,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { ADMIN_EMAIL, ADMIN_PASSWORD } from "./tests/fixtures/admin";
+import { freshDatabaseUrl } from "./tests/fixtures/db";
 import { MCP_TOKEN, OWNER_INBOX, ports } from "./tests/fixtures/ports";
 
 // The suite runs against the debug build that `scripts/test` made, started here as a
@@ -10,11 +11,13 @@ import { MCP_TOKEN, OWNER_INBOX, ports } from "./tests/fixtures/ports";
 //   STANDMEET_BIN                 the server binary
 //   STANDMEET_E2E_DATABASE_URL    a database for this run (created by the server)
 //   STANDMEET_E2E_PORT            optional, default 3901 (see tests/fixtures/ports.ts)
-// A second server runs with STANDMEET_MAIL=none for the specs about that case, and a
-// real SMTP server on loopback (tests/fixtures/smtp_server.ts) takes the mail.
+// A second server runs with STANDMEET_MAIL=none for the specs about that case, a third
+// on a database nobody else touches (what a newcomer sees first: fresh_database.spec.ts),
+// and a real SMTP server on loopback (tests/fixtures/smtp_server.ts) takes the mail.
 const projectRoot = path.resolve(__dirname, "..");
 const baseURL = `http://127.0.0.1:${ports.app}`;
 const baseURLWithoutMail = `http://127.0.0.1:${ports.appWithoutMail}`;
+const baseURLOfFreshDatabase = `http://127.0.0.1:${ports.appOnFreshDatabase}`;
 const bin = process.env.STANDMEET_BIN;
 const databaseUrl = process.env.STANDMEET_E2E_DATABASE_URL;
 if (!bin || !databaseUrl) {
@@ -61,16 +64,26 @@ export default defineConfig({
   },
   globalSetup: "./tests/fixtures/global_setup.ts",
   projects: [
-    { name: "chromium", use: { browserName: "chromium" }, testIgnore: /no_mail\.spec\.ts/ },
+    {
+      name: "chromium",
+      use: { browserName: "chromium" },
+      testIgnore: [/no_mail\.spec\.ts/, /fresh_database\.spec\.ts/],
+    },
     {
       name: "without-mail",
       use: { browserName: "chromium", baseURL: baseURLWithoutMail },
       testMatch: /no_mail\.spec\.ts/,
     },
+    {
+      name: "fresh-database",
+      use: { browserName: "chromium", baseURL: baseURLOfFreshDatabase },
+      testMatch: /fresh_database\.spec\.ts/,
+    },
   ],
   webServer: [
     server(ports.app, databaseUrl, `smtp://127.0.0.1:${ports.smtp}`, { STANDMEET_VAULT: vault, STANDMEET_VAULT_WATCH: "true" }),
     server(ports.appWithoutMail, `${databaseUrl}_without_mail`, "none"),
+    server(ports.appOnFreshDatabase, freshDatabaseUrl(), `smtp://127.0.0.1:${ports.smtp}`),
   ],
 });
 

@@ -166,8 +166,14 @@ pub struct TaskActionResult {
 }
 
 /// The rows of one page of the panel, newest first, with the counts by state.
+///
+/// Every argument that can be all unset (a filter with nothing chosen, a list with no
+/// id) is `#[server(default)]`: the URL encoding writes no key for `None` or an empty
+/// list, so the server must take a missing argument as its default. The Tasks panel
+/// with no row shown polls exactly that (`tests/it/http_surface.rs` checks every
+/// server function for it).
 #[server(endpoint = "tasks/list", input = GetUrl)]
-pub async fn list_tasks(query: TaskQuery) -> Result<TaskPage, ServerFnError> {
+pub async fn list_tasks(#[server(default)] query: TaskQuery) -> Result<TaskPage, ServerFnError> {
     server::list(query).await
 }
 
@@ -179,26 +185,32 @@ pub async fn get_task(id: i64) -> Result<Option<TaskDetail>, ServerFnError> {
 
 /// "Retry selected": every selected job a retry applies to, in one transaction.
 #[server(endpoint = "tasks/retry_selected")]
-pub async fn retry_selected(ids: Vec<i64>) -> Result<TaskActionResult, ServerFnError> {
+pub async fn retry_selected(
+    #[server(default)] ids: Vec<i64>,
+) -> Result<TaskActionResult, ServerFnError> {
     server::bulk(ids, server::Bulk::Retry).await
 }
 
 /// "Cancel selected": every selected unfinished job, in one transaction.
 #[server(endpoint = "tasks/cancel_selected")]
-pub async fn cancel_selected(ids: Vec<i64>) -> Result<TaskActionResult, ServerFnError> {
+pub async fn cancel_selected(
+    #[server(default)] ids: Vec<i64>,
+) -> Result<TaskActionResult, ServerFnError> {
     server::bulk(ids, server::Bulk::Cancel).await
 }
 
 /// "Delete selected": every selected finished job, in one transaction.
 #[server(endpoint = "tasks/delete_selected")]
-pub async fn delete_selected(ids: Vec<i64>) -> Result<TaskActionResult, ServerFnError> {
+pub async fn delete_selected(
+    #[server(default)] ids: Vec<i64>,
+) -> Result<TaskActionResult, ServerFnError> {
     server::bulk(ids, server::Bulk::Delete).await
 }
 
 /// The panel rows of these jobs (those that exist, at most 100): what a live page reads
 /// when the stream (`/api/live`) says a job changed.
 #[server(endpoint = "tasks/rows", input = GetUrl)]
-pub async fn task_rows(ids: Vec<i64>) -> Result<Vec<TaskRow>, ServerFnError> {
+pub async fn task_rows(#[server(default)] ids: Vec<i64>) -> Result<Vec<TaskRow>, ServerFnError> {
     server::rows(ids).await
 }
 

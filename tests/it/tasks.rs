@@ -447,7 +447,10 @@ async fn the_chart_reads_only_the_last_hour_even_with_a_million_jobs_kept(pool: 
             .map(|rest| rest[..rest.find('"').unwrap()].parse::<i64>().unwrap())
             .sum();
         // No job finishes meanwhile here.
-        assert_eq!(shown, in_the_hour, "counted and shown in the minute of {before}");
+        assert_eq!(
+            shown, in_the_hour,
+            "counted and shown in the minute of {before}"
+        );
         return;
     }
     panic!("three tries each crossed a minute boundary");
@@ -489,4 +492,29 @@ async fn the_panel_finds_a_job_by_id_or_by_what_its_arguments_contain(pool: PgPo
             refused.body
         );
     }
+}
+
+#[sqlx::test]
+async fn the_panels_poll_for_new_rows_answers_on_an_empty_database_and_then_finds_the_first_job(
+    pool: PgPool,
+) {
+    // What the Tasks panel asks every two seconds while it shows no row: no filter, no
+    // `after` (there is no newest row yet), so an empty query string.
+    let app = TestApp::builder(pool.clone()).spawn().await;
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let empty = common::get_with_cookie(&app, "/api/tasks/list", &cookie).await;
+    assert_eq!(empty.status, StatusCode::OK, "{}", empty.body);
+    assert_eq!(empty.json()["rows"], json!([]));
+
+    let first = completed_job(&pool).await;
+    let found = common::get_with_cookie(&app, "/api/tasks/list", &cookie).await;
+    assert_eq!(found.status, StatusCode::OK, "{}", found.body);
+    let rows = found.json()["rows"].as_array().unwrap().clone();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["id"], json!(first.0));
+
+    // A live read of no job at all is an empty answer, not a decoding error.
+    let none = common::get_with_cookie(&app, "/api/tasks/rows", &cookie).await;
+    assert_eq!(none.status, StatusCode::OK, "{}", none.body);
+    assert_eq!(none.json(), json!([]));
 }
