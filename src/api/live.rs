@@ -9,22 +9,22 @@ use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::{Extension, Json};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use futures_util::{StreamExt, stream};
 use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 use tower_sessions::Session;
 
 use crate::api::tasks::parse_status_ids;
+use crate::domain::admins::Admin;
 use crate::error::AppError;
 use crate::live::{Follower, LiveChange, LiveFollow, LiveRefusal};
-use crate::security::guard::SESSION_SIGNED_IN_AT;
-use crate::domain::admins::Admin;
 use crate::model::JobId;
+use crate::security::guard::SESSION_SIGNED_IN_AT;
 use crate::state::AppState;
 
 /// How long the browser waits before it reconnects a stream that ended.

@@ -163,7 +163,9 @@ mod server {
                 words: if failed == 0 {
                     "Circuit closed: deliveries go out as they come.".to_string()
                 } else {
-                    format!("Circuit closed: {failed} attempts failed in a row (it opens at {OPEN_AFTER}).")
+                    format!(
+                        "Circuit closed: {failed} attempts failed in a row (it opens at {OPEN_AFTER})."
+                    )
                 },
             },
         }

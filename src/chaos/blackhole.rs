@@ -78,16 +78,20 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     }
     let ids: Vec<i64> = results.iter().map(|call| call.job.0).collect();
     let settled = super::wait_until_finished(&pool, &ids, lab.sizes.settle_limit).await;
-    let finished: Vec<(i64, Option<OffsetDateTime>, String)> = sqlx::query_as(
-        "SELECT id, finalized_at, state::text FROM jobs WHERE id = ANY($1)",
-    )
-    .bind(&ids[..])
-    .fetch_all(&pool)
-    .await?;
+    let finished: Vec<(i64, Option<OffsetDateTime>, String)> =
+        sqlx::query_as("SELECT id, finalized_at, state::text FROM jobs WHERE id = ANY($1)")
+            .bind(&ids[..])
+            .fetch_all(&pool)
+            .await?;
 
     let tally = Tally::of(
         &results,
-        |job| finished.iter().find(|row| row.0 == job.0).and_then(|row| row.1),
+        |job| {
+            finished
+                .iter()
+                .find(|row| row.0 == job.0)
+                .and_then(|row| row.1)
+        },
         REREAD_SLACK,
     );
     let completed = finished.iter().filter(|row| row.2 == "completed").count();

@@ -99,9 +99,8 @@ async fn accept(listener: TcpListener, state: Arc<State>) {
             let Ok(server) = TcpStream::connect(target).await else {
                 return;
             };
-            let silent = move || {
-                silent_from_birth || number < state.silenced_below.load(Ordering::SeqCst)
-            };
+            let silent =
+                move || silent_from_birth || number < state.silenced_below.load(Ordering::SeqCst);
             let (client_read, client_write) = client.into_split();
             let (server_read, server_write) = server.into_split();
             tokio::join!(
@@ -174,7 +173,8 @@ mod tests {
             round_trip(TcpStream::connect(relay.address()).await.unwrap()).await;
         assert!(!answered, "so does one opened while silent");
         relay.heal();
-        let (_fresh, answered) = round_trip(TcpStream::connect(relay.address()).await.unwrap()).await;
+        let (_fresh, answered) =
+            round_trip(TcpStream::connect(relay.address()).await.unwrap()).await;
         assert!(answered, "a new one goes through once healed");
     }
 }

@@ -22,8 +22,8 @@ use anyhow::Context;
 pub fn job_registry(mail: mail::MailContext) -> anyhow::Result<standmeet_jobs::Registry> {
     use crate::domain::access_requests::{ApprovalMail, NotifyOwner};
     use crate::domain::bookings;
-    use crate::domain::corpus::{IndexBatch, IndexEntry};
     use crate::domain::corpus::vault::VaultRebuild;
+    use crate::domain::corpus::{IndexBatch, IndexEntry};
     use crate::domain::listings::{FetchAllSources, FetchSource};
     use crate::domain::mail::MailKind;
     use crate::domain::owner::EmailConfirmation;

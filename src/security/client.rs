@@ -147,7 +147,10 @@ pub async fn find_client_address(
     if let Some(peer) = peer {
         if peer.is_loopback() && !proxies.trusts(peer) && says_forwarded(request.headers()) {
             request.extensions_mut().insert(ProxiedFromLoopback);
-            if !proxies.warned.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            if !proxies
+                .warned
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
                 tracing::warn!(
                     "a request came through a proxy on this host that StandMeet does not trust: every client behind it counts as {peer}, for the limits on sign-in and requests alike, and /metrics refuses what it forwards; set STANDMEET_TRUSTED_PROXIES={peer} (and STANDMEET_TRUSTED_PROXY_HEADER to the header it writes)"
                 );
@@ -233,16 +236,15 @@ mod tests {
             ("x-forwarded-for", "203.0.113.66"),
             ("forwarded", "for=198.51.100.4"),
         ]);
-        let by_forwarded = TrustedProxies::new(vec!["10.0.0.0/8".parse().unwrap()], ProxyHeader::Forwarded);
+        let by_forwarded =
+            TrustedProxies::new(vec!["10.0.0.0/8".parse().unwrap()], ProxyHeader::Forwarded);
         assert_eq!(
             by_forwarded.client(proxy, &request),
             "198.51.100.4".parse::<IpAddr>().unwrap()
         );
         // And the other way round.
         let by_x_forwarded = proxies(&["10.0.0.0/8"]);
-        let request = headers(&[
-            ("forwarded", "for=203.0.113.66"),
-        ]);
+        let request = headers(&[("forwarded", "for=203.0.113.66")]);
         assert_eq!(by_x_forwarded.client(proxy, &request), proxy);
     }
 }

@@ -251,7 +251,9 @@ impl FailedAttempts {
         }
     }
 
-    fn windows(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<IpAddr, FailureWindow>> {
+    fn windows(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<IpAddr, FailureWindow>> {
         self.windows
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -322,7 +324,11 @@ impl GuessLimiter {
     /// the limit; else, once the subject's backoff has passed and a check slot is free,
     /// an admission. Until it is settled ([`Admission::failed`] or
     /// [`Admission::succeeded`]) or dropped, the check counts against the address.
-    pub async fn admit(&self, address: Option<IpAddr>, subject: &str) -> Result<Admission<'_>, Duration> {
+    pub async fn admit(
+        &self,
+        address: Option<IpAddr>,
+        subject: &str,
+    ) -> Result<Admission<'_>, Duration> {
         if let Some(address) = address {
             self.by_address.reserve(address)?;
         }
@@ -452,7 +458,11 @@ mod tests {
                 "failure {n} is free"
             );
             let from = format!("198.51.100.{n}").parse().unwrap();
-            limiter.admit(Some(from), owner).await.unwrap().failed(owner);
+            limiter
+                .admit(Some(from), owner)
+                .await
+                .unwrap()
+                .failed(owner);
         }
         assert_eq!(limiter.backoff("owner@example.com"), BACKOFF_START);
         limiter.subject_failed(owner);
@@ -463,7 +473,11 @@ mod tests {
         assert_eq!(limiter.backoff(owner), BACKOFF_CAP, "capped, not locked");
         // A clean address is admitted (after the wait).
         let clean: IpAddr = "203.0.113.50".parse().unwrap();
-        limiter.admit(Some(clean), owner).await.unwrap().succeeded(owner);
+        limiter
+            .admit(Some(clean), owner)
+            .await
+            .unwrap()
+            .succeeded(owner);
         assert_eq!(limiter.backoff(owner), Duration::ZERO);
         // Keys are bounded: a megabyte subject is kept as 254 characters.
         limiter.subject_failed(&"x".repeat(1_000_000));
@@ -512,7 +526,10 @@ mod tests {
     #[test]
     fn an_ipv6_client_is_limited_by_its_64_and_a_mapped_ipv4_as_itself() {
         let key = |text: &str| address_key(text.parse().unwrap());
-        assert_eq!(key("2001:db8:1:2:aaaa::1"), key("2001:db8:1:2:ffff:ffff:ffff:ffff"));
+        assert_eq!(
+            key("2001:db8:1:2:aaaa::1"),
+            key("2001:db8:1:2:ffff:ffff:ffff:ffff")
+        );
         assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
         assert_eq!(key("::ffff:192.0.2.7"), key("192.0.2.7"));
         assert_eq!(key("192.0.2.7"), "192.0.2.7".parse::<IpAddr>().unwrap());
@@ -521,7 +538,11 @@ mod tests {
         let limiter = AttemptLimiter::per_hour(NonZeroU32::new(3).unwrap());
         for n in 0..3 {
             let address = format!("2001:db8:1:2::{n:x}").parse().unwrap();
-            assert!(limiter.check(Some(address), &format!("v{n}@example.com")).is_ok());
+            assert!(
+                limiter
+                    .check(Some(address), &format!("v{n}@example.com"))
+                    .is_ok()
+            );
         }
         let same_64 = "2001:db8:1:2:dead:beef:0:1".parse().unwrap();
         assert!(limiter.check(Some(same_64), "w@example.com").is_err());
@@ -532,7 +553,11 @@ mod tests {
         let guesses = FailedAttempts::per_minute(2);
         guesses.failed("2001:db8:9::1".parse().unwrap());
         guesses.failed("2001:db8:9::2".parse().unwrap());
-        assert!(guesses.blocked("2001:db8:9::ffff".parse().unwrap()).is_some());
+        assert!(
+            guesses
+                .blocked("2001:db8:9::ffff".parse().unwrap())
+                .is_some()
+        );
     }
 
     #[test]

@@ -256,7 +256,10 @@ async fn a_stream_ends_when_its_admin_changes_the_password_or_is_removed(pool: P
     );
     // The session row is still there: only the sign-in's time tells. The hub checks
     // every 5 s.
-    assert_eq!(common::count(&pool, "SELECT count(*) FROM sessions").await, 1);
+    assert_eq!(
+        common::count(&pool, "SELECT count(*) FROM sessions").await,
+        1
+    );
     assert_eq!(stream.next_job(Duration::from_secs(15)).await, None);
 
     // An admin removed (by an operator, in SQL) ends theirs. (Signing in again sets
@@ -264,6 +267,9 @@ async fn a_stream_ends_when_its_admin_changes_the_password_or_is_removed(pool: P
     let cookie = app.sign_in_admin().await;
     let mut stream = LiveStream::open(&app, &cookie, &[id]).await;
     stream.next_job(Duration::from_secs(5)).await.unwrap();
-    sqlx::query("DELETE FROM admins").execute(&pool).await.unwrap();
+    sqlx::query("DELETE FROM admins")
+        .execute(&pool)
+        .await
+        .unwrap();
     assert_eq!(stream.next_job(Duration::from_secs(15)).await, None);
 }

@@ -89,7 +89,7 @@ pub fn quick_config(workers: usize) -> EngineConfig {
         also_clean: Vec::new(),
         listen_database_url: None,
         claim_window: standmeet_jobs::CLAIM_WINDOW,
-            schedules: None,
+        schedules: None,
     }
 }
 

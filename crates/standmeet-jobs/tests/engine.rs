@@ -194,7 +194,9 @@ async fn work_nobody_announced_is_found_at_the_poll_interval_while_attempts_keep
     // interval counted from its last look: attempts that keep ending must not put the
     // poll off. The job below becomes available with no notification (a lock let go,
     // as when another process's claim rolls back).
-    let silent = insert::<Noop>(&pool, &json!({"silent": true})).await.unwrap();
+    let silent = insert::<Noop>(&pool, &json!({"silent": true}))
+        .await
+        .unwrap();
     let mut lock = pool.begin().await.unwrap();
     sqlx::query("SELECT id FROM jobs WHERE id = $1 FOR UPDATE")
         .bind(silent.0)
@@ -211,12 +213,21 @@ async fn work_nobody_announced_is_found_at_the_poll_interval_while_attempts_keep
     // Sixteen attempts ending one every 250 ms, from 1.25 s to 5 s after they start,
     // inserted at once (one by one on a busy machine, the first ended before the last
     // started).
-    let sleepers: Vec<SleepArgs> = (1..=16).map(|n| SleepArgs { ms: 1_000 + 250 * n }).collect();
+    let sleepers: Vec<SleepArgs> = (1..=16)
+        .map(|n| SleepArgs {
+            ms: 1_000 + 250 * n,
+        })
+        .collect();
     let mut tx = pool.begin().await.unwrap();
     insert_many_tx::<Sleep>(&mut tx, &sleepers).await.unwrap();
     tx.commit().await.unwrap();
     wait_until(Duration::from_secs(10), || async {
-        common::count(&pool, "SELECT count(*) FROM jobs WHERE kind = 'system.sleep' AND attempt >= 1").await == 16
+        common::count(
+            &pool,
+            "SELECT count(*) FROM jobs WHERE kind = 'system.sleep' AND attempt >= 1",
+        )
+        .await
+            == 16
     })
     .await;
     lock.commit().await.unwrap();
@@ -230,7 +241,10 @@ async fn work_nobody_announced_is_found_at_the_poll_interval_while_attempts_keep
         let_go.elapsed()
     );
     let running = common::count(&pool, "SELECT count(*) FROM jobs WHERE state = 'running'").await;
-    assert!(running > 0, "the queue was still busy when the job was found");
+    assert!(
+        running > 0,
+        "the queue was still busy when the job was found"
+    );
     drop(engine);
 }
 
