@@ -162,7 +162,7 @@ async fn ten_saves_in_a_row_leave_one_index_job_waiting_and_the_index_ends_with_
     let first = corpus::create(&pool, "Ferry times", "Version 0", "public")
         .await
         .unwrap();
-    let mut last = first.clone();
+    let mut last = first;
     for n in 1..10 {
         last = corpus::update(&pool, first.id, None, Some(&format!("Version {n}")), None)
             .await
@@ -594,4 +594,77 @@ async fn a_body_renders_as_markdown_with_scripts_inert_and_wikilinks_only_where_
         !snippet.contains("**") && !snippet.contains("[["),
         "{snippet}"
     );
+}
+
+#[sqlx::test]
+async fn a_note_of_500_wikilinks_on_a_vault_of_10000_notes_costs_an_index_lookup_per_link(
+    pool: PgPool,
+) {
+    // 10,000 notes, as a rebuild would have made them (promoted, public, indexed).
+    sqlx::query(
+        r#"
+        WITH made AS (
+            INSERT INTO corpus_entries (title, body, visibility, status)
+            SELECT 'Note ' || n, 'Text ' || n, 'public', 'promoted' FROM generate_series(1, 10000) n
+            RETURNING id, title
+        ), indexed AS (
+            INSERT INTO corpus_index (entry_id, version, title, body, visibility, status, document, grep_text)
+            SELECT id, 1, title, title, 'public', 'promoted', to_tsvector('simple', title), lower(title)
+            FROM made
+        )
+        INSERT INTO corpus_vault_notes (path, entry_id, name, aliases, content_hash)
+        SELECT 'Folder/' || title || '.md', id, lower(title), ARRAY['alias ' || lower(title)], 'h'
+        FROM made
+        "#,
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE").execute(&pool).await.unwrap();
+
+    // Links by name, by path and by alias, and some that go nowhere.
+    let mut markdown = String::new();
+    for n in 1..=500 {
+        match n % 4 {
+            0 => markdown.push_str(&format!("[[Note {n}]] ")),
+            1 => markdown.push_str(&format!("[[Folder/Note {n}]] ")),
+            2 => markdown.push_str(&format!("[[Alias Note {n}]] ")),
+            _ => markdown.push_str(&format!("[[Nowhere {n}]] ")),
+        }
+    }
+    let names = corpus::markdown::wikilink_targets(&markdown);
+    assert_eq!(names.len(), 500);
+    let plan: Vec<String> =
+        sqlx::query_scalar(&format!("EXPLAIN {}", corpus::WIKILINK_TARGETS_SQL))
+            .bind(&names)
+            .bind(false)
+            .bind(false)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    let plan = plan.join("\n");
+    assert!(
+        !plan.contains("Seq Scan on corpus_vault_notes"),
+        "the notes table is read whole:\n{plan}"
+    );
+    for index in [
+        "corpus_vault_notes_name_idx",
+        "corpus_vault_notes_path_lower_idx",
+        "corpus_vault_notes_aliases_idx",
+    ] {
+        assert!(plan.contains(index), "{index} is not used:\n{plan}");
+    }
+
+    // And the links go where they should: 375 notes found, 125 names plain text.
+    let html = corpus::body_html(
+        &pool,
+        &markdown,
+        corpus::Reader::Visitor {
+            restricted_allowed: false,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(html.matches("<a href=\"/entries/").count(), 375, "{html}");
+    assert!(html.contains("Nowhere 3"), "{html}");
 }

@@ -422,3 +422,236 @@ async fn a_flood_of_changes_makes_few_rebuilds_one_at_a_time_and_loses_no_note(p
     assert!(runs.iter().all(|state| state != "discarded"), "{runs:?}");
     drop(app);
 }
+
+/// A vault of `notes` small notes in a temporary folder.
+fn vault_of(notes: usize) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    std::fs::create_dir_all(root.join("many")).unwrap();
+    for n in 0..notes {
+        std::fs::write(
+            root.join(format!("many/Note {n}.md")),
+            format!("---\ntitle: Note {n}\npublish: true\n---\nThe text of note {n}."),
+        )
+        .unwrap();
+    }
+    (dir, root)
+}
+
+async fn state_and_attempt(pool: &PgPool, job: i64) -> (String, i16, i64) {
+    sqlx::query_as(
+        "SELECT state::text, attempt, jsonb_array_length(errors)::bigint FROM jobs WHERE id = $1",
+    )
+    .bind(job)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+#[sqlx::test]
+async fn a_rebuild_asked_for_during_a_long_rebuild_is_queued_and_both_finish_without_a_deadlock(
+    pool: PgPool,
+) {
+    let (_dir, root) = vault_of(5_000);
+    let app = vault_app(&pool, &root).await;
+    let first = corpus::vault::queue_rebuild(&pool).await.unwrap();
+    // The first rebuild shows `running` (its claim is written), holds its lock and reads
+    // the vault (seconds for 5,000 notes).
+    wait_until(Duration::from_secs(20), || async {
+        sqlx::query_scalar::<_, bool>(
+            "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND granted)
+                AND EXISTS (SELECT FROM jobs WHERE id = $1 AND state = 'running')",
+        )
+        .bind(first.id.0)
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    })
+    .await;
+    // A note saved meanwhile: the watcher, the button or the tool asks for a rebuild.
+    std::fs::write(
+        root.join("Saved during.md"),
+        "# Saved during\n\nLate words.",
+    )
+    .unwrap();
+    let second = corpus::vault::queue_rebuild(&pool).await.unwrap();
+    assert_ne!(
+        second.id, first.id,
+        "the running rebuild let the next one in"
+    );
+    assert!(!second.duplicate);
+
+    for job in [first.id.0, second.id.0] {
+        wait_until(Duration::from_secs(120), || async {
+            let (state, _, _) = state_and_attempt(&pool, job).await;
+            ["completed", "discarded", "cancelled"].contains(&state.as_str())
+        })
+        .await;
+        assert_eq!(
+            state_and_attempt(&pool, job).await,
+            ("completed".to_string(), 1, 0),
+            "job {job} ended in its first attempt, with no error (PostgreSQL ended no transaction)"
+        );
+    }
+    let saved: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM corpus_vault_notes WHERE path = 'Saved during.md'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        saved, 1,
+        "the note saved during the first rebuild is in the corpus"
+    );
+    drop(app);
+}
+
+#[sqlx::test]
+async fn hostile_notes_fail_alone_with_words_and_the_others_go_on(pool: PgPool) {
+    let (_dir, root) = sample_vault();
+    let mut bomb = String::from("---\ntitle: Bomb\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for level in 1..9 {
+        let items = vec![format!("*a{}", level - 1); 10].join(", ");
+        bomb.push_str(&format!("a{level}: &a{level} [{items}]\n"));
+    }
+    bomb.push_str("---\nBoom.");
+    std::fs::write(root.join("Bomb.md"), bomb).unwrap();
+    std::fs::write(
+        root.join("Nul title.md"),
+        "---\ntitle: \"a\\0b\"\n---\nText.",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("Nul alias.md"),
+        "---\naliases: [\"x\\u0000y\"]\n---\nText.",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("Deep.md"),
+        format!(
+            "---\nx: {}{}\n---\nText.",
+            "[".repeat(10_000),
+            "]".repeat(10_000)
+        ),
+    )
+    .unwrap();
+    nix::unistd::mkfifo(&root.join("Pipe.md"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    std::fs::write(
+        root.join("Comments.md"),
+        "---\npublish: true\n---\n# Launch %%codename heron%%\n\nUse `printf(\"%d%%\")` here. %%the password is swordfish%% Visible words.",
+    )
+    .unwrap();
+    let app = vault_app(&pool, &root).await;
+    let answer = rebuild(&app).await;
+    assert_eq!(answer["added"], SAMPLE_NOTES - 1 + 1, "{answer}");
+    let failed = answer["failed"].as_array().unwrap();
+    for (path, words) in [
+        ("Bomb.md", "anchors or aliases"),
+        ("Nul title.md", "control character U+0000"),
+        ("Nul alias.md", "control character U+0000"),
+        ("Deep.md", "deep"),
+    ] {
+        let listed: Vec<&Value> = failed.iter().filter(|f| f["path"] == path).collect();
+        assert_eq!(listed.len(), 1, "{path} listed once: {failed:?}");
+        let error = listed[0]["error"].as_str().unwrap();
+        assert!(error.contains(words), "{path}: {error}");
+    }
+    assert!(
+        failed.iter().all(|f| f["path"] != "Pipe.md"),
+        "a FIFO is skipped: {failed:?}"
+    );
+    // The comments are nowhere: not in the title, the body, or a visitor's search.
+    all_indexed(&pool).await;
+    let (id, _) = entry_of(&pool, "Comments.md").await;
+    let (title, body): (String, String) =
+        sqlx::query_as("SELECT title, body FROM corpus_entries WHERE id = $1")
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(title, "Launch");
+    assert!(
+        !body.contains("swordfish") && body.contains("%d%%"),
+        "{body}"
+    );
+    for q in ["swordfish", "heron"] {
+        let found = common::get(&app, &format!("/api/search?q={q}")).await;
+        assert_eq!(found.status, StatusCode::OK);
+        assert!(
+            !found.body.contains(&format!("\"id\":{id}")),
+            "{q}: {}",
+            found.body
+        );
+    }
+    let found = common::get(&app, "/api/search?q=visible").await;
+    assert!(
+        found.body.contains(&format!("\"id\":{id}")),
+        "{}",
+        found.body
+    );
+}
+
+#[sqlx::test]
+async fn an_emptied_or_unmounted_vault_removes_nothing_and_says_why(pool: PgPool) {
+    let (_dir, root) = sample_vault();
+    let app = vault_app(&pool, &root).await;
+    let first = rebuild(&app).await;
+    assert_eq!(first["added"], SAMPLE_NOTES - 1);
+    let entries = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM corpus_vault_notes")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    let before = entries().await;
+    // What an unmounted sync folder looks like: the folder is there, empty.
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            std::fs::remove_dir_all(path).unwrap();
+        } else {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    let answer = app.call_tool("corpus.rebuild", json!({})).await;
+    assert_eq!(answer["isError"], json!(true), "{answer}");
+    let text = answer.to_string();
+    assert!(
+        text.contains("holds no notes") && text.contains("Nothing was removed"),
+        "{text}"
+    );
+    assert_eq!(entries().await, before, "no entry removed");
+    let events: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM events WHERE type = 'corpus.rebuilt'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(events, 1, "only the first rebuild called the hooks");
+}
+
+#[sqlx::test]
+async fn an_admins_edit_of_an_entry_made_from_a_note_is_refused_naming_the_note(pool: PgPool) {
+    let (_dir, root) = sample_vault();
+    let app = vault_app(&pool, &root).await;
+    rebuild(&app).await;
+    let (id, version) = entry_of(&pool, "Places/Harbour.md").await;
+    for (tool, arguments) in [
+        (
+            "corpus.update",
+            json!({"id": id, "title": "Edited by hand"}),
+        ),
+        ("corpus.promote", json!({"id": id})),
+    ] {
+        let answer = app.call_tool(tool, arguments).await;
+        assert_eq!(answer["isError"], json!(true), "{tool}: {answer}");
+        assert!(
+            answer.to_string().contains("Places/Harbour.md"),
+            "{tool}: {answer}"
+        );
+    }
+    assert_eq!(
+        entry_of(&pool, "Places/Harbour.md").await,
+        (id, version),
+        "nothing changed"
+    );
+}

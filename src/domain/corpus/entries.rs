@@ -99,6 +99,7 @@ pub async fn update(
         ));
     }
     let mut tx = pool.begin().await?;
+    refuse_entries_made_from_notes(&mut tx, id).await?;
     let version = sqlx::query_scalar!(
         r#"
         UPDATE corpus_entries
@@ -125,6 +126,7 @@ pub async fn update(
 /// Promotes entry `id` (visitors may find it) and queues its indexing.
 pub async fn promote(pool: &PgPool, id: i64) -> Result<Written, CorpusError> {
     let mut tx = pool.begin().await?;
+    refuse_entries_made_from_notes(&mut tx, id).await?;
     let status = sqlx::query_scalar!(
         r#"SELECT status AS "status: Status" FROM corpus_entries WHERE id = $1 FOR UPDATE"#,
         id
@@ -151,6 +153,25 @@ pub async fn promote(pool: &PgPool, id: i64) -> Result<Written, CorpusError> {
     events::record(&mut tx, &promoted).await?;
     tx.commit().await?;
     Ok(written)
+}
+
+/// An entry made from a vault note is the note's: an admin's edit would be silently
+/// undone by the next rebuild, so it is refused in words naming the note (product.md
+/// §14).
+async fn refuse_entries_made_from_notes(
+    tx: &mut sqlx::PgConnection,
+    id: i64,
+) -> Result<(), CorpusError> {
+    let note = sqlx::query_scalar!(
+        "SELECT path FROM corpus_vault_notes WHERE entry_id = $1",
+        id
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    match note {
+        Some(path) => Err(CorpusError::MadeFromNote { id, path }),
+        None => Ok(()),
+    }
 }
 
 /// Waits up to `limit` for a write's index job, then answers its receipt.

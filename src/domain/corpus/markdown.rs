@@ -100,10 +100,13 @@ pub fn wikilink_targets(markdown: &str) -> Vec<String> {
     names
 }
 
-/// ammonia's safe defaults (no script, style, event attributes; links only to
-/// http, https, mailto and this site's paths), links marked as not vouched for.
+/// ammonia's safe defaults (no script, style or event attributes), links only to http,
+/// https, mailto and this site's paths (ammonia's own list also lets tel:, sms:,
+/// webcal:, ftp: and more through, which a note has no business opening), and links
+/// marked as not vouched for.
 fn sanitizer() -> ammonia::Builder<'static> {
     let mut builder = ammonia::Builder::default();
+    builder.url_schemes(["http", "https", "mailto"].into_iter().collect());
     builder.link_rel(Some("noopener noreferrer nofollow"));
     builder
 }
@@ -131,35 +134,66 @@ pub fn plain_text(markdown: &str) -> String {
                 | TagEnd::CodeBlock
                 | TagEnd::TableCell
                 | TagEnd::BlockQuote(_),
-            ) => {
-                if !text.ends_with('\n') {
-                    text.push('\n');
-                }
-            }
+            ) if !text.ends_with('\n') => text.push('\n'),
             _ => {}
         }
     }
     text.trim_end().to_string()
 }
 
-/// `markdown` without Obsidian's `%%comments%%` (an unclosed `%%` is left as it is).
-fn without_comments(markdown: &str) -> Cow<'_, str> {
+/// `markdown` without Obsidian's `%%comments%%`. A `%%` opens a comment and the next
+/// one closes it, except inside inline code or a code block, where Obsidian leaves `%%`
+/// as it is (`printf("%d%%")`); an unclosed `%%` hides the rest of the text. The code is
+/// found by parsing, so a comment is never paired across code.
+pub fn without_comments(markdown: &str) -> Cow<'_, str> {
     if !markdown.contains("%%") {
         return Cow::Borrowed(markdown);
     }
+    let code = code_ranges(markdown);
+    let in_code = |at: usize| code.iter().find(|range| range.contains(&at));
     let mut kept = String::with_capacity(markdown.len());
-    let mut rest = markdown;
-    while let Some(start) = rest.find("%%") {
-        match rest[start + 2..].find("%%") {
-            Some(length) => {
-                kept.push_str(&rest[..start]);
-                rest = &rest[start + 2 + length + 2..];
+    // Where the text still to copy starts, and where a comment opened, if one did.
+    let mut copy_from = 0;
+    let mut opened: Option<usize> = None;
+    let mut search_from = 0;
+    while let Some(found) = markdown[search_from..].find("%%") {
+        let at = search_from + found;
+        if let Some(range) = in_code(at) {
+            search_from = range.end;
+            continue;
+        }
+        match opened.take() {
+            None => {
+                kept.push_str(&markdown[copy_from..at]);
+                opened = Some(at);
             }
-            None => break,
+            Some(_) => copy_from = at + 2,
+        }
+        search_from = at + 2;
+    }
+    if opened.is_none() {
+        kept.push_str(&markdown[copy_from..]);
+    }
+    Cow::Owned(kept)
+}
+
+/// The byte ranges of `markdown`'s inline code and code blocks, in order.
+fn code_ranges(markdown: &str) -> Vec<std::ops::Range<usize>> {
+    let mut ranges = Vec::new();
+    let mut block_start = None;
+    for (event, range) in Parser::new_ext(markdown, options()).into_offset_iter() {
+        match event {
+            Event::Code(_) => ranges.push(range),
+            Event::Start(Tag::CodeBlock(_)) => block_start = Some(range),
+            Event::End(TagEnd::CodeBlock) => {
+                if let Some(start) = block_start.take() {
+                    ranges.push(start.start..range.end.max(start.end));
+                }
+            }
+            _ => {}
         }
     }
-    kept.push_str(rest);
-    Cow::Owned(kept)
+    ranges
 }
 
 #[cfg(test)]
@@ -180,6 +214,32 @@ mod tests {
             assert!(!html.contains(bad), "{bad} in {html}");
         }
         assert!(html.contains("Hi"), "{html}");
+    }
+
+    #[test]
+    fn links_go_only_to_http_https_mailto_and_this_site() {
+        let html = to_html(
+            "[web](https://example.com) [plain](http://example.com/a) [mail](mailto:owner@example.com) [here](/entries/3) [call](tel:+15551234) [text](sms:+15551234) [cal](webcal://example.com/c.ics) [ftp](ftp://example.com/f) [data](data:text/html,hi)",
+            no_links,
+        );
+        for kept in [
+            "https://example.com",
+            "http://example.com/a",
+            "mailto:owner@example.com",
+            "/entries/3",
+        ] {
+            assert!(
+                html.contains(&format!("href=\"{kept}\"")),
+                "{kept} in {html}"
+            );
+        }
+        for gone in ["tel:", "sms:", "webcal:", "ftp:", "data:"] {
+            assert!(!html.contains(gone), "{gone} in {html}");
+        }
+        assert!(
+            html.contains("call") && html.contains("cal"),
+            "the text stays: {html}"
+        );
     }
 
     #[test]
@@ -237,8 +297,22 @@ mod tests {
             !text.contains("private") && !text.contains("diagram"),
             "{text}"
         );
-        // An unclosed %% is text.
-        assert!(plain_text("50%% off").contains("50%% off"));
+        // An unclosed %% hides the rest, as in Obsidian.
+        assert_eq!(plain_text("Sale: 50%% off, secretly"), "Sale: 50");
+    }
+
+    #[test]
+    fn percent_signs_in_code_are_literal_and_a_comment_after_code_is_still_dropped() {
+        let markdown = "Print with `printf(\"%d%%\")` today. %%launch codename: heron%% Done.\n\n```\nlet x = \"100%%\";\n```\n\nAfter %%second secret%% end.";
+        for text in [plain_text(markdown), to_html(markdown, no_links)] {
+            assert!(!text.contains("heron"), "{text}");
+            assert!(!text.contains("second secret"), "{text}");
+            assert!(text.contains("%d%%"), "{text}");
+            assert!(text.contains("100%%"), "{text}");
+            assert!(text.contains("Done.") && text.contains("end."), "{text}");
+        }
+        // A comment spanning paragraphs goes whole; one opened in code is no comment.
+        assert_eq!(without_comments("a %%one\n\ntwo%% b `%%` c"), "a  b `%%` c");
     }
 
     #[test]

@@ -32,8 +32,8 @@ pub use index::{
     write_index,
 };
 pub use search::{
-    Hit, MAX_HITS, MAX_QUERY_CHARS, MAX_RANKED, PublishedEntry, Reader, body_html, published_entry,
-    search,
+    Hit, MAX_HITS, MAX_QUERY_CHARS, MAX_RANKED, PublishedEntry, Reader, WIKILINK_TARGETS_SQL,
+    body_html, published_entry, search,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
@@ -93,6 +93,11 @@ pub enum CorpusError {
     NoVault,
     #[error("Job {0} is not a vault rebuild.")]
     NotARebuild(i64),
+    /// The entry is made from a note of the vault: the next rebuild would undo an edit.
+    #[error(
+        "Entry {id} is made from the note {path} in the vault: change the note, and the next rebuild brings the change here."
+    )]
+    MadeFromNote { id: i64, path: String },
     #[error("The rebuild (job {job_id}) did not finish: it is {state}. {reason}")]
     RebuildFailed {
         job_id: i64,

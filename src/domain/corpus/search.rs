@@ -175,6 +175,33 @@ pub enum Reader {
     Admin,
 }
 
+/// The entries that wikilink names (`$1`, lowercased) go to for a reader (`$2`: an
+/// admin, who sees every entry; `$3`: a visitor who may see restricted ones): a vault
+/// note's name, path or alias first, then an entry's title, each name once.
+///
+/// Each way a name can match is a branch of its own, so that each is an index lookup
+/// (`name`, `lower(path)`, the GIN index on `aliases`, `lower(title)`): one `OR` over
+/// them would read the whole notes table for every name on every page view. Kept as
+/// text so that a test can `EXPLAIN` this very statement (`tests/it/corpus.rs`).
+pub const WIKILINK_TARGETS_SQL: &str = r#"
+    SELECT DISTINCT ON (n.name) n.name, e.id
+    FROM unnest($1::text[]) AS n (name)
+    JOIN LATERAL (
+        SELECT v.entry_id AS id, 1 AS rank FROM corpus_vault_notes v WHERE v.name = n.name
+        UNION ALL
+        SELECT v.entry_id, 1 FROM corpus_vault_notes v WHERE lower(v.path) = n.name || '.md'
+        UNION ALL
+        SELECT v.entry_id, 1 FROM corpus_vault_notes v WHERE v.aliases @> ARRAY[n.name]
+        UNION ALL
+        SELECT t.id, 2 FROM corpus_entries t WHERE lower(t.title) = n.name
+    ) AS matched ON true
+    JOIN corpus_entries e ON e.id = matched.id
+    LEFT JOIN corpus_index i ON i.entry_id = e.id
+    WHERE $2 OR (i.status = 'promoted' AND e.status = 'promoted'
+                 AND ((i.visibility = 'public' AND e.visibility = 'public') OR $3))
+    ORDER BY n.name, matched.rank, e.id
+"#;
+
 /// Entry body `markdown` as sanitized HTML for `reader`: a wikilink goes to the entry
 /// of the vault's note it names (by file name, path or alias), else to the entry with
 /// that title (any case), when the reader may see it; it is its text otherwise.
@@ -191,32 +218,12 @@ pub async fn body_html(
             Reader::Admin => (true, true),
             Reader::Visitor { restricted_allowed } => (false, restricted_allowed),
         };
-        // A note's name, path or alias first (a vault's notes), then an entry's title.
-        sqlx::query!(
-            r#"
-            SELECT DISTINCT ON (n.name) n.name AS "name!", e.id
-            FROM unnest($1::text[]) AS n (name)
-            JOIN LATERAL (
-                SELECT v.entry_id AS id, 1 AS rank FROM corpus_vault_notes v
-                WHERE v.name = n.name OR lower(v.path) = n.name || '.md' OR n.name = ANY (v.aliases)
-                UNION ALL
-                SELECT t.id, 2 FROM corpus_entries t WHERE lower(t.title) = n.name
-            ) AS matched ON true
-            JOIN corpus_entries e ON e.id = matched.id
-            LEFT JOIN corpus_index i ON i.entry_id = e.id
-            WHERE $2 OR (i.status = 'promoted' AND e.status = 'promoted'
-                         AND ((i.visibility = 'public' AND e.visibility = 'public') OR $3))
-            ORDER BY n.name, matched.rank, e.id
-            "#,
-            &names,
-            admin,
-            restricted_allowed,
-        )
-        .fetch_all(pool)
-        .await?
-        .into_iter()
-        .map(|row| (row.name, row.id))
-        .collect()
+        sqlx::query_as::<_, (String, i64)>(WIKILINK_TARGETS_SQL)
+            .bind(&names)
+            .bind(admin)
+            .bind(restricted_allowed)
+            .fetch_all(pool)
+            .await?
     };
     let prefix = match reader {
         Reader::Admin => "/admin/corpus",

@@ -28,6 +28,7 @@ use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 
 use super::index::queue_index_batches;
+use super::markdown::without_comments;
 use super::{MAX_BODY_CHARS, MAX_TITLE_CHARS, Status, Visibility};
 use crate::domain::events::{self, NewEvent};
 use standmeet_jobs::{self as jobs, Inserted, JobContext, JobError, JobId, JobKind};
@@ -69,12 +70,45 @@ pub struct Scan {
     /// Every note's path, the failed ones' too: an entry whose note failed this time
     /// stays as it was, it is not removed.
     pub seen: HashSet<String>,
+    /// Folders that could not be read: the entries of notes under them stay as they
+    /// were (a folder that is not there for a moment must not remove its notes).
+    pub unreadable_folders: Vec<String>,
 }
 
-/// Reads every note under `root` (blocking: run it off the async threads). Fails only
-/// when `root` itself cannot be read.
+impl Scan {
+    /// Whether the entry of the note at `path` stays: its note was seen (read or not),
+    /// or it lies under a folder that could not be read this time.
+    pub fn keeps(&self, path: &str) -> bool {
+        self.seen.contains(path)
+            || self.unreadable_folders.iter().any(|folder| {
+                folder.is_empty()
+                    || path
+                        .strip_prefix(folder.as_str())
+                        .is_some_and(|rest| rest.starts_with('/'))
+            })
+    }
+}
+
+/// Reads every note under `root` (blocking: run it off the async threads). Fails when
+/// `root` itself cannot be read, and when it holds no note at all: an empty vault is
+/// far more often a sync or a mount that is not there than an owner who deleted every
+/// note, and taking it at its word would remove every entry the vault made.
 pub fn scan(root: &Path) -> Result<Scan, String> {
+    let found = scan_folders(root)?;
+    if found.seen.is_empty() && found.unreadable_folders.is_empty() {
+        return Err(format!(
+            "the vault {} holds no notes (no .md file outside dot-folders); if it is a mount or a synced folder, it may not be there right now. Nothing was removed",
+            root.display()
+        ));
+    }
+    Ok(found)
+}
+
+fn scan_folders(root: &Path) -> Result<Scan, String> {
     let mut found = Scan::default();
+    // Every note is opened beneath this handle of the vault's folder, so that a folder
+    // swapped for a link while the scan runs leads nowhere outside.
+    let vault = VaultDir::open(root)?;
     let walk = walkdir::WalkDir::new(root)
         .follow_links(false)
         .sort_by_file_name()
@@ -96,14 +130,29 @@ pub fn scan(root: &Path) -> Result<Scan, String> {
                     .path()
                     .and_then(|path| relative(root, path).ok())
                     .unwrap_or_default();
-                found.failed.push(FailedNote {
-                    path,
-                    error: format!("cannot be read: {err}"),
+                let folder = err.path().is_some_and(|path| {
+                    std::fs::symlink_metadata(path).is_ok_and(|meta| meta.is_dir())
                 });
+                found.failed.push(FailedNote {
+                    path: path.clone(),
+                    error: if folder {
+                        format!("is a folder that cannot be read ({err}); the entries of its notes stay as they were")
+                    } else {
+                        format!("cannot be read: {err}")
+                    },
+                });
+                if folder {
+                    found.unreadable_folders.push(path);
+                }
                 continue;
             }
         };
         if entry.file_type().is_dir() {
+            continue;
+        }
+        // A FIFO, socket or device named like a note is no note: opening a FIFO would
+        // wait for a writer forever. (A symbolic link is listed below, not skipped.)
+        if !entry.file_type().is_file() && !entry.path_is_symlink() {
             continue;
         }
         let is_note = entry
@@ -128,7 +177,10 @@ pub fn scan(root: &Path) -> Result<Scan, String> {
         let read = if entry.path_is_symlink() {
             Err("is a symbolic link; StandMeet follows no link, so nothing outside the vault is read".to_string())
         } else {
-            read_capped(entry.path()).and_then(|bytes| parse_note(&path, &bytes))
+            let inside = entry.path().strip_prefix(root).unwrap_or(entry.path());
+            vault
+                .read_capped(inside)
+                .and_then(|bytes| parse_note(&path, &bytes))
         };
         match read {
             Ok(note) => found.notes.push(note),
@@ -147,27 +199,71 @@ fn relative(root: &Path, path: &Path) -> Result<String, String> {
         .ok_or_else(|| "its name is not UTF-8".to_string())
 }
 
-/// The file's bytes, opened without following a link, and at most one byte more than
-/// a note may have (a 50 MB file costs no more than that to refuse).
-fn read_capped(path: &Path) -> Result<Vec<u8>, String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(path)
-        .map_err(|err| format!("cannot be read: {err}"))?;
-    let size = file.metadata().map(|meta| meta.len()).unwrap_or(0);
-    if size > MAX_NOTE_BYTES {
-        return Err(too_large(size));
+/// The vault's folder, open: notes are opened beneath it.
+struct VaultDir {
+    fd: std::os::fd::OwnedFd,
+}
+
+impl VaultDir {
+    fn open(root: &Path) -> Result<VaultDir, String> {
+        use nix::fcntl::OFlag;
+        let fd = nix::fcntl::open(
+            root,
+            OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(|err| format!("the vault {} cannot be read: {err}", root.display()))?;
+        Ok(VaultDir { fd })
     }
-    let mut bytes = Vec::with_capacity(size as usize);
-    file.take(MAX_NOTE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|err| format!("cannot be read: {err}"))?;
-    if bytes.len() as u64 > MAX_NOTE_BYTES {
-        return Err(too_large(bytes.len() as u64));
+
+    /// The bytes of the note at `inside` (relative to the vault), at most one byte more
+    /// than a note may have (a 50 MB file costs no more than that to refuse).
+    ///
+    /// Opened with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`: no part of the path
+    /// may be a link or lead out of the vault, whatever was swapped in since the walk
+    /// saw it (a kernel older than 5.6 has no `openat2`: then the path is opened as it
+    /// is, its last part not followed). `O_NONBLOCK`: a file swapped for a FIFO does not
+    /// hang the open; what was opened is read only if it is a regular file.
+    fn read_capped(&self, inside: &Path) -> Result<Vec<u8>, String> {
+        use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+        let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+        let how = OpenHow::new()
+            .flags(flags)
+            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+        let opened = match nix::fcntl::openat2(&self.fd, inside, how) {
+            Err(nix::errno::Errno::ENOSYS) => {
+                nix::fcntl::openat(&self.fd, inside, flags, nix::sys::stat::Mode::empty())
+            }
+            other => other,
+        };
+        let file = std::fs::File::from(opened.map_err(|err| {
+            match err {
+                nix::errno::Errno::ELOOP | nix::errno::Errno::EXDEV => {
+                    "lies behind a symbolic link or outside the vault; StandMeet follows no link"
+                        .to_string()
+                }
+                other => format!("cannot be read: {}", other.desc()),
+            }
+        })?);
+        let meta = file
+            .metadata()
+            .map_err(|err| format!("cannot be read: {err}"))?;
+        if !meta.is_file() {
+            return Err("is not a regular file".into());
+        }
+        let size = meta.len();
+        if size > MAX_NOTE_BYTES {
+            return Err(too_large(size));
+        }
+        let mut bytes = Vec::with_capacity(size as usize);
+        file.take(MAX_NOTE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|err| format!("cannot be read: {err}"))?;
+        if bytes.len() as u64 > MAX_NOTE_BYTES {
+            return Err(too_large(bytes.len() as u64));
+        }
+        Ok(bytes)
     }
-    Ok(bytes)
 }
 
 fn too_large(size: u64) -> String {
@@ -186,10 +282,15 @@ pub fn parse_note(path: &str, bytes: &[u8]) -> Result<Note, String> {
     let file_name = path.rsplit('/').next().unwrap_or(path);
     let stem = &file_name[..file_name.len().saturating_sub(3)];
     let (front, body) = front_matter(text)?;
+    // Obsidian's %%comments%% are the owner's private words: they leave the note here,
+    // before its title, body, index or page can carry them.
+    let body = without_comments(&body).into_owned();
     let text_field = |key: &str| -> Result<Option<String>, String> {
         match front.get(key) {
             None | Some(gray_matter::Pod::Null) => Ok(None),
-            Some(gray_matter::Pod::String(value)) => Ok(Some(value.trim().to_string())),
+            Some(gray_matter::Pod::String(value)) => {
+                Ok(Some(without_comments(value).trim().to_string()))
+            }
             Some(other) => Err(format!(
                 "its front matter's {key} is {}, not text",
                 pod_kind(other)
@@ -265,9 +366,20 @@ fn front_matter(text: &str) -> Result<(HashMap<String, gray_matter::Pod>, String
         return Ok((HashMap::new(), text.to_string()));
     }
     // gray_matter takes an unclosed block for the whole note: say so instead.
-    if !text.lines().skip(1).any(|line| line.trim_end() == "---") {
+    let Some(yaml_lines) = text
+        .lines()
+        .skip(1)
+        .position(|line| line.trim_end() == "---")
+    else {
         return Err("its front matter is not closed by a line of ---".into());
-    }
+    };
+    let yaml = text
+        .lines()
+        .skip(1)
+        .take(yaml_lines)
+        .collect::<Vec<_>>()
+        .join("\n");
+    refuse_hostile_yaml(&yaml)?;
     let parsed = gray_matter::Matter::<gray_matter::engine::YAML>::new()
         .parse::<gray_matter::Pod>(text)
         .map_err(|err| format!("its front matter is not valid YAML: {err}"))?;
@@ -282,6 +394,73 @@ fn front_matter(text: &str) -> Result<(HashMap<String, gray_matter::Pod>, String
         }
     };
     Ok((fields, parsed.content))
+}
+
+/// The deepest a note's front matter may nest lists and fields (Obsidian's own keys
+/// nest one or two).
+pub const MAX_FRONT_MATTER_DEPTH: usize = 32;
+
+/// Reads the front matter as a stream of YAML events, before any tree is built, and
+/// refuses what would make a few bytes cost the process: anchors and aliases (a YAML
+/// loader copies each alias, so ten levels of them expand to billions of nodes),
+/// nesting deeper than [`MAX_FRONT_MATTER_DEPTH`], and text that holds a control
+/// character once its escapes are decoded (`"a\0b"` passes a check of the raw bytes).
+fn refuse_hostile_yaml(yaml: &str) -> Result<(), String> {
+    use yaml_rust2::parser::{Event, Parser};
+    const ANCHORS: &str = "its front matter uses YAML anchors or aliases (&name, *name), which StandMeet does not read: write each value out";
+    let mut parser = Parser::new_from_str(yaml);
+    let mut depth = 0usize;
+    loop {
+        let (event, _) = parser.next_token().map_err(|err| {
+            // The scanner stops deep flow nesting (`[[[[…`) on its own, before the
+            // events reach the count below: the same refusal, in the same words.
+            if err.info().contains("recursion limit") {
+                too_deep()
+            } else {
+                format!("its front matter is not valid YAML: {err}")
+            }
+        })?;
+        match event {
+            Event::StreamEnd => return Ok(()),
+            Event::Alias(_) => return Err(ANCHORS.into()),
+            Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
+                if anchor != 0 {
+                    return Err(ANCHORS.into());
+                }
+                depth += 1;
+                if depth > MAX_FRONT_MATTER_DEPTH {
+                    return Err(too_deep());
+                }
+            }
+            Event::SequenceEnd | Event::MappingEnd => depth = depth.saturating_sub(1),
+            Event::Scalar(value, _, anchor, _) => {
+                if anchor != 0 {
+                    return Err(ANCHORS.into());
+                }
+                if let Some(control) = value.chars().find(|c| is_unstorable_control(*c)) {
+                    return Err(format!(
+                        "its front matter holds the control character U+{:04X} in {:?}; an entry holds no control characters",
+                        control as u32,
+                        value.chars().take(40).collect::<String>(),
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn too_deep() -> String {
+    format!("its front matter nests lists or fields more than {MAX_FRONT_MATTER_DEPTH} deep")
+}
+
+/// A character a note's fields may not carry once decoded: NUL and the other C0
+/// controls but tab and newline (PostgreSQL cannot store NUL, and the rest are
+/// invisible), and the bidirectional controls that make text read otherwise than it is
+/// stored.
+pub fn is_unstorable_control(c: char) -> bool {
+    (c.is_ascii_control() && c != '\t' && c != '\n' && c != '\u{7f}')
+        || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 fn pod_kind(pod: &gray_matter::Pod) -> &'static str {
@@ -409,13 +588,11 @@ impl JobKind for VaultRebuild {
                 "no vault is set (STANDMEET_VAULT) in the process that ran this rebuild",
             ));
         };
-        let mut tx = job.pool().begin().await?;
-        // One rebuild at a time, across processes; the scan comes after the lock, so
-        // the later rebuild reads what the earlier one did not.
-        sqlx::query!("SELECT pg_advisory_xact_lock(hashtext('corpus.vault_rebuild'))")
-            .execute(&mut *tx)
-            .await?;
         // The page shows the newest rebuild, however it was queued (a schedule's too).
+        // Written and committed on its own, before the rebuild's transaction: that
+        // transaction lasts the whole scan, and a rebuild queued meanwhile
+        // (`queue_rebuild`) locks this job's row and then this one; held here, the two
+        // would wait on each other at this job's completion and PostgreSQL would end one.
         sqlx::query!(
             r#"
             INSERT INTO corpus_vault_rebuilds (only_row, last_job_id) VALUES (true, $1)
@@ -424,12 +601,20 @@ impl JobKind for VaultRebuild {
             "#,
             job.id.0
         )
-        .execute(&mut *tx)
+        .execute(job.pool())
         .await?;
+        let mut tx = job.pool().begin().await?;
+        // One rebuild at a time, across processes; the scan comes after the lock, so
+        // the later rebuild reads what the earlier one did not.
+        sqlx::query!("SELECT pg_advisory_xact_lock(hashtext('corpus.vault_rebuild'))")
+            .execute(&mut *tx)
+            .await?;
         let found = tokio::task::spawn_blocking(move || scan(&root))
             .await
             .map_err(|err| JobError::retry(format!("the vault's scan stopped: {err}")))?
-            .map_err(JobError::retry)?;
+            // In words, at once: a vault that is not there or holds no note changes
+            // nothing; the next change, click or night tries again.
+            .map_err(JobError::discard)?;
         let output = apply(&mut tx, found).await?;
         if output.added + output.updated + output.removed > 0 {
             let rebuilt =
@@ -459,12 +644,13 @@ async fn apply(tx: &mut sqlx::PgConnection, found: Scan) -> Result<RebuildOutput
             .into_iter()
             .map(|row| (row.path, (row.entry_id, row.content_hash)))
             .collect();
+    let keeps = |path: &str| found.keeps(path);
     let mut output = RebuildOutput {
-        failed: found.failed,
+        failed: found.failed.clone(),
         ..Default::default()
     };
     let mut to_index = Vec::new();
-    for note in found.notes {
+    for note in &found.notes {
         match known.get(&note.path) {
             Some((_, hash)) if *hash == note.hash => output.unchanged += 1,
             Some((entry_id, _)) => {
@@ -536,7 +722,7 @@ async fn apply(tx: &mut sqlx::PgConnection, found: Scan) -> Result<RebuildOutput
     output.index_job_ids = queue_index_batches(&mut *tx, &to_index).await?;
     let gone: Vec<i64> = known
         .iter()
-        .filter(|(path, _)| !found.seen.contains(*path))
+        .filter(|(path, _)| !keeps(path))
         .map(|(_, (entry_id, _))| *entry_id)
         .collect();
     if !gone.is_empty() {
@@ -641,6 +827,236 @@ mod tests {
         assert!(found.seen.contains("big.md") && found.seen.contains("etc.md"));
         assert!(scan(&root.join("missing")).is_err());
     }
+
+    /// A note whose front matter nests YAML aliases `levels` deep, each level a list of
+    /// ten of the one before: a loader that copied every alias would build 10^levels
+    /// nodes from about 60 bytes a level.
+    fn alias_bomb(levels: usize) -> String {
+        let mut yaml = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for level in 1..levels {
+            let before = format!("*a{}", level - 1);
+            let items = [before.as_str(); 10].join(", ");
+            yaml.push_str(&format!("a{level}: &a{level} [{items}]\n"));
+        }
+        format!("---\ntitle: Bomb\n{yaml}---\nText.")
+    }
+
+    #[test]
+    fn front_matter_with_anchors_aliases_or_deep_nesting_is_refused_before_a_tree_is_built() {
+        // Nine levels would be 10^9 nodes: refused in microseconds, with no memory to
+        // speak of (a loader that expanded it would take tens of gigabytes).
+        let started = std::time::Instant::now();
+        let err = note("Bomb.md", &alias_bomb(9)).unwrap_err();
+        assert!(err.contains("anchors or aliases"), "{err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        for text in [
+            "---\nbase: &base {a: 1}\ntitle: x\n---\nText",
+            "---\ntitle: &t Anchored\n---\nText",
+            "---\nmerged:\n  <<: *missing\n---\nText",
+        ] {
+            let err = note("anchored.md", text).unwrap_err();
+            assert!(
+                err.contains("anchors or aliases") || err.contains("not valid YAML"),
+                "{text:?}: {err}"
+            );
+        }
+        let deep = format!(
+            "---\ntitle: Deep\nx: {}{}\n---\nText",
+            "[".repeat(10_000),
+            "]".repeat(10_000)
+        );
+        let err = note("Deep.md", &deep).unwrap_err();
+        assert!(err.contains("more than 32 deep"), "{err}");
+        let mut block = String::from("---\ntitle: Deep\n");
+        for depth in 0..40 {
+            block.push_str(&format!("{}k{depth}:\n", "  ".repeat(depth)));
+        }
+        block.push_str("---\nText");
+        let err = note("Block.md", &block).unwrap_err();
+        assert!(err.contains("more than 32 deep"), "{err}");
+        // 32 levels are still a note.
+        let fine = format!(
+            "---\ntitle: Fine\nx: {}1{}\n---\nText",
+            "[".repeat(31),
+            "]".repeat(31)
+        );
+        assert_eq!(note("Fine.md", &fine).unwrap().title, "Fine");
+    }
+
+    #[test]
+    fn a_control_character_written_as_a_yaml_escape_fails_the_note_with_words() {
+        for text in [
+            "---\ntitle: \"a\\0b\"\n---\nText",
+            "---\ntitle: \"\\u0000\"\n---\nText",
+            "---\ntags: [ok, \"b\\x00d\"]\n---\nText",
+            "---\naliases:\n  - \"bell\\a\"\n---\nText",
+            "---\ntitle: \"right-to-left \\u202E override\"\n---\nText",
+            "---\nunused: \"\\x1b[31m\"\n---\nText",
+        ] {
+            let err = note("control.md", text).unwrap_err();
+            assert!(err.contains("control character U+"), "{text:?}: {err}");
+        }
+        // Tabs and newlines are text.
+        let fine = note(
+            "fine.md",
+            "---\ntitle: \"a\\tb\"\ntags: \"x\\ny\"\n---\nText",
+        )
+        .unwrap();
+        assert_eq!(fine.title, "a\tb");
+    }
+
+    #[test]
+    fn comments_leave_the_body_the_front_matter_title_and_the_first_heading() {
+        let headed = note(
+            "Launch.md",
+            "# Launch %%codename heron%%\n\nRun `printf(\"%d%%\")` now. %%secret%% Done.",
+        )
+        .unwrap();
+        assert_eq!(headed.title, "Launch");
+        assert!(
+            !headed.body.contains("heron") && !headed.body.contains("secret"),
+            "{}",
+            headed.body
+        );
+        assert!(headed.body.contains("%d%%"), "{}", headed.body);
+        let titled = note("T.md", "---\ntitle: Plan %%private%% B\n---\nText").unwrap();
+        assert_eq!(titled.title, "Plan  B");
+        let unclosed = note("U.md", "Shown. %%hidden to the end\n\nStill hidden.").unwrap();
+        assert_eq!(unclosed.body.trim(), "Shown.");
+    }
+
+    fn write_note(root: &Path, path: &str, text: &[u8]) {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn a_fifo_socket_or_device_named_like_a_note_is_skipped_not_opened() {
+        let vault = tempfile::tempdir().unwrap();
+        let root = vault.path();
+        write_note(root, "A.md", b"# A");
+        nix::unistd::mkfifo(&root.join("pipe.md"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let _socket = std::os::unix::net::UnixListener::bind(root.join("socket.md")).unwrap();
+        // The scan would wait forever on the FIFO: it runs on a thread of its own and
+        // must be done within seconds.
+        let (done, finished) = std::sync::mpsc::channel();
+        let root_path = root.to_path_buf();
+        std::thread::spawn(move || done.send(scan(&root_path)).unwrap());
+        let found = finished
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the scan did not hang on the FIFO")
+            .unwrap();
+        let paths: Vec<&str> = found.notes.iter().map(|n| n.path.as_str()).collect();
+        assert_eq!(paths, ["A.md"]);
+        assert!(found.failed.is_empty(), "{:?}", found.failed);
+        // Opened directly (a note swapped for a FIFO after the walk), it is refused.
+        let err = VaultDir::open(root)
+            .unwrap()
+            .read_capped(Path::new("pipe.md"))
+            .unwrap_err();
+        assert!(err.contains("not a regular file"), "{err}");
+    }
+
+    #[test]
+    fn the_watcher_rebuilds_on_changes_outside_dot_folders_and_when_it_lost_events() {
+        use notify::event::{AccessKind, CreateKind, EventKind, Flag};
+        let root = Path::new("/vault");
+        let event =
+            |kind: EventKind, path: &str| notify::Event::new(kind).add_path(root.join(path));
+        assert!(asks_for_a_rebuild(
+            &event(EventKind::Create(CreateKind::File), "A.md"),
+            root
+        ));
+        assert!(!asks_for_a_rebuild(
+            &event(EventKind::Create(CreateKind::File), ".obsidian/w.json"),
+            root
+        ));
+        assert!(!asks_for_a_rebuild(
+            &event(EventKind::Access(AccessKind::Any), "A.md"),
+            root
+        ));
+        let overflow = notify::Event::new(EventKind::Other).set_flag(Flag::Rescan);
+        assert!(asks_for_a_rebuild(&overflow, root));
+    }
+
+    #[test]
+    fn a_note_is_opened_beneath_the_vault_even_when_a_folder_became_a_link() {
+        let vault = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        write_note(outside.path(), "secret.md", b"# Outside the vault");
+        write_note(vault.path(), "folder/inside.md", b"# Inside");
+        let dir = VaultDir::open(vault.path()).unwrap();
+        assert_eq!(
+            dir.read_capped(Path::new("folder/inside.md")).unwrap(),
+            b"# Inside"
+        );
+        // The folder the walk saw is swapped for a link to a folder outside.
+        std::fs::remove_dir_all(vault.path().join("folder")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), vault.path().join("folder")).unwrap();
+        let err = dir.read_capped(Path::new("folder/secret.md")).unwrap_err();
+        assert!(err.contains("symbolic link"), "{err}");
+        let err = dir.read_capped(Path::new("../outside.md")).unwrap_err();
+        assert!(err.contains("outside the vault"), "{err}");
+    }
+
+    #[test]
+    fn a_vault_with_no_note_fails_the_scan_with_words() {
+        let vault = tempfile::tempdir().unwrap();
+        write_note(vault.path(), ".obsidian/app.md", b"not a note");
+        write_note(vault.path(), "image.png", b"\x89PNG");
+        let err = scan(vault.path()).unwrap_err();
+        assert!(
+            err.contains("holds no notes") && err.contains("Nothing was removed"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_folder_that_cannot_be_read_is_listed_and_keeps_its_notes() {
+        let vault = tempfile::tempdir().unwrap();
+        let root = vault.path().to_path_buf();
+        write_note(&root, "A.md", b"# A");
+        write_note(&root, "Locked/B.md", b"# B");
+        use std::os::unix::fs::PermissionsExt;
+        // The vault readable by anybody, but for its one locked folder.
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(root.join("Locked"), std::fs::Permissions::from_mode(0o000))
+            .unwrap();
+        // As root every folder can be read: the scan runs on a thread that is somebody
+        // else (setresuid on this thread alone; the raw call, as glibc's would change
+        // every thread of the test process).
+        let found = std::thread::spawn(move || {
+            if nix::unistd::geteuid().is_root() {
+                // SAFETY: a plain system call on this thread, with no memory passed.
+                let changed =
+                    unsafe { nix::libc::syscall(nix::libc::SYS_setresuid, 65534, 65534, 65534) };
+                assert_eq!(changed, 0, "could not become nobody on this thread");
+            }
+            scan(&root)
+        })
+        .join()
+        .unwrap()
+        .unwrap();
+        std::fs::set_permissions(
+            vault.path().join("Locked"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        let paths: Vec<&str> = found.notes.iter().map(|n| n.path.as_str()).collect();
+        assert_eq!(paths, ["A.md"]);
+        assert_eq!(found.unreadable_folders, ["Locked"]);
+        assert!(
+            found
+                .failed
+                .iter()
+                .any(|f| f.path == "Locked" && f.error.contains("cannot be read")),
+            "{:?}",
+            found.failed
+        );
+        assert!(found.keeps("Locked/B.md") && found.keeps("Locked/deeper/C.md"));
+        assert!(!found.keeps("LockedOut.md") && !found.keeps("Gone.md"));
+    }
 }
 
 /// `corpus.rebuild`'s and `corpus.rebuild_result`'s answer: the counts once the rebuild
@@ -736,6 +1152,24 @@ pub const WATCH_DEBOUNCE: std::time::Duration = std::time::Duration::from_millis
 /// even while the vault never stops changing.
 const WATCH_SETTLE_AT_MOST: std::time::Duration = std::time::Duration::from_millis(1500);
 
+/// Whether a watcher's `event` under the vault at `root` calls for a rebuild: a note or
+/// folder created, changed or removed outside dot-folders, or events lost (the kernel's
+/// queue overflowed in a flood of changes, so anything may have changed).
+fn asks_for_a_rebuild(event: &notify::Event, root: &Path) -> bool {
+    if event.need_rescan() {
+        tracing::info!("the vault's watcher lost events (its queue overflowed): rebuilding");
+        return true;
+    }
+    let changed = event.kind.is_create() || event.kind.is_modify() || event.kind.is_remove();
+    changed
+        && event.paths.iter().any(|path| {
+            let inside = path.strip_prefix(root).unwrap_or(path);
+            !inside
+                .iter()
+                .any(|part| part.to_string_lossy().starts_with('.'))
+        })
+}
+
 /// Watches the vault at `root` (`STANDMEET_VAULT_WATCH`): a note or folder created,
 /// changed, moved or removed anywhere but in a dot-folder (`.obsidian/` changes
 /// whenever Obsidian is open) queues a rebuild. Files only read (as a rebuild reads
@@ -751,20 +1185,11 @@ pub fn watch(
     let watched_root = root.clone();
     let mut watcher =
         notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
-            Ok(event)
-                if event.kind.is_create() || event.kind.is_modify() || event.kind.is_remove() =>
-            {
-                let outside_dot_folders = event.paths.iter().any(|path| {
-                    let inside = path.strip_prefix(&watched_root).unwrap_or(path);
-                    !inside
-                        .iter()
-                        .any(|part| part.to_string_lossy().starts_with('.'))
-                });
-                if outside_dot_folders {
+            Ok(event) => {
+                if asks_for_a_rebuild(&event, &watched_root) {
                     let _ = changed.send(());
                 }
             }
-            Ok(_) => {}
             Err(err) => tracing::warn!(error = %err, "the vault's watcher reported an error"),
         })
         .context("cannot start watching the vault")?;
