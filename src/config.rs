@@ -107,6 +107,8 @@ settings! {
         "callers that may wait for jobs at once";
     STANDMEET_MAX_LIVE_CLIENTS: Value("256"),
         "live streams (/api/live) one process serves at once";
+    STANDMEET_MAX_BODY_BYTES: Value("2097152"),
+        "the largest request body taken, on every route (more: 413)";
     STANDMEET_RETRY_BASE_MS: Value("1000"),
         "the retry backoff unit (base × attempt⁴)";
     STANDMEET_MAIL_PER_RECIPIENT_PER_HOUR: Value("5"),
@@ -258,6 +260,9 @@ pub struct Settings {
     /// `STANDMEET_MAX_LIVE_CLIENTS`: how many live streams (`/api/live`) one process
     /// serves at once; more get 503 and their pages poll instead.
     pub max_live_clients: usize,
+    /// `STANDMEET_MAX_BODY_BYTES`: the largest request body any route takes; a larger
+    /// one is answered 413 in words (`security::body_limit`).
+    pub max_body_bytes: usize,
     /// `STANDMEET_RETRY_BASE_MS`: the unit of the retry backoff (base × attempt⁴).
     pub retry_base: Duration,
     /// `STANDMEET_MAIL_PER_RECIPIENT_PER_HOUR`: mails one address gets at most in an
@@ -480,6 +485,11 @@ impl Settings {
         let index_wait = parse_millis(&read, &env::STANDMEET_INDEX_WAIT_MS)?;
         let max_waiters = parse_count(&read, &env::STANDMEET_MAX_WAITERS, 0..=100_000)?;
         let max_live_clients = parse_count(&read, &env::STANDMEET_MAX_LIVE_CLIENTS, 0..=100_000)?;
+        let max_body_bytes = parse_count(
+            &read,
+            &env::STANDMEET_MAX_BODY_BYTES,
+            1024..=1024 * 1024 * 1024,
+        )?;
         let retry_base = parse_millis(&read, &env::STANDMEET_RETRY_BASE_MS)?;
         let mail_per_recipient_per_hour = parse_count(
             &read,
@@ -648,6 +658,7 @@ impl Settings {
             index_wait,
             max_waiters,
             max_live_clients,
+            max_body_bytes,
             retry_base,
             mail_per_recipient_per_hour,
             confirm_link_valid,
@@ -932,6 +943,7 @@ mod tests {
         assert_eq!(s.index_wait, Duration::from_millis(2_000));
         assert_eq!(s.max_waiters, 64);
         assert_eq!(s.max_live_clients, 256);
+        assert_eq!(s.max_body_bytes, 2 * 1024 * 1024);
         assert_eq!(s.retry_base, Duration::from_millis(1_000));
         assert_eq!(s.login_attempts_per_minute.get(), 10);
         assert_eq!(s.job_lease, Duration::from_secs(30));

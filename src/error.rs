@@ -53,9 +53,29 @@ pub enum AppError {
 /// What a client is told instead of an internal error.
 pub const INTERNAL_MESSAGE: &str = "StandMeet could not do that just now; try again.";
 
+/// What a person is told when a request holds text PostgreSQL cannot store.
+pub const UNSTORABLE_TEXT_MESSAGE: &str =
+    "The request holds a character StandMeet cannot store (NUL, U+0000); remove it and try again.";
+
+/// Whether `err` is PostgreSQL refusing text it cannot store: a NUL in text
+/// (`22021`, "invalid byte sequence for encoding UTF8: 0x00") or `\u0000` in JSON
+/// (`22P05`, "unsupported Unicode escape sequence"). Such text came from the request
+/// (a form field, a tool's argument, a query string), so it is the caller's to fix:
+/// recognised here once, wherever it was written, instead of field by field.
+fn is_unstorable_text(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<sqlx::Error>()
+            .and_then(|err| err.as_database_error())
+            .and_then(|db| db.code())
+            .is_some_and(|code| matches!(code.as_ref(), "22021" | "22P05"))
+    })
+}
+
 impl AppError {
     pub fn status(&self) -> StatusCode {
         match self {
+            AppError::Internal(err) if is_unstorable_text(err) => StatusCode::BAD_REQUEST,
             AppError::BadRequest(_) => StatusCode::BAD_REQUEST,
             AppError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             AppError::Forbidden(_) => StatusCode::FORBIDDEN,
@@ -71,6 +91,13 @@ impl AppError {
     /// here, so every edge logs it the same way) and answers a fixed sentence.
     pub fn public_message(&self) -> String {
         match self {
+            AppError::Internal(err) if is_unstorable_text(err) => {
+                tracing::info!(
+                    error = format!("{err:#}"),
+                    "refused text that cannot be stored"
+                );
+                UNSTORABLE_TEXT_MESSAGE.into()
+            }
             AppError::Internal(err) => {
                 tracing::error!(error = format!("{err:#}"), "a request failed");
                 INTERNAL_MESSAGE.into()
@@ -127,7 +154,9 @@ impl From<CorpusError> for AppError {
                 AppError::NotFound(err.to_string())
             }
             CorpusError::NoVault => AppError::BadRequest(err.to_string()),
-            CorpusError::RebuildFailed { .. } => AppError::Conflict(err.to_string()),
+            CorpusError::RebuildFailed { .. } | CorpusError::MadeFromNote { .. } => {
+                AppError::Conflict(err.to_string())
+            }
             CorpusError::Internal(err) => AppError::Internal(err),
         }
     }

@@ -94,7 +94,7 @@ pub mod db;
 #[cfg(feature = "ssr")]
 pub mod domain;
 #[cfg(feature = "ssr")]
-mod error;
+pub mod error;
 #[cfg(feature = "ssr")]
 pub mod live;
 #[cfg(feature = "ssr")]

@@ -25,7 +25,7 @@ use tower_sessions_sqlx_store::PostgresStore;
 use crate::config::Settings;
 use crate::db::{self, DatabaseSource, PrivateCluster};
 use crate::live::HubTask;
-use crate::security::{client, csrf, guard, headers};
+use crate::security::{body_limit, client, csrf, guard, headers};
 use crate::state::AppState;
 use crate::ui::{App, shell};
 use standmeet_jobs::JobRuntime;
@@ -108,6 +108,14 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(
             state.settings.clone(),
             headers::add_security_headers,
+        ))
+        // One body limit before anything reads a body (server functions, forms, /mcp).
+        .layer(axum::extract::DefaultBodyLimit::max(
+            state.settings.max_body_bytes,
+        ))
+        .layer(middleware::from_fn_with_state(
+            body_limit::BodyLimit(state.settings.max_body_bytes),
+            body_limit::limit_request_bodies,
         ))
         .layer(middleware::from_fn_with_state(
             Arc::new(client::TrustedProxies::new(

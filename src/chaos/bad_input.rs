@@ -13,11 +13,14 @@
 //!   wrong JSON type and values its type allows but the tool must refuse, missing
 //!   required arguments, arguments that are no object; and JSON-RPC that is broken
 //!   (invalid JSON and UTF-8, unknown methods and tools, `1e309` as id, 10,000-deep
-//!   nesting, 1 MB).
+//!   nesting, 1 MB);
+//! - bodies past the one body limit (3 MB and 20 MB) to a server function, the sign-in
+//!   form and `/mcp`, each to be answered 413, also to a client that writes its whole
+//!   body before it reads.
 //!
 //! Every probe is bad by the rules StandMeet itself states, so a correct server
 //! refuses each with a 4xx (or a JSON-RPC or tool error) and changes nothing.
-//! Promises: no answer ≥ 500, no panic in the server's log, the server alive and
+//! Promises: no answer ≥ 500, every probe answered, no panic in the server's log, the server alive and
 //! stopping cleanly at the end, and no table changed: every table in `public` is
 //! compared before and after, by row count and by a digest of its rows, except what
 //! changes without any request ([`NOT_WRITTEN_BY_REQUESTS`]).
@@ -302,6 +305,12 @@ enum ProbeRequest {
     },
     /// A body for `/mcp`.
     Mcp(Vec<u8>),
+    /// A form posted to a page's path (`/login`).
+    Page {
+        path: &'static str,
+        content_type: &'static str,
+        body: Vec<u8>,
+    },
 }
 
 pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
@@ -316,6 +325,9 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     let server_fn_count = probes.len();
     probes.extend(mcp_probes(&client).await?);
     let mcp_count = probes.len() - server_fn_count;
+    let oversized = oversized_bodies();
+    let oversized_count = oversized.len();
+    probes.extend(oversized);
     let answers = send_all(&client, probes).await?;
     // Anything a probe wrongly queued gets a moment to run and write.
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -323,7 +335,17 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
 
     let mut server_errors = Vec::new();
     let mut unanswered = Vec::new();
+    let mut oversized_not_413 = Vec::new();
     for (label, answer) in &answers {
+        if label.starts_with(OVERSIZED) && answer.as_ref().is_ok_and(|answer| answer.status != 413)
+        {
+            let answer = answer.as_ref().expect("checked above");
+            oversized_not_413.push(format!(
+                "{label} → {} {}",
+                answer.status,
+                snippet(&answer.body)
+            ));
+        }
         match answer {
             Ok(answer) if answer.status >= 500 => server_errors.push(format!(
                 "{label} → {} {}",
@@ -352,6 +374,7 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     outcome.figure("server_fn_probes", server_fn_count);
     outcome.figure("mcp_probes", mcp_count);
     outcome.figure("answers_5xx", server_errors.len());
+    outcome.figure("oversized_probes", oversized_count);
     outcome.figure("no_answer", unanswered.len());
     outcome.figure("panics", panics);
     outcome.figure("tables_changed", changed.len());
@@ -361,6 +384,23 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
             "{} answers were ≥ 500, such as: {}",
             server_errors.len(),
             first_few(&server_errors)
+        ),
+    );
+    // A client that writes its whole body before it reads (as reqwest does) must get
+    // an answer, an oversized body included: never a reset or a broken pipe.
+    outcome.check(
+        unanswered.is_empty(),
+        format!(
+            "{} probes got no answer, such as: {}",
+            unanswered.len(),
+            first_few(&unanswered)
+        ),
+    );
+    outcome.check(
+        oversized_not_413.is_empty(),
+        format!(
+            "oversized bodies not answered 413: {}",
+            first_few(&oversized_not_413)
         ),
     );
     outcome.check(panics == 0, format!("{panics} panics in the server's log"));
@@ -405,6 +445,11 @@ async fn send_all(
                         .await
                 }
                 ProbeRequest::Mcp(body) => client.mcp(body).await,
+                ProbeRequest::Page {
+                    path,
+                    content_type,
+                    body,
+                } => client.post_page(path, content_type, body).await,
             };
             (probe.label, answer.map_err(|err| with_causes(&err)))
         });
@@ -831,6 +876,58 @@ fn broken_json_rpc() -> Vec<Probe> {
             request: ProbeRequest::Mcp(body),
         })
         .collect()
+}
+
+// --- Oversized bodies ---------------------------------------------------------------
+
+/// The labels of the oversized-body probes start so.
+const OVERSIZED: &str = "oversized: ";
+
+/// Bodies past the limit (`STANDMEET_MAX_BODY_BYTES`, 2 MiB by default), 3 MB and
+/// 20 MB, to a server function, the sign-in form and `/mcp`: each must be answered 413.
+fn oversized_bodies() -> Vec<Probe> {
+    let mut probes = Vec::new();
+    for megabytes in [3, 20] {
+        let filler = "x".repeat(megabytes * MEGABYTE);
+        let label = |door: &str| format!("{OVERSIZED}{megabytes} MB to {door}");
+        probes.push(Probe {
+            label: label("corpus/create"),
+            request: ProbeRequest::Post {
+                endpoint: "corpus/create",
+                content_type: FORM,
+                body: form_body(&[
+                    ("title", b"Oversized".as_slice()),
+                    ("body", filler.as_bytes()),
+                    ("visibility", b"public".as_slice()),
+                ]),
+            },
+        });
+        probes.push(Probe {
+            label: label("/login"),
+            request: ProbeRequest::Page {
+                path: "/login",
+                content_type: FORM,
+                body: form_body(&[
+                    ("email", b"probe@chaos.example.com".as_slice()),
+                    ("password", filler.as_bytes()),
+                ]),
+            },
+        });
+        let call = json!({
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {
+                "name": "corpus.create",
+                "arguments": {"title": "Oversized", "body": filler, "visibility": "public"},
+            },
+        });
+        probes.push(Probe {
+            label: label("/mcp"),
+            request: ProbeRequest::Mcp(call.to_string().into_bytes()),
+        });
+    }
+    probes
 }
 
 // --- Nothing written ----------------------------------------------------------------

@@ -102,6 +102,24 @@ impl ServerClient {
         answer(request.send().await?).await
     }
 
+    /// Posts `body` to `path` (a page's form, such as `/login`) as the signed-in
+    /// browser would.
+    pub async fn post_page(
+        &self,
+        path: &str,
+        content_type: &str,
+        body: Vec<u8>,
+    ) -> Result<Answer, reqwest::Error> {
+        let request = self
+            .http
+            .post(format!("{}{path}", self.base_url))
+            .header("cookie", self.session_cookie.as_str())
+            .header("sec-fetch-site", "same-origin")
+            .header("content-type", content_type)
+            .body(body);
+        answer(request.send().await?).await
+    }
+
     /// Posts `body` (raw bytes: it need not be JSON) to `/mcp`.
     pub async fn mcp(&self, body: Vec<u8>) -> Result<Answer, reqwest::Error> {
         let reply = self

@@ -15,6 +15,10 @@
 //!   ends, every replied request got mail, every mailed code redeems.
 //! - `bad-input`: every server function and MCP tool gets garbage: no 5xx, no panic,
 //!   nothing written.
+//! - `vault-hostile`: a watched vault gets an alias bomb, a note nested 10,000 deep, a
+//!   NUL in YAML, a FIFO, a comment after code and a flood of 10,000 notes, then is
+//!   emptied as an unmount would: the server stays healthy and small, every ordinary
+//!   note is searchable, each bad note is listed once, and nothing is removed.
 //! - `poison`: jobs whose handler aborts its process or overflows its stack: each is
 //!   counted as an attempt per death and discarded after three; the other jobs run on,
 //!   and the restarts stop.
@@ -57,6 +61,7 @@ mod receiver_down;
 pub mod relay;
 pub mod smtp_peer;
 mod soak;
+mod vault_hostile;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -80,11 +85,12 @@ pub struct ChaosOptions {
 }
 
 /// Every scenario, in the order a run takes them.
-pub const SCENARIOS: [&str; 11] = [
+pub const SCENARIOS: [&str; 12] = [
     "kill9",
     "pg-restart",
     "approvals",
     "bad-input",
+    "vault-hostile",
     "poison",
     "freeze",
     "claim-write-lost",
@@ -248,6 +254,7 @@ pub async fn run(options: ChaosOptions) -> anyhow::Result<()> {
             "receiver-down" => receiver_down::run(&lab).await,
             "failover" => failover::run(&lab).await,
             "soak" => soak::run(&lab).await,
+            "vault-hostile" => vault_hostile::run(&lab).await,
             _ => bad_input::run(&lab).await,
         }
         .unwrap_or_else(Outcome::aborted);
@@ -301,7 +308,7 @@ fn report(mode: &str, took: Duration, results: &[ScenarioResult]) {
     };
     println!();
     println!(
-        "{:<12} {:<6} {:>8}  figures",
+        "{:<16} {:<6} {:>8}  figures",
         "scenario", "result", "seconds"
     );
     for result in results {
@@ -317,7 +324,7 @@ fn report(mode: &str, took: Duration, results: &[ScenarioResult]) {
             .map(|(name, value)| format!("{name}={}", shown(value)))
             .collect();
         println!(
-            "{:<12} {:<6} {:>8.1}  {}",
+            "{:<16} {:<6} {:>8.1}  {}",
             result.name,
             verdict,
             result.seconds,

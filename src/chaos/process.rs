@@ -129,6 +129,21 @@ impl ChildProcess {
     }
 }
 
+/// A size line of process `pid`'s `/proc/<pid>/status` (`VmRSS`, the resident memory
+/// now; `VmHWM`, its peak), in KiB; `None` when it cannot be read.
+pub(crate) fn status_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|line| {
+        line.strip_prefix(field)?
+            .strip_prefix(':')?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
 /// How many panics a log holds (the default panic hook writes "panicked at").
 pub(crate) fn panics_in(log: &Path) -> usize {
     std::fs::read(log)
@@ -197,12 +212,23 @@ pub(crate) async fn start_server(
     smtp_port: u16,
     log: &Path,
 ) -> anyhow::Result<ServerChild> {
+    start_server_with(database_url, smtp_port, log, &[]).await
+}
+
+/// [`start_server`] with more settings (`extra` wins over the scenario defaults).
+pub(crate) async fn start_server_with(
+    database_url: &str,
+    smtp_port: u16,
+    log: &Path,
+    extra: &[(&str, String)],
+) -> anyhow::Result<ServerChild> {
     start_server_as(
         database_url,
         smtp_port,
         log,
         random_token(32),
         random_token(24),
+        extra,
     )
     .await
 }
@@ -221,6 +247,7 @@ pub(crate) async fn start_another_copy(
         log,
         first.mcp_token.clone(),
         first.admin_password.clone(),
+        &[],
     )
     .await
 }
@@ -231,10 +258,11 @@ async fn start_server_as(
     log: &Path,
     mcp_token: String,
     admin_password: String,
+    extra: &[(&str, String)],
 ) -> anyhow::Result<ServerChild> {
     let port = free_loopback_port()?;
     let admin_email = "chaos-admin@chaos.example.com".to_string();
-    let env = [
+    let mut env = vec![
         ("DATABASE_URL", database_url.to_string()),
         ("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}")),
         ("STANDMEET_MAIL", format!("smtp://127.0.0.1:{smtp_port}")),
@@ -250,6 +278,10 @@ async fn start_server_as(
         // (and sending twice) mails that are merely slow.
         ("STANDMEET_JOB_LEASE_MS", "5000".into()),
     ];
+    for (name, value) in extra {
+        env.retain(|(known, _)| known != name);
+        env.push((name, value.clone()));
+    }
     let mut process = ChildProcess::spawn("server", "serve", &env, log)?;
     let base_url = format!("http://127.0.0.1:{port}");
     wait_until_healthy(&mut process, &base_url).await?;

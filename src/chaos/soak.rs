@@ -263,19 +263,7 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
 
 /// The resident memory of process `pid` in KiB (`VmRSS` in `/proc/<pid>/status`).
 fn resident_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| {
-            status.lines().find_map(|line| {
-                line.strip_prefix("VmRSS:")?
-                    .trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse()
-                    .ok()
-            })
-        })
-        .unwrap_or(0)
+    process::status_kib(pid, "VmRSS").unwrap_or(0)
 }
 
 /// Reads a live stream until `stop`; counts it in `ended_early` if the server ends it

@@ -1,6 +1,8 @@
 //! The protections every request passes through, so that a page or server function
 //! added later is safe without remembering to be:
 //!
+//! - `body_limit`: one limit on request bodies (`STANDMEET_MAX_BODY_BYTES`), over it a
+//!   413 in words that reaches a client still writing its body.
 //! - `guard`: `/admin/*` pages need a signed-in admin (else a redirect to `/login`), and
 //!   every server function needs one too unless it is listed as public (else 401).
 //! - `csrf`: a state-changing request that says it came from another site is refused.
@@ -13,6 +15,7 @@
 //!   requests, bookings), per client address and per email.
 
 pub mod bearer;
+pub mod body_limit;
 pub mod client;
 pub(crate) mod csrf;
 pub mod guard;

@@ -368,3 +368,150 @@ async fn every_get_server_function_decodes_a_request_that_sets_nothing(pool: PgP
         failures.join("\n")
     );
 }
+
+/// Writes `head` and then `body_bytes` bytes of `x` to the app's real socket, all of it
+/// before reading (as curl, Python and most SDKs do), then reads the whole answer.
+async fn write_everything_then_read(app: &TestApp, head: &str, body_bytes: usize) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = app.url("").trim_start_matches("http://").to_string();
+    let mut socket = tokio::net::TcpStream::connect(address).await.unwrap();
+    socket.write_all(head.as_bytes()).await.unwrap();
+    let chunk = vec![b'x'; 64 * 1024];
+    let mut left = body_bytes;
+    while left > 0 {
+        let n = left.min(chunk.len());
+        socket
+            .write_all(&chunk[..n])
+            .await
+            .expect("the server reads the whole body (no reset while the client writes)");
+        left -= n;
+    }
+    let mut answer = Vec::new();
+    socket
+        .read_to_end(&mut answer)
+        .await
+        .expect("the answer is readable after the whole body was written");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[sqlx::test]
+async fn a_body_over_the_limit_is_answered_413_in_words_to_a_client_that_writes_it_all_first(
+    pool: PgPool,
+) {
+    let app = TestApp::builder(pool.clone())
+        .setting("STANDMEET_MCP_TOKEN", common::mcp::TOKEN)
+        .spawn()
+        .await;
+    let twenty_mb = 20 * 1024 * 1024;
+    for (path, extra) in [
+        (
+            "/api/corpus/create",
+            "Content-Type: application/x-www-form-urlencoded\r\n",
+        ),
+        (
+            "/login",
+            "Content-Type: application/x-www-form-urlencoded\r\n",
+        ),
+        (
+            "/mcp",
+            "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n",
+        ),
+    ] {
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nSec-Fetch-Site: same-origin\r\nAuthorization: Bearer {}\r\n{extra}Content-Length: {twenty_mb}\r\nConnection: close\r\n\r\n",
+            common::mcp::TOKEN
+        );
+        let answer = write_everything_then_read(&app, &head, twenty_mb).await;
+        assert!(
+            answer.starts_with("HTTP/1.1 413"),
+            "{path}: {}",
+            &answer[..answer.len().min(400)]
+        );
+        assert!(
+            answer.contains("larger than StandMeet takes (2 MiB)"),
+            "{path}: {answer}"
+        );
+        if path == "/mcp" {
+            assert!(
+                answer.contains("\"jsonrpc\":\"2.0\"") && answer.contains("-32600"),
+                "{answer}"
+            );
+        }
+    }
+    // Without a declared length (chunked), the same.
+    let chunk = "x".repeat(1024 * 1024);
+    let mut body = String::new();
+    for _ in 0..3 {
+        body.push_str(&format!("{:x}\r\n{chunk}\r\n", chunk.len()));
+    }
+    body.push_str("0\r\n\r\n");
+    let head = format!(
+        "POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\nSec-Fetch-Site: same-origin\r\nContent-Type: application/x-www-form-urlencoded\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{body}"
+    );
+    let answer = write_everything_then_read(&app, &head, 0).await;
+    assert!(
+        answer.starts_with("HTTP/1.1 413"),
+        "{}",
+        &answer[..answer.len().min(400)]
+    );
+    // A client that asks first (Expect: 100-continue) is told before it sends anything.
+    let head = format!(
+        "POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\nExpect: 100-continue\r\nContent-Length: {twenty_mb}\r\nConnection: close\r\n\r\n"
+    );
+    let answer = write_everything_then_read(&app, &head, 0).await;
+    assert!(
+        answer.starts_with("HTTP/1.1 413"),
+        "{}",
+        &answer[..answer.len().min(400)]
+    );
+    // Nothing was written; a body under the limit still works.
+    assert_eq!(
+        common::count(&pool, "SELECT count(*) FROM corpus_entries").await,
+        0
+    );
+    let password = "x".repeat(1_000_000);
+    let fine = common::post_form(
+        &app,
+        "/login",
+        &[("email", "a@example.com"), ("password", &password)],
+        None,
+    )
+    .await;
+    assert_ne!(fine.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(!fine.status.is_server_error(), "{}", fine.status);
+}
+
+#[sqlx::test]
+async fn text_postgresql_cannot_store_is_a_400_in_words_wherever_it_is_written(pool: PgPool) {
+    // What any query that writes a request's text meets: a NUL in text (22021), and
+    // `\u0000` in JSON (22P05). Recognised where database errors become answers, not
+    // field by field.
+    let nul_text = sqlx::query("SELECT $1::text")
+        .bind("a\0b")
+        .execute(&pool)
+        .await
+        .unwrap_err();
+    let nul_json = sqlx::query("SELECT $1::text::jsonb")
+        .bind(r#"{"a": "\u0000"}"#)
+        .execute(&pool)
+        .await
+        .unwrap_err();
+    for err in [nul_text, nul_json] {
+        let code = err
+            .as_database_error()
+            .and_then(|db| db.code())
+            .unwrap()
+            .into_owned();
+        let app_error = standmeet::error::AppError::from(anyhow::Error::from(err));
+        assert_eq!(app_error.status(), StatusCode::BAD_REQUEST, "{code}");
+        assert!(app_error.public_message().contains("NUL"), "{code}");
+    }
+    // Another database error is still ours, and says nothing of itself.
+    let other = sqlx::query("SELECT 1/0").execute(&pool).await.unwrap_err();
+    let app_error = standmeet::error::AppError::from(other);
+    assert_eq!(app_error.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        app_error.public_message(),
+        standmeet::error::INTERNAL_MESSAGE
+    );
+}
