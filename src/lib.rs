@@ -54,11 +54,12 @@
 //! - `security`: what every request passes through: the client's address (trusted
 //!   proxies), the admin guard (pages redirect to `/login`, server functions answer 401,
 //!   deny by default; sessions slide and end with a password change), cross-site
-//!   refusal, security headers, bearer tokens, and the limits on guessing (failures
-//!   only) and on writes.
+//!   refusal, security headers, bearer tokens, the limits on guessing (failures only)
+//!   and on writes, and one limit on request bodies (413 in words).
 //! - `error`: the one error path: it says what each domain error is to a client (status
-//!   and message); server functions, MCP tools and endpoints answer from it, and nothing
-//!   internal reaches a client.
+//!   and message, text PostgreSQL cannot store a 400 wherever it came from); server
+//!   functions, MCP tools and endpoints answer from it, and nothing internal reaches a
+//!   client.
 //! - `assets`: the browser's files under `/pkg/` by their hashed names (kept for a
 //!   year) and by their plain ones (checked before each use).
 //! - `live`: the live job states that `GET /api/live` streams to the browser: one
@@ -72,7 +73,7 @@
 //! - `chaos`: `standmeet chaos`: the fault suite (kill -9 of workers, PostgreSQL
 //!   restarted under waiters, a misbehaving mail server, bad input everywhere, jobs
 //!   that kill their process, a worker frozen mid-drain, claims whose connection
-//!   breaks), with real processes on a fresh private cluster; it fails when a promise
+//!   breaks, a vault of hostile notes), with real processes on a fresh private cluster; it fails when a promise
 //!   breaks. Its SMTP peer on loopback (`chaos::smtp_peer`) is the tests' too.
 //!
 //! The browser's entry point is [`hydrate`].

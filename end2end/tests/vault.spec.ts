@@ -34,6 +34,17 @@ test("rebuild from the vault: chip, counts, the broken note listed, and a note's
     "SELECT path, entry_id FROM corpus_vault_notes WHERE path IN ('Places/Lighthouse.md', 'Places/Harbour.md', 'Unsafe example.md')",
   );
   const id = (p: string) => ids.find((row) => row.path === p)!.entry_id;
+
+  // The note is the source: its entry offers no edit, and says where to change it.
+  const row = page.locator(`[data-testid="corpus-row"][data-entry-id="${id("Places/Lighthouse.md")}"]`);
+  await expect(row.getByTestId("entry-note")).toHaveText("from the vault: Places/Lighthouse.md");
+  await expect(row.getByRole("link", { name: "Edit" })).toHaveCount(0);
+  await expect(row.getByRole("button", { name: "Promote" })).toHaveCount(0);
+  await page.goto(`/admin/corpus/${id("Places/Lighthouse.md")}`);
+  await expect(page.getByTestId("entry-note")).toContainText("Made from the note Places/Lighthouse.md in the vault");
+  await expect(page.getByRole("button", { name: "Save" })).toHaveCount(0);
+  await expect(page.getByTestId("entry-preview").locator("strong")).toHaveText("lighthouse");
+
   await page.goto(`/entries/${id("Places/Lighthouse.md")}`);
   const body = page.getByTestId("entry-body");
   await expect(body.locator("strong")).toHaveText("lighthouse");

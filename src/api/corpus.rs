@@ -31,6 +31,10 @@ pub struct EntryView {
     /// The body as the entry page renders it (links go to admin pages); only on an
     /// entry's own page.
     pub preview_html: Option<String>,
+    /// The vault note the entry is made from: the pages offer no edit of it (the note
+    /// is the source; the server refuses one).
+    #[serde(default)]
+    pub note_path: Option<String>,
 }
 
 pub use crate::model::WriteReceipt;
@@ -139,6 +143,7 @@ mod server {
             index_job_id: row.index_job_id,
             index_error: row.index_error,
             preview_html: None,
+            note_path: row.note_path,
         }
     }
 

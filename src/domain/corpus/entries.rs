@@ -239,6 +239,9 @@ pub struct EntryRow {
     pub index_state: IndexState,
     pub index_job_id: Option<i64>,
     pub index_error: Option<String>,
+    /// The vault note the entry is made from (its path), if it is one's: such an entry
+    /// is changed by changing the note.
+    pub note_path: Option<String>,
 }
 
 /// The newest entries (by last write), `limit` at most; with `grep`, only those whose
@@ -286,10 +289,11 @@ async fn entry_rows(
         SELECT e.id, e.title, e.body, e.visibility AS "visibility: Visibility",
                e.status AS "status: Status", e.version, e.updated_at, e.index_job_id,
                i.version AS "index_version?", j.state AS "job_state?: JobState",
-               j.last_error AS index_error
+               j.last_error AS index_error, v.path AS "note_path?"
         FROM corpus_entries e
         LEFT JOIN corpus_index i ON i.entry_id = e.id
         LEFT JOIN job_status j ON j.id = e.index_job_id
+        LEFT JOIN corpus_vault_notes v ON v.entry_id = e.id
         WHERE ($1::text IS NULL OR i.grep_text LIKE $1)
           AND ($2::bigint IS NULL OR e.id = $2)
         ORDER BY e.updated_at DESC, e.id DESC
@@ -314,6 +318,7 @@ async fn entry_rows(
             updated_at: row.updated_at,
             index_job_id: row.index_job_id,
             index_error: row.index_error,
+            note_path: row.note_path,
         })
         .collect())
 }

@@ -192,19 +192,26 @@ fn EntryTable(
             <tbody class="divide-y divide-slate-100">
                 {rows.into_iter().map(|row| {
                     let id = row.id;
-                    let draft = row.status == "draft";
+                    // An entry made from a vault note is changed in the note: no edit here.
+                    let from_note = row.note_path.is_some();
+                    let draft = row.status == "draft" && !from_note;
                     let title = row.index_error.clone().map(|e| format!("Last error: {e}")).unwrap_or_default();
                     view! {
                         <tr data-testid="corpus-row" data-entry-id=id.to_string()>
                             <td class="px-4 py-2">
                                 <a href=format!("/admin/corpus/{id}") rel="external" class="font-medium text-teal-800 hover:underline">{row.title}</a>
+                                {row.note_path.map(|path| view! {
+                                    <p class="mt-0.5 break-all text-xs text-slate-500" data-testid="entry-note">{format!("from the vault: {path}")}</p>
+                                })}
                             </td>
                             <td class="px-4 py-2" data-testid="entry-visibility">{row.visibility}</td>
                             <td class="px-4 py-2"><StatusChip label=row.status.clone() tone=status_tone(&row.status) test_id="entry-status"/></td>
                             <td class="px-4 py-2"><StatusChip label=row.index_state.clone() tone=index_tone(&row.index_state) test_id="index-state" title=title/></td>
                             <td class="px-4 py-2 whitespace-nowrap text-slate-600">{row.updated}</td>
                             <td class="px-4 py-2 text-right whitespace-nowrap">
-                                <a href=format!("/admin/corpus/{id}") rel="external" class=format!("mr-2 inline-block {SECONDARY_BUTTON}")>"Edit"</a>
+                                {(!from_note).then(|| view! {
+                                    <a href=format!("/admin/corpus/{id}") rel="external" class=format!("mr-2 inline-block {SECONDARY_BUTTON}")>"Edit"</a>
+                                })}
                                 {draft.then(|| view! {
                                     <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get() || promote.pending().get()
                                             data-focus-key=format!("entry-{id}-promote")
@@ -267,7 +274,8 @@ pub fn CorpusEntryPage() -> impl IntoView {
                 match entry.await {
                     Ok(entry) => {
                         let id = entry.id;
-                        let draft = entry.status == "draft";
+                        let note_path = entry.note_path.clone();
+                        let draft = entry.status == "draft" && note_path.is_none();
                         let preview_html = entry.preview_html.clone().unwrap_or_default();
                         view! {
                             <div class="mt-4 flex flex-wrap items-center gap-3">
@@ -281,11 +289,23 @@ pub fn CorpusEntryPage() -> impl IntoView {
                                             on:click=move |_| { promote.dispatch(PromoteCorpusEntry { id }); }>"Promote"</button>
                                 })}
                             </div>
-                            <ActionForm action=save attr:novalidate=true attr:class="mt-6 space-y-3 rounded-xl border border-slate-200 bg-white p-6">
-                                <input type="hidden" name="id" value=id.to_string()/>
-                                <EntryFields entry=Some(entry)/>
-                                <button type="submit" class=PRIMARY_BUTTON data-focus-key="entry-save" disabled=move || !hydrated.get() || save.pending().get()>"Save"</button>
-                            </ActionForm>
+                            {match note_path {
+                                // The note is the source: an edit here would be undone by the
+                                // next rebuild, so there is none to make.
+                                Some(path) => view! {
+                                    <p data-testid="entry-note" class="mt-6 rounded-xl border border-slate-200 bg-white p-6 text-sm text-slate-700">
+                                        "Made from the note " <code class="break-all font-mono">{path}</code>
+                                        " in the vault. Change the note, and the next rebuild brings the change here."
+                                    </p>
+                                }.into_any(),
+                                None => view! {
+                                    <ActionForm action=save attr:novalidate=true attr:class="mt-6 space-y-3 rounded-xl border border-slate-200 bg-white p-6">
+                                        <input type="hidden" name="id" value=id.to_string()/>
+                                        <EntryFields entry=Some(entry)/>
+                                        <button type="submit" class=PRIMARY_BUTTON data-focus-key="entry-save" disabled=move || !hydrated.get() || save.pending().get()>"Save"</button>
+                                    </ActionForm>
+                                }.into_any(),
+                            }}
                             <section class="mt-6 rounded-xl border border-slate-200 bg-white p-6" aria-labelledby="entry-preview-heading">
                                 <h2 id="entry-preview-heading" class="font-semibold">"Preview"</h2>
                                 <p class="mt-1 text-sm text-slate-600">"The saved text as visitors read it (links to other entries go to their admin pages here)."</p>
