@@ -371,9 +371,10 @@ mod tests {
 
         // One that commits (its answer lost on the way back: the primary failed).
         let mut second = pool.begin().await.unwrap();
-        let (fate, committed) = job_claim_settle(&mut second, &claim, &[rolled_back.clone()])
-            .await
-            .unwrap();
+        let (fate, committed) =
+            job_claim_settle(&mut second, &claim, std::slice::from_ref(&rolled_back))
+                .await
+                .unwrap();
         assert_eq!(fate, ClaimFate::Ours);
         second.commit().await.unwrap();
 
