@@ -356,17 +356,29 @@ fn VaultPanel(on_rebuilt: impl Fn() + Clone + Send + Sync + 'static) -> impl Int
             })
             .unwrap_or_default()
     };
-    use_live_jobs(
-        watched,
-        {
-            let on_rebuilt = on_rebuilt.clone();
-            move |_| {
-                status.refetch();
-                on_rebuilt();
-            }
-        },
-        move || status.refetch(),
-    );
+    // The entries change when a rebuild ends, however the page learns of it: from the
+    // stream, from the poll, or from the status read right after "Rebuild from vault"
+    // when the rebuild was over by then (a quick one ends before the page follows it).
+    // So the list is read again here, once for each rebuild seen to end while the page
+    // is open, and not on the first read (the list is fresh then).
+    // `None` until the first read; then the newest rebuild seen (`None`: there was none)
+    // and whether it had ended.
+    let last_seen = StoredValue::new(None::<Option<(i64, bool)>>);
+    Effect::new(move |_| {
+        let Some(Ok(Some(view))) = status.get() else {
+            return;
+        };
+        let now = view
+            .last
+            .map(|last| (last.job_id, last.state.is_terminal()));
+        let before = last_seen.get_value();
+        last_seen.set_value(Some(now));
+        let ended = now.is_some_and(|(_, ended)| ended);
+        if ended && before.is_some_and(|before| before != now) {
+            on_rebuilt();
+        }
+    });
+    use_live_jobs(watched, move |_| status.refetch(), move || status.refetch());
     view! {
         <Transition fallback=|| ()>
             {move || Suspend::new(async move {
