@@ -3,10 +3,12 @@
 
 pub mod private_cluster;
 
+use std::borrow::Cow;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use anyhow::Context;
-use sqlx::migrate::MigrateDatabase;
+use sqlx::migrate::{MigrateDatabase, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool, Postgres};
 
@@ -15,8 +17,38 @@ pub use private_cluster::PrivateCluster;
 /// The name of the database StandMeet uses in its private cluster.
 pub const PRIVATE_DATABASE: &str = "standmeet";
 
-/// The migrations under `migrations/`, compiled into the binary.
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+/// The application's own migrations, under `migrations/`, compiled into the binary.
+static APP_MIGRATIONS: Migrator = sqlx::migrate!("./migrations");
+
+/// Every migration StandMeet's database takes, as one list: the job engine's schema
+/// first (`standmeet_jobs::MIGRATOR`, which refers to none of our tables), then ours
+/// (which refer to `jobs`). Both are recorded in sqlx's one `_sqlx_migrations` table.
+///
+/// Built by hand because sqlx 0.8's `migrate!` reads one folder; its fields are public
+/// for exactly this (sqlx is pinned). Versions it does not hold are not refused here
+/// (`ignore_missing`): [`migrate`] checks them itself first, knowing the [`RETIRED`]
+/// ones. The tests' databases (`#[sqlx::test(migrator = …)]`) are made with it too.
+pub static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| {
+    let engine = standmeet_jobs::MIGRATOR.iter();
+    Migrator {
+        migrations: Cow::Owned(engine.chain(APP_MIGRATIONS.iter()).cloned().collect()),
+        ignore_missing: true,
+        ..Migrator::DEFAULT
+    }
+});
+
+/// Migrations a database may have applied that no longer exist as files, by version and
+/// the checksum sqlx recorded (SHA-384 of the file, in hex). Each was replaced by new
+/// migrations that leave a database that had it as it is.
+///
+/// - 20261130000001 (`faults`) held the engine's `job_workers` and the application's
+///   `access_codes`, `owner_email_change_tokens` and `mail_log.state`. The engine's
+///   `20261204000002_job_workers` and our `20261204000003_access_codes` create them
+///   where they are missing.
+pub const RETIRED: &[(i64, &str)] = &[(
+    20261130000001,
+    "58b23bd8ed781da140ebd1562d497ac8a2f69c74fcc61442c06b80ec3c8a9cece38a5cf2b514ac35b176569ebd2937f2",
+)];
 
 /// Where the database comes from: the operator's server, or our own cluster.
 pub enum DatabaseSource {
@@ -125,11 +157,50 @@ pub fn engine_pool(app: &PgPool, needed: u32) -> PgPool {
 
 /// Brings the schema up to date. Several copies of StandMeet may start at once: sqlx
 /// takes an advisory lock so that only one applies the migrations.
+///
+/// A database that holds a migration this build does not know was migrated by a newer
+/// StandMeet (or changed by hand): it is refused before anything is applied, as sqlx
+/// would refuse it for a single list.
 pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
+    refuse_unknown_migrations(pool).await?;
     MIGRATOR
         .run(pool)
         .await
         .context("cannot apply the database migrations")
+}
+
+async fn refuse_unknown_migrations(pool: &PgPool) -> anyhow::Result<()> {
+    let ledger: Option<String> = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations')::text")
+        .fetch_one(pool)
+        .await
+        .context("cannot read which migrations the database has")?;
+    if ledger.is_none() {
+        return Ok(());
+    }
+    let applied: Vec<(i64, Vec<u8>)> =
+        sqlx::query_as("SELECT version, checksum FROM _sqlx_migrations ORDER BY version")
+            .fetch_all(pool)
+            .await
+            .context("cannot read which migrations the database has")?;
+    for (version, checksum) in applied {
+        if MIGRATOR.version_exists(version) {
+            continue; // sqlx compares its checksum.
+        }
+        let checksum: String = checksum.iter().map(|byte| format!("{byte:02x}")).collect();
+        match RETIRED.iter().find(|(retired, _)| *retired == version) {
+            Some((_, known)) if *known == checksum => {}
+            Some(_) => anyhow::bail!(
+                "the database's migration {version} is not the one StandMeet applied \
+                 (its checksum differs): it was changed by hand; restore a backup"
+            ),
+            None => anyhow::bail!(
+                "the database holds migration {version}, which this build of StandMeet \
+                 does not know: a newer StandMeet migrated it. Run that newer build (or \
+                 restore a backup taken before the upgrade)"
+            ),
+        }
+    }
+    Ok(())
 }
 
 /// Whether the database answers a trivial query within a second.

@@ -64,7 +64,7 @@ fn code_in(mail: &str) -> String {
         .to_string()
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_visitors_request_is_written_and_the_owner_gets_exactly_one_mail(pool: PgPool) {
     let app = TestApp::desk(&pool).smtp().jobs().spawn().await;
     let smtp = app.smtp();
@@ -98,7 +98,7 @@ async fn a_visitors_request_is_written_and_the_owner_gets_exactly_one_mail(pool:
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_request_with_bad_fields_is_answered_field_by_field_and_writes_nothing(pool: PgPool) {
     let app = desk_mailing(&pool, "log").await;
     let reply = app
@@ -122,7 +122,7 @@ async fn a_request_with_bad_fields_is_answered_field_by_field_and_writes_nothing
     assert_eq!(jobs, 0);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn requests_are_rate_limited_per_address(pool: PgPool) {
     let app = desk_mailing(&pool, "log").await;
     for n in 0..5 {
@@ -141,7 +141,7 @@ async fn requests_are_rate_limited_per_address(pool: PgPool) {
     assert_eq!(count, 5);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn approval_mails_the_code_marks_replied_and_the_code_opens_access(pool: PgPool) {
     let app = TestApp::desk(&pool).smtp().jobs().spawn().await;
     let smtp = app.smtp();
@@ -208,7 +208,7 @@ async fn approval_mails_the_code_marks_replied_and_the_code_opens_access(pool: P
     assert_eq!(approval_jobs(&pool).await, 1);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn replied_is_never_set_before_the_send_succeeded(pool: PgPool) {
     let app = TestApp::desk(&pool).smtp().jobs().spawn().await;
     let smtp = app.smtp();
@@ -253,7 +253,7 @@ async fn replied_is_never_set_before_the_send_succeeded(pool: PgPool) {
     assert_eq!(logged, 1, "failed sends are not logged as sent");
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_approval_is_watched_while_the_mail_fails(pool: PgPool) {
     // Every moment of a failing approval: the request is approved (never replied), the
     // mail job is retryable, and a permanent refusal discards it with the reply.
@@ -276,7 +276,7 @@ async fn the_approval_is_watched_while_the_mail_fails(pool: PgPool) {
     assert_eq!(status_of(&pool, id).await, "approved");
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_rolled_back_approval_leaves_no_job_and_no_change(pool: PgPool) {
     let app = desk_mailing(&pool, "log").await;
     let cookie = app.sign_in_admin().await;
@@ -307,7 +307,7 @@ async fn a_rolled_back_approval_leaves_no_job_and_no_change(pool: PgPool) {
     assert_eq!(status_of(&pool, id).await, "pending");
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn without_a_mail_supplier_approve_answers_400_and_changes_nothing(pool: PgPool) {
     let app = desk_mailing(&pool, "none").await;
     let cookie = app.sign_in_admin().await;
@@ -327,7 +327,7 @@ async fn without_a_mail_supplier_approve_answers_400_and_changes_nothing(pool: P
     assert_eq!(jobs_after, jobs_before, "nothing enqueued");
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn deny_and_unknown_requests(pool: PgPool) {
     let app = desk_mailing(&pool, "log").await;
     let cookie = app.sign_in_admin().await;
@@ -347,7 +347,7 @@ async fn deny_and_unknown_requests(pool: PgPool) {
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_throttle_snoozes_the_sixth_mail_to_one_recipient(pool: PgPool) {
     let app = TestApp::desk(&pool).smtp().jobs().spawn().await;
     let smtp = app.smtp();
@@ -408,7 +408,7 @@ async fn the_throttle_snoozes_the_sixth_mail_to_one_recipient(pool: PgPool) {
     assert_eq!(smtp.mails_to(OWNER).len(), 5);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_log_supplier_keeps_the_mail_for_the_mail_log_page(pool: PgPool) {
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MAIL", "log")
@@ -432,7 +432,7 @@ async fn the_log_supplier_keeps_the_mail_for_the_mail_log_page(pool: PgPool) {
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_admin_page_lists_requests_with_status_and_mail_chips(pool: PgPool) {
     let app = desk_mailing(&pool, "log").await;
     let cookie = app.sign_in_admin().await;
@@ -468,7 +468,7 @@ async fn the_admin_page_lists_requests_with_status_and_mail_chips(pool: PgPool) 
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn wrong_codes_from_one_address_do_not_lock_the_visitor_out(pool: PgPool) {
     let app = desk_mailing(&pool, "log").await;
     sqlx::query(

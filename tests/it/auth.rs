@@ -11,7 +11,7 @@ use sqlx::PgPool;
 use standmeet::domain::admins;
 use standmeet::ui::layout::ADMIN_PAGES;
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn anonymous_visitors_of_every_admin_page_are_sent_to_login_with_next(pool: PgPool) {
     let app = TestApp::builder(pool).spawn().await;
     let mut paths: Vec<String> = ADMIN_PAGES
@@ -30,7 +30,7 @@ async fn anonymous_visitors_of_every_admin_page_are_sent_to_login_with_next(pool
     }
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn anonymous_calls_of_admin_server_functions_get_401_and_public_ones_work(pool: PgPool) {
     let app = TestApp::builder(pool).spawn().await;
     // Every server function not listed as public is an admin one, including any that
@@ -64,7 +64,7 @@ async fn anonymous_calls_of_admin_server_functions_get_401_and_public_ones_work(
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn signing_in_sets_a_strict_http_only_cookie_and_opens_the_admin_pages(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;
     common::create_admin(&pool).await;
@@ -91,7 +91,7 @@ async fn signing_in_sets_a_strict_http_only_cookie_and_opens_the_admin_pages(poo
     assert!(page.body.contains("Sign out"));
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_session_cookie_is_secure_when_the_public_url_is_https(pool: PgPool) {
     let app = TestApp::builder(pool.clone())
         .setting("STANDMEET_PUBLIC_URL", "https://desk.example.org")
@@ -122,7 +122,7 @@ async fn the_session_cookie_is_secure_when_the_public_url_is_https(pool: PgPool)
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn over_http_there_is_no_hsts_and_answers_are_not_kept(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
@@ -137,7 +137,7 @@ async fn over_http_there_is_no_hsts_and_answers_are_not_kept(pool: PgPool) {
     assert_eq!(home.headers["cache-control"], "no-store");
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn sign_in_returns_to_next_only_when_it_is_on_this_site(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;
     common::create_admin(&pool).await;
@@ -163,7 +163,7 @@ async fn sign_in_returns_to_next_only_when_it_is_on_this_site(pool: PgPool) {
     }
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_wrong_password_and_an_unknown_email_get_the_same_answer_and_no_session(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;
     common::create_admin(&pool).await;
@@ -194,7 +194,7 @@ async fn a_wrong_password_and_an_unknown_email_get_the_same_answer_and_no_sessio
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_eleventh_quick_wrong_sign_in_from_one_address_is_rate_limited(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;
     common::create_admin(&pool).await;
@@ -232,7 +232,7 @@ async fn the_eleventh_quick_wrong_sign_in_from_one_address_is_rate_limited(pool:
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn parallel_wrong_sign_ins_from_one_address_get_no_more_checks_than_the_limit(pool: PgPool) {
     use std::net::SocketAddr;
     common::create_admin(&pool).await;
@@ -262,7 +262,7 @@ async fn parallel_wrong_sign_ins_from_one_address_get_no_more_checks_than_the_li
     assert_eq!(outcome("/login?error=rate_limited"), 190);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_right_password_gets_in_while_another_address_hammers_the_same_email(pool: PgPool) {
     use std::net::SocketAddr;
     common::create_admin(&pool).await;
@@ -300,7 +300,7 @@ async fn the_right_password_gets_in_while_another_address_hammers_the_same_email
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn signing_out_ends_the_session(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
@@ -322,7 +322,7 @@ async fn signing_out_ends_the_session(pool: PgPool) {
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_cross_site_post_is_refused_with_403_and_changes_nothing(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
@@ -361,7 +361,7 @@ async fn a_cross_site_post_is_refused_with_403_and_changes_nothing(pool: PgPool)
     assert_eq!(reply.status, StatusCode::SEE_OTHER);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn pages_carry_a_nonce_policy_that_admits_the_hydration_script(pool: PgPool) {
     let app = TestApp::builder(pool).spawn().await;
     for path in ["/", "/login", "/no/such/page"] {
@@ -396,7 +396,7 @@ async fn pages_carry_a_nonce_policy_that_admits_the_hydration_script(pool: PgPoo
     assert_ne!(a, b);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn responses_that_are_not_pages_allow_nothing(pool: PgPool) {
     let app = TestApp::builder(pool).spawn().await;
     let reply = common::get(&app, "/healthz").await;
@@ -406,7 +406,7 @@ async fn responses_that_are_not_pages_allow_nothing(pool: PgPool) {
     assert_eq!(reply.headers["x-content-type-options"], "nosniff");
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn with_no_admin_settings_the_first_start_generates_one_admin_once(pool: PgPool) {
     let settings = common::default_settings();
     let generated = admins::bootstrap(&pool, &settings)
@@ -426,7 +426,7 @@ async fn with_no_admin_settings_the_first_start_generates_one_admin_once(pool: P
     assert_eq!(admin.map(|a| a.email).as_deref(), Some("admin@localhost"));
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn admin_settings_create_that_admin_and_later_change_its_password(pool: PgPool) {
     let first = common::settings_with(&[
         ("STANDMEET_ADMIN_EMAIL", "Boss@Example.com"),
@@ -472,7 +472,7 @@ async fn admin_settings_create_that_admin_and_later_change_its_password(pool: Pg
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn passwords_are_stored_as_argon2id_hashes(pool: PgPool) {
     common::create_admin(&pool).await;
     let hash: String = sqlx::query_scalar("SELECT password_hash FROM admins")
@@ -511,7 +511,7 @@ async fn wrong_sign_in_via(app: &axum::Router, forwarded_for: &str) -> String {
         .to_string()
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn forwarded_addresses_are_believed_only_from_trusted_proxies(pool: PgPool) {
     // The in-process client (203.0.113.7) is a trusted proxy here: each visitor behind
     // it has limits of their own.
@@ -548,7 +548,7 @@ async fn forwarded_addresses_are_believed_only_from_trusted_proxies(pool: PgPool
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_session_in_use_slides_its_idle_expiry(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
@@ -578,7 +578,7 @@ async fn a_session_in_use_slides_its_idle_expiry(pool: PgPool) {
     assert!(again.session_set_cookie().is_none());
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_changed_password_ends_the_admins_other_sessions(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;

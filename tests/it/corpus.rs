@@ -57,7 +57,7 @@ fn url_encoded(text: &str) -> String {
     url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_receipt_saying_indexed_means_a_search_right_after_finds_the_entry(pool: PgPool) {
     let app = corpus_desk(&pool, "2000").jobs().spawn().await;
     let created = structured(
@@ -107,7 +107,7 @@ async fn a_receipt_saying_indexed_means_a_search_right_after_finds_the_entry(poo
     assert!(visitor_finds(&app, "ferry", None).await.is_empty());
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn with_the_index_queue_stopped_the_receipt_says_not_indexed_and_the_job_brings_it_later(
     pool: PgPool,
 ) {
@@ -154,7 +154,7 @@ async fn in_index(pool: &PgPool, id: i64) -> (i64, String) {
         .unwrap()
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn ten_saves_in_a_row_leave_one_index_job_waiting_and_the_index_ends_with_the_last(
     pool: PgPool,
 ) {
@@ -193,7 +193,7 @@ async fn ten_saves_in_a_row_leave_one_index_job_waiting_and_the_index_ends_with_
     assert_eq!(in_index(&pool, first.id).await, (20, "Version 19".into()));
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn an_index_write_of_an_older_version_never_overwrites_a_newer_one(pool: PgPool) {
     let first = corpus::create(&pool, "Tide tables", "Low tide at six.", "public")
         .await
@@ -227,7 +227,7 @@ async fn an_index_write_of_an_older_version_never_overwrites_a_newer_one(pool: P
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn cjk_text_is_found_without_spaces(pool: PgPool) {
     let app = corpus_desk(&pool, "2000").jobs().spawn().await;
     let mut ids = Vec::new();
@@ -266,7 +266,7 @@ async fn cjk_text_is_found_without_spaces(pool: PgPool) {
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn restricted_entries_are_found_only_after_an_access_code(pool: PgPool) {
     let app = corpus_desk(&pool, "2000").jobs().spawn().await;
     let mut ids = Vec::new();
@@ -304,7 +304,7 @@ async fn restricted_entries_are_found_only_after_an_access_code(pool: PgPool) {
     assert_eq!(found, ids);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn bad_queries_and_bad_writes_get_a_clear_answer_and_change_nothing(pool: PgPool) {
     let app = corpus_desk(&pool, "100").spawn().await;
     for (q, status, message) in [
@@ -397,7 +397,7 @@ async fn bad_queries_and_bad_writes_get_a_clear_answer_and_change_nothing(pool: 
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_admins_grep_finds_substrings_drafts_included(pool: PgPool) {
     let app = corpus_desk(&pool, "2000").jobs().spawn().await;
     for (title, body) in [
@@ -453,7 +453,7 @@ async fn the_admins_grep_finds_substrings_drafts_included(pool: PgPool) {
     assert!(none.body.contains("No entry contains “nowhere”."));
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn at_start_entries_whose_index_lags_are_queued_again(pool: PgPool) {
     let written = corpus::create(
         &pool,
@@ -498,7 +498,7 @@ async fn at_start_entries_whose_index_lags_are_queued_again(pool: PgPool) {
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn an_entry_made_restricted_is_hidden_at_once_before_its_index_job_runs(pool: PgPool) {
     let mut first = corpus_desk(&pool, "2000").jobs().spawn().await;
     let id = promoted_entry(
@@ -546,7 +546,7 @@ async fn rendered_body(app: &TestApp, id: i64) -> String {
     body[..body.find("</article>").expect("the article's end")].to_string()
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_body_renders_as_markdown_with_scripts_inert_and_wikilinks_only_where_the_reader_may_go(
     pool: PgPool,
 ) {
@@ -596,7 +596,7 @@ async fn a_body_renders_as_markdown_with_scripts_inert_and_wikilinks_only_where_
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_note_of_500_wikilinks_on_a_vault_of_10000_notes_costs_an_index_lookup_per_link(
     pool: PgPool,
 ) {

@@ -38,7 +38,7 @@ async fn ask(app: &TestApp, email: &str) -> i64 {
         .unwrap()
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn an_event_exists_exactly_when_its_transaction_commits(pool: PgPool) {
     let event = NewEvent::corpus_entry(EventType::CorpusEntryUpdated, 7, 2);
     let mut tx = pool.begin().await.unwrap();
@@ -56,7 +56,7 @@ async fn an_event_exists_exactly_when_its_transaction_commits(pool: PgPool) {
     assert_eq!(events::get(&pool, id + 1).await.unwrap(), None);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_request_approved_and_mailed_is_created_approved_then_replied(pool: PgPool) {
     let app = TestApp::desk(&pool).smtp().jobs().spawn().await;
     let cookie = app.sign_in_admin().await;
@@ -89,7 +89,7 @@ async fn a_request_approved_and_mailed_is_created_approved_then_replied(pool: Pg
     assert_eq!(only_replied.len(), 1);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_denial_is_an_event_and_a_refused_approval_writes_none(pool: PgPool) {
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MAIL", "log")
@@ -105,7 +105,7 @@ async fn a_denial_is_an_event_and_a_refused_approval_writes_none(pool: PgPool) {
     assert_eq!(types, ["access_request.created", "access_request.denied"]);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn corpus_updates_and_promotions_carry_the_version_they_wrote(pool: PgPool) {
     let written = corpus::create(&pool, "Title", "Body text", "public")
         .await
@@ -136,7 +136,7 @@ async fn corpus_updates_and_promotions_carry_the_version_they_wrote(pool: PgPool
     assert!(promoted.version > updated.version);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn events_page_by_id_after_the_last_one_given(pool: PgPool) {
     let mut tx = pool.begin().await.unwrap();
     for entry in 1..=5 {
@@ -158,7 +158,7 @@ async fn events_page_by_id_after_the_last_one_given(pool: PgPool) {
     assert!(none.is_empty());
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn agents_page_through_events_and_get_one_by_id(pool: PgPool) {
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MCP_TOKEN", common::mcp::TOKEN)

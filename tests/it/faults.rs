@@ -22,7 +22,7 @@ fn registry() -> Registry {
     test_registry(Default::default())
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_job_of_a_kind_nobody_runs_waits_and_the_panel_says_why(pool: PgPool) {
     let mut app = TestApp::builder(pool.clone()).jobs().spawn().await;
     let cookie = app.sign_in_admin().await;
@@ -102,7 +102,7 @@ async fn new_request(pool: &PgPool, email: &str) -> i64 {
     .unwrap()
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_code_mailed_by_an_attempt_whose_answer_was_lost_still_redeems(pool: PgPool) {
     let app = TestApp::desk_with_mail(&pool).await;
     let smtp = app.smtp();
@@ -130,7 +130,7 @@ async fn a_code_mailed_by_an_attempt_whose_answer_was_lost_still_redeems(pool: P
     }
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_confirmation_link_mailed_by_an_attempt_whose_answer_was_lost_still_works(pool: PgPool) {
     let app = TestApp::desk_with_mail(&pool).await;
     let smtp = app.smtp();
@@ -207,7 +207,7 @@ async fn the_log_supplier_keeps_mail_bodies_out_of_the_process_log() {
     assert!(!log.contains("K7QF-2MZP-9HXA"), "but not its secret: {log}");
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_mail_log_shows_a_mail_only_once_it_went_out(pool: PgPool) {
     let app = TestApp::desk_with_mail(&pool).await;
     let smtp = app.smtp();
@@ -252,7 +252,7 @@ async fn the_mail_log_shows_a_mail_only_once_it_went_out(pool: PgPool) {
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn an_approved_request_whose_mail_failed_or_vanished_can_be_approved_again(pool: PgPool) {
     let app = TestApp::desk_with_mail(&pool).await;
     let smtp = app.smtp();
@@ -303,7 +303,7 @@ async fn an_approved_request_whose_mail_failed_or_vanished_can_be_approved_again
     smtp.release_answers();
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn an_engine_refuses_a_pool_that_its_claims_would_use_up(pool: PgPool) {
     // StandMeet's queues, as its own registry has them.
     let app = TestApp::builder(pool.clone()).spawn().await;
@@ -349,7 +349,7 @@ async fn an_engine_refuses_a_pool_that_its_claims_would_use_up(pool: PgPool) {
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn an_admins_cancel_of_a_job_a_silent_claim_holds_answers_409_within_two_seconds(
     pool: PgPool,
 ) {

@@ -8,7 +8,7 @@ use common::TestApp;
 use axum::http::StatusCode;
 use sqlx::PgPool;
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn healthz_reports_ok_json_when_the_database_answers(pool: PgPool) {
     let app = TestApp::builder(pool).spawn().await;
     let reply = common::get(&app, "/healthz").await;
@@ -23,7 +23,7 @@ async fn healthz_reports_ok_json_when_the_database_answers(pool: PgPool) {
     assert_eq!(body["max_waiters"], 64);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn metrics_are_prometheus_text_with_jobs_waiters_receipts_and_wake_latency(pool: PgPool) {
     sqlx::query("INSERT INTO jobs (kind, state) VALUES ('system.noop', 'completed'), ('system.noop', 'available')")
         .execute(&pool)
@@ -75,7 +75,7 @@ async fn metrics_are_prometheus_text_with_jobs_waiters_receipts_and_wake_latency
     }
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn with_a_metrics_token_the_metrics_need_it_from_anywhere(pool: PgPool) {
     let app = TestApp::builder(pool)
         .setting("STANDMEET_METRICS_TOKEN", "metrics-token-0123456789")
@@ -100,7 +100,7 @@ async fn with_a_metrics_token_the_metrics_need_it_from_anywhere(pool: PgPool) {
     }
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn healthz_answers_503_when_the_database_is_gone(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;
     pool.close().await;
@@ -117,7 +117,7 @@ async fn healthz_answers_503_when_the_database_is_gone(pool: PgPool) {
     assert_eq!(live.json()["status"], "live");
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn livez_and_readyz_answer_200_while_all_is_well(pool: PgPool) {
     let app = TestApp::builder(pool).spawn().await;
     for path in ["/livez", "/readyz"] {
@@ -127,7 +127,7 @@ async fn livez_and_readyz_answer_200_while_all_is_well(pool: PgPool) {
     assert_eq!(common::get(&app, "/readyz").await.json()["database"], "ok");
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_home_page_is_rendered_on_the_server_with_the_shell(pool: PgPool) {
     let app = TestApp::builder(pool).spawn().await;
     let reply = common::get(&app, "/").await;
@@ -167,7 +167,7 @@ async fn the_home_page_is_rendered_on_the_server_with_the_shell(pool: PgPool) {
     }
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_signed_in_admin_sees_the_admin_links_everywhere(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
@@ -180,7 +180,7 @@ async fn a_signed_in_admin_sees_the_admin_links_everywhere(pool: PgPool) {
     }
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn every_admin_page_renders_in_the_layout_for_a_signed_in_admin(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
@@ -196,7 +196,7 @@ async fn every_admin_page_renders_in_the_layout_for_a_signed_in_admin(pool: PgPo
     }
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn an_unknown_address_answers_404_with_a_page(pool: PgPool) {
     let app = TestApp::builder(pool).spawn().await;
     let reply = common::get(&app, "/no/such/page").await;
@@ -204,7 +204,7 @@ async fn an_unknown_address_answers_404_with_a_page(pool: PgPool) {
     assert!(reply.body.contains("Page not found"), "{}", reply.body);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_front_page_is_open_to_visitors_and_set_by_admins_with_checked_input(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;
     let fresh = common::get(&app, "/api/front_page").await;
@@ -256,7 +256,7 @@ async fn the_front_page_is_open_to_visitors_and_set_by_admins_with_checked_input
     assert!(home.body.contains(">Ada<!></h1>"), "{}", home.body);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn every_response_carries_a_request_id(pool: PgPool) {
     let app = TestApp::builder(pool).spawn().await;
     let reply = common::get(&app, "/healthz").await;
@@ -264,7 +264,7 @@ async fn every_response_carries_a_request_id(pool: PgPool) {
     assert!(!id.to_str().unwrap().is_empty());
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_test_app_is_served_over_real_http_on_a_port_of_its_own(pool: PgPool) {
     // The in-process router and the socket serve one app: the listener the engine
     // connected is the one /healthz reports over the network.
@@ -283,7 +283,7 @@ async fn a_test_app_is_served_over_real_http_on_a_port_of_its_own(pool: PgPool) 
     assert_eq!(body["listener"], "connected", "{body}");
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn pages_are_gzipped_for_clients_that_take_it(pool: PgPool) {
     let app = TestApp::builder(pool).spawn().await;
     let request = axum::http::Request::get("/")
@@ -299,7 +299,7 @@ async fn pages_are_gzipped_for_clients_that_take_it(pool: PgPool) {
     assert!(plain.body.contains("StandMeet"));
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_pkg_files_are_revalidated_and_nothing_else_is_kept(pool: PgPool) {
     let app = TestApp::builder(pool).spawn().await;
     let css = common::get(&app, "/pkg/standmeet.css").await;
@@ -321,7 +321,7 @@ const GET_SERVER_FNS_WITH_A_REQUIRED_ARGUMENT: &[(&str, &str)] = &[
     ("/api/webhooks/detail", "id"),
 ];
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn every_get_server_function_decodes_a_request_that_sets_nothing(pool: PgPool) {
     // A filter with nothing chosen, or a list with no id, is encoded as no key at all:
     // the Tasks panel with no row polled `tasks/list` with an empty query string, and the
@@ -394,7 +394,7 @@ async fn write_everything_then_read(app: &TestApp, head: &str, body_bytes: usize
     String::from_utf8_lossy(&answer).into_owned()
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_body_over_the_limit_is_answered_413_in_words_to_a_client_that_writes_it_all_first(
     pool: PgPool,
 ) {
@@ -481,7 +481,7 @@ async fn a_body_over_the_limit_is_answered_413_in_words_to_a_client_that_writes_
     assert!(!fine.status.is_server_error(), "{}", fine.status);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn text_postgresql_cannot_store_is_a_400_in_words_wherever_it_is_written(pool: PgPool) {
     // What any query that writes a request's text meets: a NUL in text (22021), and
     // `\u0000` in JSON (22P05). Recognised where database errors become answers, not

@@ -69,7 +69,7 @@ fn titles(answer: &FetchAnswer) -> Vec<String> {
     titles
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn one_fetch_per_board_finds_every_listing_once_across_boards(pool: PgPool) {
     let app = fetching_app(&pool, "20000").await;
     let boards = app.boards();
@@ -134,7 +134,7 @@ async fn one_fetch_per_board_finds_every_listing_once_across_boards(pool: PgPool
     }
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_second_fetch_updates_in_place_and_marks_nothing_new(pool: PgPool) {
     let app = fetching_app(&pool, "20000").await;
     let boards = app.boards();
@@ -215,7 +215,7 @@ async fn a_second_fetch_updates_in_place_and_marks_nothing_new(pool: PgPool) {
     assert_eq!(new, ["Platform Engineer"]);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_broken_board_is_reported_and_the_others_still_arrive(pool: PgPool) {
     let app = fetching_app(&pool, "20000").await;
     let boards = app.boards();
@@ -262,7 +262,7 @@ async fn a_broken_board_is_reported_and_the_others_still_arrive(pool: PgPool) {
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn an_answer_too_large_is_refused_with_a_reason(pool: PgPool) {
     let app = fetching_app(&pool, "20000").await;
     let boards = app.boards();
@@ -282,7 +282,7 @@ async fn an_answer_too_large_is_refused_with_a_reason(pool: PgPool) {
     assert_eq!(errors[0].state, JobState::Discarded);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_receipt_is_redeemed_in_exactly_the_shape_of_a_fetch_that_finished_in_time(pool: PgPool) {
     let app = fetching_app(&pool, "300").await;
     let boards = app.boards();
@@ -355,7 +355,7 @@ async fn a_receipt_is_redeemed_in_exactly_the_shape_of_a_fetch_that_finished_in_
     assert_eq!(keys(&done), keys(&redeemed));
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn fetching_again_while_a_sources_fetch_is_pending_answers_the_same_job(pool: PgPool) {
     // No engine: every fetch stays pending.
     let app = fetch_desk(&pool, "100").boards().spawn().await;
@@ -398,7 +398,7 @@ async fn fetching_again_while_a_sources_fetch_is_pending_answers_the_same_job(po
     }
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn fetch_tools_refuse_what_they_cannot_answer(pool: PgPool) {
     let app = fetching_app(&pool, "20000").await;
 
@@ -473,7 +473,7 @@ async fn fetch_tools_refuse_what_they_cannot_answer(pool: PgPool) {
     assert_eq!(chosen["listings"].as_array().unwrap().len(), 2);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn sources_are_checked_and_bad_ones_write_nothing(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = app.sign_in_admin().await;
@@ -564,7 +564,7 @@ async fn sources_are_checked_and_bad_ones_write_nothing(pool: PgPool) {
     assert!(page.body.contains(r#"data-testid="source-row""#));
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_page_shows_a_listing_seen_on_two_boards_once_with_its_boards(pool: PgPool) {
     let app = fetching_app(&pool, "20000").await;
     add_samples(&pool, app.boards()).await;
@@ -590,7 +590,7 @@ async fn the_page_shows_a_listing_seen_on_two_boards_once_with_its_boards(pool: 
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn removing_a_source_keeps_the_listings_another_source_lists(pool: PgPool) {
     let app = fetching_app(&pool, "20000").await;
     let [greenhouse, _, rss, _] = add_samples(&pool, app.boards()).await;

@@ -1,7 +1,8 @@
 //! StandMeet's integration tests, in one binary (one link of the application instead of
 //! one per file): each module is a user story or a surface, each test a sentence, and
-//! each `#[sqlx::test]` gets a database of its own. `common` has what they share:
-//! `TestApp`, the request helpers, the SMTP peer, the job boards, the webhook receiver.
+//! each `#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]` gets a database of its own,
+//! with the job engine's schema and ours. `common` has what they share: `TestApp`, the
+//! request helpers, the SMTP peer, the job boards, the webhook receiver.
 //!
 //! `cargo nextest run --test it <filter>` runs some of them; the job engine's own tests
 //! are in `crates/standmeet-jobs/tests`.
@@ -21,6 +22,7 @@ mod listings;
 mod live;
 mod mail_transport;
 mod mcp;
+mod migrations;
 mod overview;
 mod owner_email;
 mod private_cluster;

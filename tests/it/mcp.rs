@@ -44,7 +44,7 @@ async fn new_request(pool: &PgPool, email: &str) -> i64 {
     .unwrap()
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn without_the_right_token_mcp_answers_401(pool: PgPool) {
     let app = agent_desk_logging(&pool).await;
     for token in [None, Some("wrong-token")] {
@@ -54,7 +54,7 @@ async fn without_the_right_token_mcp_answers_401(pool: PgPool) {
     }
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_scheme_is_case_insensitive_and_wrong_tokens_are_limited_per_address(pool: PgPool) {
     let app = agent_desk_logging(&pool).await;
     let call = |authorization: String| {
@@ -100,7 +100,7 @@ async fn the_scheme_is_case_insensitive_and_wrong_tokens_are_limited_per_address
     assert_eq!(other.status(), reqwest::StatusCode::OK);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn with_underscore_names_the_same_tools_answer_under_those_names(pool: PgPool) {
     let app = agent_desk(&pool)
         .setting("STANDMEET_MAIL", "log")
@@ -146,14 +146,14 @@ async fn with_underscore_names_the_same_tools_answer_under_those_names(pool: PgP
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn without_a_configured_token_there_is_no_mcp(pool: PgPool) {
     let app = TestApp::builder(pool).spawn().await;
     let (status, _) = rpc(&app.router, Some(TOKEN), "tools/list", json!({})).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_tool_list_matches_the_golden_file(pool: PgPool) {
     let app = agent_desk_logging(&pool).await;
     let (status, init) = rpc(
@@ -199,7 +199,7 @@ async fn the_tool_list_matches_the_golden_file(pool: PgPool) {
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn approve_with_a_fast_mail_server_answers_in_full_within_two_seconds(pool: PgPool) {
     let app = agent_desk_with_mail(&pool).await;
     let id = new_request(&pool, "fast@example.com").await;
@@ -221,7 +221,7 @@ async fn approve_with_a_fast_mail_server_answers_in_full_within_two_seconds(pool
     assert_eq!(app.smtp().mails_to("fast@example.com").len(), 1);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn approve_with_a_slow_mail_server_gives_a_receipt_then_tasks_get_shows_completed(
     pool: PgPool,
 ) {
@@ -271,7 +271,7 @@ async fn approve_with_a_slow_mail_server_gives_a_receipt_then_tasks_get_shows_co
     assert_eq!(listed["requests"][0]["mail_state"], "sent");
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn bad_arguments_and_unknown_ids_are_tool_errors_with_a_clear_message(pool: PgPool) {
     let app = agent_desk_logging(&pool).await;
     let id = new_request(&pool, "twice@example.com").await;
@@ -326,7 +326,7 @@ async fn bad_arguments_and_unknown_ids_are_tool_errors_with_a_clear_message(pool
     }
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn tasks_list_gives_jobs_newest_first_with_their_state(pool: PgPool) {
     let app = agent_desk_logging(&pool).await;
     for n in 0..3 {

@@ -44,7 +44,7 @@ async fn job_in_state(pool: &PgPool, state: &str) -> JobId {
     id
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_overview_is_for_admins_and_counts_what_needs_attention(pool: PgPool) {
     let app = TestApp::desk(&pool).spawn().await;
     assert_eq!(
@@ -134,7 +134,7 @@ async fn the_overview_is_for_admins_and_counts_what_needs_attention(pool: PgPool
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_queue_whose_oldest_due_job_waited_over_a_minute_is_behind(pool: PgPool) {
     let app = TestApp::desk(&pool).spawn().await;
     let cookie = app.sign_in_admin().await;
@@ -152,7 +152,7 @@ async fn a_queue_whose_oldest_due_job_waited_over_a_minute_is_behind(pool: PgPoo
     assert_eq!(default_queue["oldest_available"], json!("2 min"));
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_next_bookings_are_the_five_soonest_confirmed_however_many_were_cancelled_first(
     pool: PgPool,
 ) {

@@ -57,7 +57,7 @@ async fn owner_now(app: &TestApp) -> String {
         .to_string()
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_confirmed_link_changes_the_address_once(pool: PgPool) {
     let app = TestApp::desk_with_mail(&pool).await;
     let smtp = app.smtp();
@@ -138,7 +138,7 @@ async fn a_confirmed_link_changes_the_address_once(pool: PgPool) {
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn of_two_quick_changes_only_the_second_address_gets_a_mail(pool: PgPool) {
     let app = TestApp::desk_with_mail(&pool).await;
     let smtp = app.smtp();
@@ -164,7 +164,7 @@ async fn of_two_quick_changes_only_the_second_address_gets_a_mail(pool: PgPool) 
     assert_eq!(statuses, vec!["superseded", "pending"]);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_token_exists_only_after_the_send(pool: PgPool) {
     let app = TestApp::desk_with_mail(&pool).await;
     let smtp = app.smtp();
@@ -193,7 +193,7 @@ async fn the_token_exists_only_after_the_send(pool: PgPool) {
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn expired_and_cancelled_links_change_nothing(pool: PgPool) {
     let app = TestApp::desk_with_mail(&pool).await;
     let smtp = app.smtp();
@@ -250,7 +250,7 @@ async fn expired_and_cancelled_links_change_nothing(pool: PgPool) {
     assert_eq!(again.status, StatusCode::CONFLICT);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn bad_same_or_unmailable_addresses_are_refused_with_400_and_write_nothing(pool: PgPool) {
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MAIL", "log")
@@ -278,7 +278,7 @@ async fn bad_same_or_unmailable_addresses_are_refused_with_400_and_write_nothing
     assert_eq!(jobs, 0);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_recovery_row_tells_what_really_happened(pool: PgPool) {
     // Sent synchronously, by the request: no engine.
     let app = TestApp::desk(&pool).smtp().spawn().await;

@@ -52,7 +52,7 @@ async fn state_of(pool: &PgPool, id: JobId) -> JobState {
     client(pool).get(id).await.unwrap().expect("the job").state
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_paused_queue_waits_in_every_process_and_across_restarts_until_resumed(pool: PgPool) {
     let jobs = client(&pool);
     // Two processes on one database.
@@ -99,7 +99,7 @@ async fn a_paused_queue_waits_in_every_process_and_across_restarts_until_resumed
     restarted.shutdown().await;
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_queue_tools_list_pause_and_resume(pool: PgPool) {
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MCP_TOKEN", TOKEN)
@@ -162,7 +162,7 @@ async fn the_queue_tools_list_pause_and_resume(pool: PgPool) {
     assert_eq!(count, 0, "an unknown queue is not paused");
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_pages_pause_and_resume_are_for_admins_and_refuse_unknown_queues(pool: PgPool) {
     let app = TestApp::desk(&pool).spawn().await;
     let anonymous = app

@@ -20,7 +20,7 @@ fn named<'a>(listed: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no schedule {name} in {listed}"))
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_schedule_tools_list_create_change_and_run_now(pool: PgPool) {
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MCP_TOKEN", TOKEN)
@@ -103,7 +103,7 @@ async fn the_schedule_tools_list_create_change_and_run_now(pool: PgPool) {
     assert_eq!(args, json!({ "n": 1 }));
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn bad_schedule_input_is_a_tool_error_in_words_and_writes_nothing(pool: PgPool) {
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MCP_TOKEN", TOKEN)
@@ -151,7 +151,7 @@ async fn bad_schedule_input_is_a_tool_error_in_words_and_writes_nothing(pool: Pg
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_running_engine_fires_a_due_schedule_once(pool: PgPool) {
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MCP_TOKEN", TOKEN)

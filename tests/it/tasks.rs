@@ -36,7 +36,7 @@ async fn scheduled_job(pool: &PgPool) -> JobId {
     .unwrap()
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_status_poll_answers_rows_and_unknown_ids(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
@@ -74,14 +74,14 @@ async fn the_status_poll_answers_rows_and_unknown_ids(pool: PgPool) {
     assert!(waiting_row["finalized"].is_null());
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_status_poll_is_for_admins_only(pool: PgPool) {
     let app = TestApp::builder(pool).spawn().await;
     let reply = common::get(&app, "/api/jobs/status?ids=1").await;
     assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn bad_ids_in_the_status_poll_get_a_clear_400(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
@@ -107,7 +107,7 @@ async fn bad_ids_in_the_status_poll_get_a_clear_400(pool: PgPool) {
     }
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_panel_is_rendered_on_the_server_with_its_filters(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
@@ -156,7 +156,7 @@ async fn the_panel_is_rendered_on_the_server_with_its_filters(pool: PgPool) {
     assert!(by_queue.body.contains("No jobs match these filters."));
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn an_unknown_state_in_the_url_is_explained_with_a_400(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
@@ -172,7 +172,7 @@ async fn an_unknown_state_in_the_url_is_explained_with_a_400(pool: PgPool) {
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_panel_pages_by_keyset_newest_first(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
@@ -212,7 +212,7 @@ async fn the_panel_pages_by_keyset_newest_first(pool: PgPool) {
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_job_page_shows_args_output_and_errors_and_an_unknown_one_is_404(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
@@ -253,7 +253,7 @@ async fn post_action(
     reply.json()
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn retry_and_cancel_say_what_they_did_and_what_no_longer_applies(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
@@ -292,7 +292,7 @@ async fn retry_and_cancel_say_what_they_did_and_what_no_longer_applies(pool: PgP
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn retry_and_cancel_need_an_admin(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;
     let waiting = scheduled_job(&pool).await;
@@ -343,7 +343,7 @@ async fn states(pool: &PgPool, ids: &[i64]) -> Vec<String> {
         .unwrap()
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn bulk_actions_change_what_they_apply_to_in_one_go_and_say_why_not_the_rest(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
@@ -403,7 +403,7 @@ async fn bulk_actions_change_what_they_apply_to_in_one_go_and_say_why_not_the_re
     assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_chart_reads_only_the_last_hour_even_with_a_million_jobs_kept(pool: PgPool) {
     // About 21,000 of the million in the last hour.
     common::jobs::a_million_finished_jobs(&pool).await;
@@ -456,7 +456,7 @@ async fn the_chart_reads_only_the_last_hour_even_with_a_million_jobs_kept(pool: 
     panic!("three tries each crossed a minute boundary");
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_panel_finds_a_job_by_id_or_by_what_its_arguments_contain(pool: PgPool) {
     let seven = insert::<Noop>(&pool, &json!({"request_id": 7, "note": "a"}))
         .await
@@ -494,7 +494,7 @@ async fn the_panel_finds_a_job_by_id_or_by_what_its_arguments_contain(pool: PgPo
     }
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_panels_poll_for_new_rows_answers_on_an_empty_database_and_then_finds_the_first_job(
     pool: PgPool,
 ) {

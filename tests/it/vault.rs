@@ -86,7 +86,7 @@ async fn entry_of(pool: &PgPool, path: &str) -> (i64, i64) {
     .unwrap()
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_rebuild_imports_the_vault_then_follows_its_changes_and_records_what_changed(
     pool: PgPool,
 ) {
@@ -258,7 +258,7 @@ async fn a_rebuild_imports_the_vault_then_follows_its_changes_and_records_what_c
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn wikilinks_resolve_by_path_and_alias_and_restricted_ones_stay_text_for_a_visitor(
     pool: PgPool,
 ) {
@@ -316,7 +316,7 @@ async fn wikilinks_resolve_by_path_and_alias_and_restricted_ones_stay_text_for_a
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_watcher_queues_a_rebuild_when_a_note_is_written(pool: PgPool) {
     let (_dir, root) = sample_vault();
     let app = vault_app(&pool, &root).await;
@@ -351,7 +351,7 @@ async fn the_watcher_queues_a_rebuild_when_a_note_is_written(pool: PgPool) {
     drop(app);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn without_a_vault_the_rebuild_tools_say_so_and_a_bad_job_id_is_refused(pool: PgPool) {
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MCP_TOKEN", TOKEN)
@@ -377,7 +377,7 @@ async fn without_a_vault_the_rebuild_tools_say_so_and_a_bad_job_id_is_refused(po
     assert_eq!(jobs, 0, "nothing queued");
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_flood_of_changes_makes_few_rebuilds_one_at_a_time_and_loses_no_note(pool: PgPool) {
     let (_dir, root) = sample_vault();
     let app = vault_app(&pool, &root).await;
@@ -448,7 +448,7 @@ async fn state_and_attempt(pool: &PgPool, job: i64) -> (String, i16, i64) {
     .unwrap()
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_rebuild_asked_for_during_a_long_rebuild_is_queued_and_both_finish_without_a_deadlock(
     pool: PgPool,
 ) {
@@ -506,7 +506,7 @@ async fn a_rebuild_asked_for_during_a_long_rebuild_is_queued_and_both_finish_wit
     drop(app);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn hostile_notes_fail_alone_with_words_and_the_others_go_on(pool: PgPool) {
     let (_dir, root) = sample_vault();
     let mut bomb = String::from("---\ntitle: Bomb\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
@@ -591,7 +591,7 @@ async fn hostile_notes_fail_alone_with_words_and_the_others_go_on(pool: PgPool) 
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn an_emptied_or_unmounted_vault_removes_nothing_and_says_why(pool: PgPool) {
     let (_dir, root) = sample_vault();
     let app = vault_app(&pool, &root).await;
@@ -629,7 +629,7 @@ async fn an_emptied_or_unmounted_vault_removes_nothing_and_says_why(pool: PgPool
     assert_eq!(events, 1, "only the first rebuild called the hooks");
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn an_admins_edit_of_an_entry_made_from_a_note_is_refused_naming_the_note(pool: PgPool) {
     let (_dir, root) = sample_vault();
     let app = vault_app(&pool, &root).await;

@@ -88,7 +88,7 @@ fn the_receivers_hmac_matches_the_specifications_test_vector() {
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn an_event_reaches_the_endpoints_that_want_it_signed(pool: PgPool) {
     let app = hooked_app(&pool, &[]).await;
     let wants = Receiver::start().await;
@@ -145,7 +145,7 @@ async fn an_event_reaches_the_endpoints_that_want_it_signed(pool: PgPool) {
     assert_eq!(other.received().len(), 1, "{:?}", other.received());
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_failed_attempt_is_tried_again_with_the_same_id(pool: PgPool) {
     let app = hooked_app(&pool, &[]).await;
     let receiver = Receiver::start().await;
@@ -172,7 +172,7 @@ async fn a_failed_attempt_is_tried_again_with_the_same_id(pool: PgPool) {
     assert_eq!(attempts[1].error, None);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn gone_disables_the_endpoint_at_once(pool: PgPool) {
     let app = hooked_app(&pool, &[]).await;
     let receiver = Receiver::start().await;
@@ -214,7 +214,7 @@ async fn gone_disables_the_endpoint_at_once(pool: PgPool) {
     assert_eq!(receiver.received().len(), 1);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn an_endpoint_that_hangs_is_given_up_on_after_the_timeout(pool: PgPool) {
     let app = hooked_app(&pool, &[("STANDMEET_WEBHOOK_TIMEOUT_MS", "300")]).await;
     let receiver = Receiver::start().await;
@@ -239,7 +239,7 @@ async fn an_endpoint_that_hangs_is_given_up_on_after_the_timeout(pool: PgPool) {
     assert!(attempts[0].duration_ms >= 250, "{attempts:?}");
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_redirect_is_a_failed_attempt_and_is_not_followed(pool: PgPool) {
     let app = hooked_app(&pool, &[]).await;
     let receiver = Receiver::start().await;
@@ -266,7 +266,7 @@ async fn a_redirect_is_a_failed_attempt_and_is_not_followed(pool: PgPool) {
     assert_eq!(delivery.state, DeliveryState::Delivered);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_rolled_back_change_leaves_no_event_and_no_delivery(pool: PgPool) {
     let app = hooked_app(&pool, &[]).await;
     let receiver = Receiver::start().await;
@@ -294,7 +294,7 @@ async fn a_rolled_back_change_leaves_no_event_and_no_delivery(pool: PgPool) {
     assert_eq!(receiver.received().len(), 1);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn twenty_deliveries_failed_in_a_row_disable_the_endpoint(pool: PgPool) {
     let app = hooked_app(&pool, &[]).await;
     let receiver = Receiver::start().await;
@@ -343,7 +343,7 @@ async fn twenty_deliveries_failed_in_a_row_disable_the_endpoint(pool: PgPool) {
     assert_eq!(count, 0);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn private_addresses_are_refused_unless_allowed(pool: PgPool) {
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MCP_TOKEN", TOKEN)
@@ -418,7 +418,7 @@ async fn private_addresses_are_refused_unless_allowed(pool: PgPool) {
     assert!(receiver.received().is_empty(), "no request went out");
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_tools_list_create_test_and_delete_endpoints(pool: PgPool) {
     let app = hooked_app(&pool, &[]).await;
     let receiver = Receiver::start().await;
@@ -508,7 +508,7 @@ async fn the_tools_list_create_test_and_delete_endpoints(pool: PgPool) {
     }
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn a_delivered_message_can_be_redelivered_with_its_id(pool: PgPool) {
     let app = hooked_app(&pool, &[]).await;
     let receiver = Receiver::start().await;
@@ -548,7 +548,7 @@ async fn a_delivered_message_can_be_redelivered_with_its_id(pool: PgPool) {
     assert!(reply.body.contains("no webhook delivery"), "{}", reply.body);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn old_events_are_deleted_with_their_deliveries(pool: PgPool) {
     let app = hooked_app(&pool, &[]).await;
     let receiver = Receiver::start().await;
@@ -587,7 +587,7 @@ async fn old_events_are_deleted_with_their_deliveries(pool: PgPool) {
     assert_eq!(deliveries_of_recent, 1);
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_job_cleaner_deletes_old_events(pool: PgPool) {
     let old = happen(&pool, &request_created(1)).await;
     sqlx::query("UPDATE events SET occurred_at = now() - interval '3 days' WHERE id = $1")
@@ -610,7 +610,7 @@ async fn the_job_cleaner_deletes_old_events(pool: PgPool) {
     assert!(events::get(&pool, recent).await.unwrap().is_some());
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_job_cleaner_deletes_old_test_deliveries_with_the_webhooks_own_chore(pool: PgPool) {
     let url = "http://127.0.0.1:9/hook";
     let endpoint = webhooks::create(&pool, url, &["*".into()], true)
@@ -661,7 +661,7 @@ async fn the_job_cleaner_deletes_old_test_deliveries_with_the_webhooks_own_chore
 /// must be exactly the jobs `DeliverWebhook` would queue (kind, queue, attempts,
 /// priority, arguments), one per enabled endpoint that wants the event, and none when
 /// no endpoint does.
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn the_jobs_an_event_queues_are_deliver_webhook_jobs(pool: PgPool) {
     use standmeet::domain::webhooks::{DeliverArgs, DeliverWebhook};
     use standmeet_jobs::JobKind;
@@ -725,7 +725,7 @@ async fn the_jobs_an_event_queues_are_deliver_webhook_jobs(pool: PgPool) {
     );
 }
 
-#[sqlx::test]
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn an_endpoint_that_is_down_takes_no_worker_from_the_others(pool: PgPool) {
     // Deliveries time out after 500 ms; the circuit's openings are 30 × 20 ms = 600 ms
     // and up.

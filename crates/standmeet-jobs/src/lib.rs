@@ -1,7 +1,8 @@
 //! StandMeet's job engine: durable jobs in PostgreSQL, River-style, with nothing of
 //! the web in it.
 //!
-//! A job is a row in `jobs` (the schema is in StandMeet's `migrations/`). Business code
+//! A job is a row in `jobs` (the schema is the crate's own `migrations/`, applied by
+//! [`MIGRATOR`] before the application's). Business code
 //! inserts it in its own transaction ([`insert_tx`]), so the business row and its job
 //! commit together or not at all. Engines in any process fetch it, run its handler and
 //! record the outcome; the row is the record that callers read and wait on.
@@ -173,6 +174,14 @@ pub use store::{
 };
 #[cfg(feature = "engine")]
 pub use waiters::{WaitError, WaitOutcome};
+
+/// The engine's schema: the tables, functions and triggers under this crate's
+/// `migrations/`, compiled in. An application that keeps its own tables in the same
+/// database applies these first (they refer to none of its tables, and its own may refer
+/// to `jobs`), recording both sets in sqlx's one `_sqlx_migrations` table: run them as one
+/// list, or each with `set_ignore_missing`, so that neither refuses the other's versions.
+#[cfg(feature = "engine")]
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// The notification channels, in one place. Payloads: a queue name for `INSERT`, a job
 /// id for `FINAL` and `CANCEL`.

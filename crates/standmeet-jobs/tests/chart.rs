@@ -3,7 +3,7 @@
 
 use sqlx::PgPool;
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn the_chart_reads_the_summaries_of_the_last_hour_even_with_a_million_jobs_kept(
     pool: PgPool,
 ) {

@@ -27,7 +27,7 @@ fn all_kinds() -> Vec<String> {
     registry().kinds().map(str::to_string).collect()
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn an_insert_inside_a_rolled_back_transaction_leaves_no_job(pool: PgPool) {
     let mut tx = pool.begin().await.unwrap();
     let id = insert_tx::<Noop>(&mut tx, &json!({"n": 1})).await.unwrap();
@@ -49,7 +49,7 @@ async fn an_insert_inside_a_rolled_back_transaction_leaves_no_job(pool: PgPool) 
     assert_eq!(count, 0);
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn an_insert_commits_with_the_callers_transaction(pool: PgPool) {
     let mut tx = pool.begin().await.unwrap();
     let id = insert_tx::<Noop>(&mut tx, &json!({"n": 1})).await.unwrap();
@@ -62,7 +62,7 @@ async fn an_insert_commits_with_the_callers_transaction(pool: PgPool) {
     assert_eq!(row.args, json!({"n": 1}));
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_batch_insert_answers_ids_in_the_order_of_its_arguments(pool: PgPool) {
     let args: Vec<serde_json::Value> = (0..50).map(|n| json!({ "n": n })).collect();
     let mut tx = pool.begin().await.unwrap();
@@ -74,7 +74,7 @@ async fn a_batch_insert_answers_ids_in_the_order_of_its_arguments(pool: PgPool) 
     }
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_noop_job_completes_with_its_args_as_output_and_no_errors(pool: PgPool) {
     let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     let id = insert::<Noop>(&pool, &json!({"hello": "world"}))
@@ -115,7 +115,7 @@ async fn transitions_of(pool: &PgPool, id: JobId) -> Vec<(String, String)> {
         .unwrap()
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_quick_job_is_written_once_and_a_slow_one_is_running_first(pool: PgPool) {
     record_transitions(&pool).await;
     // A window far longer than 20 no-ops take on a busy machine, and shorter than the
@@ -165,7 +165,7 @@ async fn a_quick_job_is_written_once_and_a_slow_one_is_running_first(pool: PgPoo
     );
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_job_inserted_by_plain_sql_is_picked_up_at_once(pool: PgPool) {
     // The default queue polls only every 10 s here: pickup within the wait below
     // comes from the insert notification.
@@ -186,7 +186,7 @@ async fn a_job_inserted_by_plain_sql_is_picked_up_at_once(pool: PgPool) {
     assert_eq!(row.output, Some(json!({"by": "sql"})));
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn work_nobody_announced_is_found_at_the_poll_interval_while_attempts_keep_ending(
     pool: PgPool,
 ) {
@@ -248,7 +248,7 @@ async fn work_nobody_announced_is_found_at_the_poll_interval_while_attempts_keep
     drop(engine);
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_failing_job_is_retried_with_its_errors_kept_and_then_completes(pool: PgPool) {
     let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     let id = insert::<Flaky>(&pool, &FlakyArgs { succeed_on: 3 })
@@ -265,7 +265,7 @@ async fn a_failing_job_is_retried_with_its_errors_kept_and_then_completes(pool: 
     assert!(errors[0].at <= errors[1].at);
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_job_out_of_attempts_is_discarded_with_one_error_per_attempt(pool: PgPool) {
     let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     let id = insert::<Flaky>(&pool, &FlakyArgs { succeed_on: 99 })
@@ -279,7 +279,7 @@ async fn a_job_out_of_attempts_is_discarded_with_one_error_per_attempt(pool: PgP
     assert!(row.finalized_at.is_some());
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn unreadable_args_are_discarded_without_retrying_and_an_unknown_kind_waits(pool: PgPool) {
     let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     let unknown: i64 = sqlx::query_scalar(
@@ -314,7 +314,7 @@ async fn unreadable_args_are_discarded_without_retrying_and_an_unknown_kind_wait
     );
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_panicking_handler_becomes_an_error_entry_and_the_worker_goes_on(pool: PgPool) {
     let _engine = start_engine(&pool, registry(), quick_config(1)).await;
     let id = insert::<Panics>(&pool, &json!({"until": 2})).await.unwrap();
@@ -332,7 +332,7 @@ async fn a_panicking_handler_becomes_an_error_entry_and_the_worker_goes_on(pool:
     wait_for_state(&pool, next, JobState::Completed).await;
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn an_attempt_past_its_timeout_is_stopped_and_counted_as_failed(pool: PgPool) {
     let _engine = start_engine(&pool, registry(), quick_config(1)).await;
     let id = insert::<Slow>(&pool, &json!({})).await.unwrap();
@@ -345,7 +345,7 @@ async fn an_attempt_past_its_timeout_is_stopped_and_counted_as_failed(pool: PgPo
     );
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_handler_can_discard_cancel_or_snooze(pool: PgPool) {
     let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     let discard = insert::<Actions>(&pool, &json!({"action": "discard"}))
@@ -377,7 +377,7 @@ async fn a_handler_can_discard_cancel_or_snooze(pool: PgPool) {
     assert_eq!((row.attempt, row.max_attempts), (1, 25));
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_job_scheduled_for_later_waits_then_runs(pool: PgPool) {
     let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     let at = time::OffsetDateTime::now_utc() + Duration::from_millis(300);
@@ -407,7 +407,7 @@ async fn a_job_scheduled_for_later_waits_then_runs(pool: PgPool) {
     assert!(row.attempted_at.unwrap() >= at, "not run before its time");
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn cancelling_a_job_that_has_not_run_finishes_it_at_once(pool: PgPool) {
     let at = time::OffsetDateTime::now_utc() + Duration::from_secs(3600);
     let scheduled = insert_with::<Noop>(
@@ -440,7 +440,7 @@ async fn cancelling_a_job_that_has_not_run_finishes_it_at_once(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn cancelling_a_running_job_fires_its_cancellation_and_ends_it_cancelled(pool: PgPool) {
     let engine = start_engine(&pool, registry(), quick_config(4)).await;
     let id = insert::<Sleep>(&pool, &SleepArgs { ms: 60_000 })
@@ -462,7 +462,7 @@ async fn cancelling_a_running_job_fires_its_cancellation_and_ends_it_cancelled(p
     );
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn an_admin_retry_brings_a_finished_job_back_with_room_for_one_more_attempt(pool: PgPool) {
     let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     let id = insert_with::<Flaky>(
@@ -525,7 +525,7 @@ fn completion(id: JobId, attempt: i16) -> Outcome {
     }
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn the_rescuer_takes_back_a_job_whose_lease_ran_out_and_a_late_completion_changes_nothing(
     pool: PgPool,
 ) {
@@ -568,7 +568,7 @@ async fn the_rescuer_takes_back_a_job_whose_lease_ran_out_and_a_late_completion_
     assert_eq!(after.output, None);
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn the_rescuer_discards_a_lost_job_out_of_attempts_and_cancels_one_an_admin_cancelled(
     pool: PgPool,
 ) {
@@ -597,7 +597,7 @@ async fn the_rescuer_discards_a_lost_job_out_of_attempts_and_cancels_one_an_admi
     assert_eq!(job(&pool, cancel_asked).await.state, JobState::Cancelled);
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_late_completion_after_a_cancel_changes_nothing(pool: PgPool) {
     let id = take_as_ghost(&pool).await;
     // An operator (or the rescuer of a cancel request) finishes it meanwhile.
@@ -637,7 +637,7 @@ async fn a_late_completion_after_a_cancel_changes_nothing(pool: PgPool) {
     assert_eq!(job(&pool, other).await.output, Some(json!({"late": true})));
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn complete_tx_commits_the_business_write_and_the_completion_together(pool: PgPool) {
     use standmeet_jobs::{JobContext, JobError, JobKind};
     sqlx::query("CREATE TABLE effects (job_id bigint PRIMARY KEY)")
@@ -716,7 +716,7 @@ async fn complete_tx_commits_the_business_write_and_the_completion_together(pool
     assert_eq!(job(&pool, cancelled).await.state, JobState::Cancelled);
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn the_cleaner_deletes_finished_jobs_past_their_retention_only(pool: PgPool) {
     let mut ids = Vec::new();
     for state in ["completed", "cancelled", "discarded"] {
@@ -752,7 +752,7 @@ async fn the_cleaner_deletes_finished_jobs_past_their_retention_only(pool: PgPoo
     assert!(client(&pool).get(pending).await.unwrap().is_some());
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_graceful_shutdown_lets_short_attempts_finish_and_interrupts_long_ones_as_retryable(
     pool: PgPool,
 ) {
@@ -793,7 +793,7 @@ async fn a_graceful_shutdown_lets_short_attempts_finish_and_interrupts_long_ones
     );
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn two_engines_with_two_workers_each_run_two_thousand_jobs_exactly_once(pool: PgPool) {
     let runs = RunCounts::default();
     let first = start_engine(&pool, test_registry(runs.clone()), quick_config(2)).await;
@@ -869,7 +869,7 @@ impl standmeet_jobs::JobKind for ClaimsOpen {
     }
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn claims_in_flight_are_counted_across_engines_on_one_database(pool: PgPool) {
     // Two engines, one claim in flight each: together they keep one claim open at a
     // time, so every job in a claim runs while exactly one claim is open (its own).
@@ -915,7 +915,7 @@ async fn claims_in_flight_are_counted_across_engines_on_one_database(pool: PgPoo
     assert!(outside <= 4, "(claims open, jobs): {open:?}");
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_claim_slot_held_elsewhere_for_too_long_does_not_stall_the_queue(pool: PgPool) {
     // Someone holds the default queue's only claim slot and never lets go (a process
     // cut off from the database keeps its locks until PostgreSQL notices).
@@ -954,7 +954,7 @@ async fn a_claim_slot_held_elsewhere_for_too_long_does_not_stall_the_queue(pool:
         .unwrap();
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_lost_worker_s_job_is_rescued_and_run_by_a_live_engine(pool: PgPool) {
     let id = take_as_ghost(&pool).await;
     sqlx::query(

@@ -46,7 +46,7 @@ impl JobKind for Dirty {
     }
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn an_absurd_retry_delay_is_capped_and_holds_up_no_other_job(pool: PgPool) {
     let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     // The repro from the issue: once this made every outcome batch fail ("interval out
@@ -69,7 +69,7 @@ async fn an_absurd_retry_delay_is_capped_and_holds_up_no_other_job(pool: PgPool)
     );
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn errors_and_outputs_with_nul_characters_are_stored_cleaned_and_capped(pool: PgPool) {
     let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     let failing = insert::<Dirty>(&pool, &json!({"in": "error"}))
@@ -125,7 +125,7 @@ async fn one_of_two_attempts_among_noops<K: JobKind<Args = serde_json::Value>>(
     (first, others)
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn an_outcome_the_database_refuses_becomes_a_failed_attempt_and_poisons_no_other(
     pool: PgPool,
 ) {
@@ -159,7 +159,7 @@ async fn an_outcome_the_database_refuses_becomes_a_failed_attempt_and_poisons_no
     assert!(error.contains("this row cannot be completed"), "{error}");
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_job_under_this_processs_name_that_it_does_not_run_is_not_kept_alive(pool: PgPool) {
     let engine = start_engine(&pool, registry(), quick_config(4)).await;
     let id: i64 = sqlx::query_scalar(
@@ -194,7 +194,7 @@ async fn a_job_under_this_processs_name_that_it_does_not_run_is_not_kept_alive(p
     );
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn an_attempt_whose_job_was_taken_back_stops_and_writes_nothing(pool: PgPool) {
     let engine = start_engine(&pool, registry(), quick_config(4)).await;
     let id = insert::<Sleep>(&pool, &SleepArgs { ms: 60_000 })
@@ -227,7 +227,7 @@ async fn an_attempt_whose_job_was_taken_back_stops_and_writes_nothing(pool: PgPo
     );
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_cancel_the_attempt_never_saw_wins_over_its_retry_snooze_or_discard(pool: PgPool) {
     for (state, delay) in [
         (
@@ -274,7 +274,7 @@ async fn a_cancel_the_attempt_never_saw_wins_over_its_retry_snooze_or_discard(po
     }
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn the_rescuers_backoff_has_the_same_cap(pool: PgPool) {
     let id = insert::<Noop>(&pool, &json!({})).await.unwrap();
     assert_eq!(take_as_ghost(&pool, "system.noop").await, 1);
@@ -297,7 +297,7 @@ async fn the_rescuers_backoff_has_the_same_cap(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_snooze_then_a_failure_backs_off_as_a_first_failure(pool: PgPool) {
     let _engine = start_engine(&pool, registry(), quick_config(4)).await;
     // Throttled 30 times (a busy recipient), then one real failure: the backoff is the
@@ -367,7 +367,7 @@ async fn attempts_run(pool: &PgPool, id: JobId) -> Vec<i16> {
         .unwrap()
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn an_attempt_whose_process_died_counts_and_the_third_death_discards_the_job(pool: PgPool) {
     // The engine does not run `test.deadly` (it only counts the deaths); this test plays
     // the process that claims it and dies each time, as a handler that aborts would.
@@ -409,7 +409,7 @@ async fn an_attempt_whose_process_died_counts_and_the_third_death_discards_the_j
     all_completed(&pool, &others).await;
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_claim_whose_connection_breaks_records_its_attempts_once_and_cancels_still_reach_them(
     pool: PgPool,
 ) {
@@ -512,19 +512,19 @@ async fn a_write_refused_with(pool: PgPool, code: &str) {
     assert!(error.contains("could not be recorded"), "{error}");
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn an_outcome_over_a_database_limit_is_a_failed_attempt_not_a_rerun_forever(pool: PgPool) {
     a_write_refused_with(pool, "54000").await;
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn an_outcome_whose_write_times_out_every_time_is_a_failed_attempt_not_a_rerun_forever(
     pool: PgPool,
 ) {
     a_write_refused_with(pool, "57014").await;
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn the_one_backoff_grows_with_the_fourth_power_within_ten_percent_and_is_capped(
     pool: PgPool,
 ) {

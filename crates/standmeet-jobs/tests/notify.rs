@@ -20,7 +20,7 @@ use standmeet_jobs::builtin::{Noop, Sleep, SleepArgs};
 use standmeet_jobs::testing;
 use standmeet_jobs::{InsertOptions, JobId, JobState, insert, insert_with};
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn every_path_into_a_terminal_state_notifies_exactly_once_and_a_rollback_never(pool: PgPool) {
     let mut listener = PgListener::connect_with(&pool).await.unwrap();
     listener.listen("standmeet_job_final").await.unwrap();
@@ -180,7 +180,7 @@ async fn every_path_into_a_terminal_state_notifies_exactly_once_and_a_rollback_n
     assert_eq!(received, expected);
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_job_inserted_already_finished_notifies_too(pool: PgPool) {
     let mut listener = PgListener::connect_with(&pool).await.unwrap();
     listener.listen("standmeet_job_final").await.unwrap();

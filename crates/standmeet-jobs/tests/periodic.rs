@@ -48,7 +48,7 @@ async fn keys(pool: &PgPool) -> Vec<String> {
         .unwrap()
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn copies_firing_at_once_insert_one_job_per_slot(pool: PgPool) {
     hourly(&pool, "tick").await;
     fired_through(&pool, "tick", at("2026-12-03T09:30:00Z")).await;
@@ -90,7 +90,7 @@ async fn copies_firing_at_once_insert_one_job_per_slot(pool: PgPool) {
     assert_eq!(keys(&pool).await.len(), 2);
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn slots_missed_while_nothing_ran_are_made_up_once(pool: PgPool) {
     hourly(&pool, "tick").await;
     // Nothing ran for five hours and a half.
@@ -108,7 +108,7 @@ async fn slots_missed_while_nothing_ran_are_made_up_once(pool: PgPool) {
     assert_eq!(job, json!({ "from": "tick" }));
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_new_schedule_starts_from_now_and_a_disabled_one_never_fires(pool: PgPool) {
     hourly(&pool, "tick").await;
     // Created just now: the slot an hour ago is not owed.
@@ -138,7 +138,7 @@ async fn a_new_schedule_starts_from_now_and_a_disabled_one_never_fires(pool: PgP
     );
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn the_hour_clocks_repeat_in_autumn_fires_once(pool: PgPool) {
     let berlin = TimeZone::get("Europe/Berlin").unwrap();
     hourly(&pool, "tick").await;
@@ -165,7 +165,7 @@ async fn the_hour_clocks_repeat_in_autumn_fires_once(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn run_now_inserts_a_job_unless_the_schedules_job_is_pending(pool: PgPool) {
     hourly(&pool, "tick").await;
     let first = periodic::run_now(&pool, &registry(), "tick").await.unwrap();
@@ -193,7 +193,7 @@ async fn run_now_inserts_a_job_unless_the_schedules_job_is_pending(pool: PgPool)
     ));
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_bad_change_is_refused_with_words_and_writes_nothing(pool: PgPool) {
     hourly(&pool, "tick").await;
     let before = periodic::list(&pool, &TimeZone::UTC).await.unwrap();
@@ -274,7 +274,7 @@ async fn a_bad_change_is_refused_with_words_and_writes_nothing(pool: PgPool) {
     assert_eq!(periodic::list(&pool, &TimeZone::UTC).await.unwrap(), before);
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn an_operators_job_on_a_slots_key_keeps_the_slot_to_one_job(pool: PgPool) {
     hourly(&pool, "tick").await;
     fired_through(&pool, "tick", at("2026-12-03T09:30:00Z")).await;
@@ -301,7 +301,7 @@ async fn an_operators_job_on_a_slots_key_keeps_the_slot_to_one_job(pool: PgPool)
     assert_eq!(keys(&pool).await.len(), 1);
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_name_no_schedule_can_have_is_not_found_not_a_failure(pool: PgPool) {
     for name in ["with\0nul", "", &"x".repeat(5_000), "Upper Case"] {
         assert!(

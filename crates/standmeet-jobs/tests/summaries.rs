@@ -28,7 +28,7 @@ async fn exec(pool: &PgPool, sql: &str) {
     sqlx::query(sql).execute(pool).await.unwrap();
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn every_count_and_page_matches_the_jobs_after_a_mixed_run_with_operator_sql(pool: PgPool) {
     let engine = start_engine(&pool, test_registry(RunCounts::default()), quick_config(4)).await;
     let jobs = client(&pool);
@@ -361,7 +361,7 @@ async fn ids_text(pool: &PgPool, sql: &str) -> Vec<String> {
     sqlx::query_scalar(sql).fetch_all(pool).await.unwrap()
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_handlers_own_transaction_counts_its_completion_and_what_it_changes_after(pool: PgPool) {
     use standmeet_jobs::{JobContext, JobError, JobKind};
 

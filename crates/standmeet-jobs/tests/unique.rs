@@ -42,7 +42,7 @@ async fn hold_running(pool: &PgPool, id: JobId) {
     .unwrap();
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_second_insert_with_a_taken_key_answers_the_first_job_and_inserts_nothing(pool: PgPool) {
     let first = insert_key(&pool, "source:1", 1).await;
     assert!(!first.duplicate);
@@ -65,7 +65,7 @@ async fn a_second_insert_with_a_taken_key_answers_the_first_job_and_inserts_noth
     assert_ne!(other.id, first.id);
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn copies_inserting_one_key_at_once_make_one_job(pool: PgPool) {
     // Two "processes" (pools of their own), each with ten inserts racing, every one in
     // a transaction of its own that holds its insert a moment before committing.
@@ -113,7 +113,7 @@ async fn copies_inserting_one_key_at_once_make_one_job(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_rolled_back_insert_leaves_the_key_free(pool: PgPool) {
     let mut tx = pool.begin().await.unwrap();
     insert_unique::<Noop>(&mut tx, &json!({}), "k", InsertOptions::default())
@@ -123,7 +123,7 @@ async fn a_rolled_back_insert_leaves_the_key_free(pool: PgPool) {
     assert!(!insert_key(&pool, "k", 1).await.duplicate);
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn once_its_job_finished_the_key_makes_a_new_job(pool: PgPool) {
     let first = insert_key(&pool, "k", 1).await;
     finish_by_hand(&pool, first.id).await;
@@ -139,7 +139,7 @@ async fn once_its_job_finished_the_key_makes_a_new_job(pool: PgPool) {
     assert_eq!(insert_key(&pool, "k", 3).await.id, second.id);
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_running_job_holds_its_key_unless_its_kind_lets_the_next_one_in(pool: PgPool) {
     // system.noop keeps the default: a running job holds its key.
     let held = insert_key(&pool, "noop", 1).await;
@@ -177,7 +177,7 @@ async fn a_running_job_holds_its_key_unless_its_kind_lets_the_next_one_in(pool: 
     assert_eq!((third.id, third.duplicate), (next.id, true));
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn an_operators_insert_with_a_taken_key_is_refused_by_the_database(pool: PgPool) {
     let held = insert_key(&pool, "listings.fetch:7", 1).await;
     let err = sqlx::query(
@@ -204,7 +204,7 @@ async fn an_operators_insert_with_a_taken_key_is_refused_by_the_database(pool: P
     .unwrap();
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_retry_is_refused_while_another_job_holds_the_key(pool: PgPool) {
     let old = insert_key(&pool, "k", 1).await;
     sqlx::query("UPDATE jobs SET state = 'discarded', attempt = 1 WHERE id = $1")
@@ -241,7 +241,7 @@ impl JobKind for Rebuild {
     }
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn no_index_but_the_primary_key_has_an_entry_for_a_finished_job(pool: PgPool) {
     // Each other index's predicate names the state, and only unfinished states.
     let indexes: Vec<(String, Option<String>)> = sqlx::query_as(

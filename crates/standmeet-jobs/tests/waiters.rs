@@ -46,7 +46,7 @@ fn done_rows(outcome: WaitOutcome) -> Vec<JobRow> {
     }
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_job_finished_before_the_wait_is_answered_at_once(pool: PgPool) {
     // No listener, so neither a notification nor the once-a-second re-read can answer
     // this wait: only the look at the rows that a wait takes once registered. Without
@@ -110,7 +110,7 @@ fn assert_same_row(answered: &JobRow, stored: &JobRow) {
     );
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_job_a_claim_here_finishes_reaches_its_waiter_whole_without_a_query(pool: PgPool) {
     // A no-op answers with its arguments: here JSON `null`, which must not read back
     // as no output at all.
@@ -120,7 +120,7 @@ async fn a_job_a_claim_here_finishes_reaches_its_waiter_whole_without_a_query(po
     assert_eq!(answered.output, Some(serde_json::Value::Null));
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_job_the_completer_here_finishes_reaches_its_waiter_whole_without_a_query(pool: PgPool) {
     // Longer than a claim's window: written `running` by its claim, then finished by
     // the completer.
@@ -132,7 +132,7 @@ async fn a_job_the_completer_here_finishes_reaches_its_waiter_whole_without_a_qu
     assert_eq!(answered.output, Some(json!({"slept_ms": 100})));
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_job_that_never_finishes_gets_a_receipt_at_the_limit(pool: PgPool) {
     let listening = listening(&pool, 64).await;
     let jobs = listening.jobs.clone();
@@ -153,7 +153,7 @@ async fn a_job_that_never_finishes_gets_a_receipt_at_the_limit(pool: PgPool) {
     listening.close().await;
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_wait_for_several_jobs_answers_when_the_last_one_finishes_in_the_order_asked(
     pool: PgPool,
 ) {
@@ -173,7 +173,7 @@ async fn a_wait_for_several_jobs_answers_when_the_last_one_finishes_in_the_order
     listening.close().await;
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn waiting_for_an_unknown_job_is_an_error(pool: PgPool) {
     let listening = listening(&pool, 64).await;
     let jobs = listening.jobs.clone();
@@ -187,7 +187,7 @@ async fn waiting_for_an_unknown_job_is_an_error(pool: PgPool) {
     listening.close().await;
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn with_every_slot_taken_the_next_caller_gets_a_receipt_at_once_and_a_freed_slot_serves_again(
     pool: PgPool,
 ) {
@@ -243,7 +243,7 @@ async fn with_every_slot_taken_the_next_caller_gets_a_receipt_at_once_and_a_free
     listening.close().await;
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_caller_that_goes_away_frees_its_slot(pool: PgPool) {
     let listening = listening(&pool, 1).await;
     let jobs = listening.jobs.clone();
@@ -261,7 +261,7 @@ async fn a_caller_that_goes_away_frees_its_slot(pool: PgPool) {
     listening.close().await;
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_waiter_told_its_job_finished_reads_again_after_its_read_meets_a_broken_connection(
     pool: PgPool,
 ) {
@@ -318,7 +318,7 @@ async fn a_waiter_told_its_job_finished_reads_again_after_its_read_meets_a_broke
     listening.stop().await;
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn a_killed_listener_backend_costs_no_answer(pool: PgPool) {
     let listening = listening(&pool, 64).await;
     let jobs = listening.jobs.clone();
@@ -348,7 +348,7 @@ async fn a_killed_listener_backend_costs_no_answer(pool: PgPool) {
     listening.close().await;
 }
 
-#[sqlx::test(migrations = "../../migrations")]
+#[sqlx::test]
 async fn the_listen_connection_goes_where_it_is_told(pool: PgPool) {
     // A listen URL of its own (behind a transaction-pooling PgBouncer, a direct one):
     // here the same server as another role, so pg_stat_activity shows which was used.

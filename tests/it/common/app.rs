@@ -255,7 +255,7 @@ impl TestApp {
     }
 
     /// Starts describing the app for `pool` (a database of its own, made by
-    /// `#[sqlx::test]`); nothing runs until [`TestAppBuilder::spawn`].
+    /// `#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]`); nothing runs until [`TestAppBuilder::spawn`].
     pub fn builder(pool: PgPool) -> TestAppBuilder {
         TestAppBuilder {
             pool,

@@ -355,7 +355,7 @@ mod tests {
         settled
     }
 
-    #[sqlx::test(migrations = "../../migrations")]
+    #[sqlx::test]
     async fn a_second_write_that_committed_unheard_is_found_by_the_next_try(pool: PgPool) {
         let claim = a_claim_that_did_not_commit(&pool).await;
 
