@@ -695,17 +695,12 @@ impl Settings {
             queues: registry.queues().map(queue_config).collect(),
             retry_base: self.retry_base,
             lease: self.job_lease,
-            schedule_interval: Duration::from_millis(250),
             rescue_interval: (self.job_lease / 2).max(Duration::from_millis(100)),
-            clean_interval: Duration::from_secs(300),
             keep_completed: self.keep_completed,
             keep_discarded: self.keep_discarded,
-            shutdown_grace: Duration::from_secs(10),
-            worker_id: standmeet_jobs::worker_id(),
-            also_clean: Vec::new(),
             listen_database_url: self.listen_database_url.clone(),
-            claim_window: standmeet_jobs::CLAIM_WINDOW,
             schedules: Some(self.timezone.clone()),
+            ..standmeet_jobs::EngineConfig::default()
         }
     }
 

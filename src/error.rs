@@ -16,8 +16,6 @@ use crate::domain::corpus::CorpusError;
 use crate::domain::listings::ListingsError;
 use crate::domain::owner::{ChangeError, ConfirmError};
 use crate::domain::webhooks::WebhookError;
-use standmeet_jobs::WaitError;
-use standmeet_jobs::periodic::ScheduleError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -140,9 +138,19 @@ impl From<leptos::server_fn::error::ServerFnErrorErr> for AppError {
     }
 }
 
-impl From<WaitError> for AppError {
-    fn from(err: WaitError) -> Self {
-        AppError::Internal(err.into())
+/// The job engine's one error: its words for what was not found or refused are meant
+/// for a person; a busy row is the held job of [`JOB_HELD_MESSAGE`].
+impl From<standmeet_jobs::Error> for AppError {
+    fn from(err: standmeet_jobs::Error) -> Self {
+        use standmeet_jobs::Error;
+        match err {
+            Error::NotFound(words) => AppError::NotFound(words),
+            Error::Refused(words) => AppError::BadRequest(words),
+            Error::Busy(_) => AppError::Conflict(JOB_HELD_MESSAGE.into()),
+            // Text PostgreSQL cannot store in a job's arguments is the caller's (see
+            // `is_unstorable_text`, which looks through the chain).
+            other => AppError::Internal(other.into()),
+        }
     }
 }
 
@@ -223,22 +231,6 @@ impl From<WebhookError> for AppError {
     }
 }
 
-impl From<ScheduleError> for AppError {
-    fn from(err: ScheduleError) -> Self {
-        match err {
-            ScheduleError::NotFound(_) => AppError::NotFound(err.to_string()),
-            ScheduleError::Internal(err) => AppError::Internal(err),
-            ScheduleError::BadCron { .. }
-            | ScheduleError::BadName
-            | ScheduleError::UnknownKind { .. }
-            | ScheduleError::ArgsNotAnObject
-            | ScheduleError::ArgsWithNul
-            | ScheduleError::BadQueue
-            | ScheduleError::Missing(_) => AppError::BadRequest(err.to_string()),
-        }
-    }
-}
-
 impl From<BookingError> for AppError {
     fn from(err: BookingError) -> Self {
         match err {
@@ -254,15 +246,6 @@ impl From<BookingError> for AppError {
             }
             BookingError::LinkUsed | BookingError::Started => AppError::Gone(err.to_string()),
             BookingError::Internal(err) => AppError::Internal(err),
-        }
-    }
-}
-
-impl From<standmeet_jobs::QueueError> for AppError {
-    fn from(err: standmeet_jobs::QueueError) -> Self {
-        match err {
-            standmeet_jobs::QueueError::Unknown { .. } => AppError::NotFound(err.to_string()),
-            standmeet_jobs::QueueError::Database(err) => AppError::from(err),
         }
     }
 }

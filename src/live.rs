@@ -25,7 +25,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::PgPool;
-use standmeet_jobs::{Finished, JobClient, JobId};
+use standmeet_jobs::listener::Finished;
+use standmeet_jobs::{JobClient, JobId};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, broadcast};
 use tokio_util::sync::CancellationToken;
 

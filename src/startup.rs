@@ -260,18 +260,6 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
         announce_generated_admin(&generated, &settings.public_url);
     }
 
-    crate::domain::schedules::create_built_ins(&pool, settings.vault.is_some()).await?;
-
-    // Entries written while no index job could finish (a crash, a stop) are indexed
-    // again; nobody waits for these.
-    let requeued = crate::domain::corpus::reindex_lagging(&pool).await?;
-    if requeued > 0 {
-        tracing::info!(
-            entries = requeued,
-            "corpus entries whose index lags are queued for indexing"
-        );
-    }
-
     if !settings.fetch_allow_private {
         let ignored = crate::domain::outbound::ignored_proxy_variables();
         if !ignored.is_empty() {
@@ -285,6 +273,19 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
     let (settings_vault, vault_watch) = (settings.vault.clone(), settings.vault_watch);
     let state = AppState::new(pool.clone(), settings)?;
     let state_for_housekeeping = state.clone();
+    let jobs_for_the_watch = state.jobs.clone();
+
+    crate::domain::schedules::create_built_ins(&state.jobs, settings_vault.is_some()).await?;
+
+    // Entries written while no index job could finish (a crash, a stop) are indexed
+    // again; nobody waits for these.
+    let requeued = crate::domain::corpus::reindex_lagging(&pool, &state.jobs).await?;
+    if requeued > 0 {
+        tracing::info!(
+            entries = requeued,
+            "corpus entries whose index lags are queued for indexing"
+        );
+    }
 
     // The job engine (on connections of its own) and the one LISTEN connection that
     // wakes it, the waiters and the live hub.
@@ -293,7 +294,7 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
         crate::domain::events::retention(state.settings.keep_events),
         crate::domain::webhooks::retention(state.settings.keep_events),
     ]);
-    let engine_pool = db::engine_pool(&pool, standmeet_jobs::connections_needed(&engine_config));
+    let engine_pool = db::engine_pool(&pool, engine_config.connections_needed());
     let jobs = JobRuntime::start(
         &engine_pool,
         state.registry.clone(),
@@ -328,6 +329,7 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
     let _vault_watch = match (&settings_vault, vault_watch) {
         (Some(root), true) => Some(crate::domain::corpus::vault::watch(
             pool.clone(),
+            jobs_for_the_watch,
             root.clone(),
             stop.clone(),
         )?),

@@ -54,7 +54,7 @@ pub fn init(filter: &str, format: LogFormat) {
     };
 }
 
-/// Adds the job attempt a line was written in (`standmeet_jobs::current_attempt`:
+/// Adds the job attempt a line was written in (`standmeet_jobs::attempt::current_attempt`:
 /// the engine keeps it in a task-local rather than a span, for speed) to the line
 /// `inner` formats: `job.id=… job.kind=… job.attempt=…` at the end of a text line, a
 /// `"job": {"id", "kind", "attempt"}` object in a JSON one. Lines written outside an
@@ -77,7 +77,7 @@ where
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
-        let Some(attempt) = standmeet_jobs::current_attempt() else {
+        let Some(attempt) = standmeet_jobs::attempt::current_attempt() else {
             return self.inner.format_event(context, writer, event);
         };
         let mut line = String::new();
@@ -88,7 +88,11 @@ where
 }
 
 /// `line` (one formatted log line, ending in a newline) naming `attempt`.
-fn with_attempt(line: &str, attempt: &standmeet_jobs::AttemptContext, format: LogFormat) -> String {
+fn with_attempt(
+    line: &str,
+    attempt: &standmeet_jobs::attempt::AttemptContext,
+    format: LogFormat,
+) -> String {
     let body = line.strip_suffix('\n').unwrap_or(line);
     let mut out = String::with_capacity(body.len() + 64);
     match (format, body.strip_suffix('}')) {
@@ -134,8 +138,8 @@ pub fn request_span<B>(request: &Request<B>) -> Span {
 mod tests {
     use super::*;
 
-    fn attempt() -> standmeet_jobs::AttemptContext {
-        standmeet_jobs::AttemptContext {
+    fn attempt() -> standmeet_jobs::attempt::AttemptContext {
+        standmeet_jobs::attempt::AttemptContext {
             id: standmeet_jobs::JobId(42),
             kind: "mail.send".to_string(),
             attempt: 3,

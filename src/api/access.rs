@@ -132,7 +132,7 @@ pub(crate) mod server {
                 "Too many requests from here in the last hour. Please try again later.".into(),
             )));
         }
-        access_requests::submit(&state.pool, &request)
+        access_requests::submit(&state.pool, &state.jobs, &request)
             .await
             .map_err(form_reply)?;
         Ok("Request received".into())
@@ -213,9 +213,10 @@ pub(crate) mod server {
     pub async fn approve(id: i64) -> Result<ApproveAnswer, ServerFnError> {
         let admin = require_admin().await?;
         let state = expect_context::<AppState>();
-        let job = access_requests::approve(&state.pool, &state.mailer, id, Some(admin.id))
-            .await
-            .map_err(reply)?;
+        let job =
+            access_requests::approve(&state.pool, &state.jobs, &state.mailer, id, Some(admin.id))
+                .await
+                .map_err(reply)?;
         Ok(ApproveAnswer {
             request_id: id,
             status: RequestStatus::Approved.as_str().into(),

@@ -127,6 +127,7 @@ mod server {
         let state = expect_context::<AppState>();
         let job = owner::request_change(
             &state.pool,
+            &state.jobs,
             &state.settings,
             &state.mailer,
             &new_email,

@@ -290,6 +290,7 @@ pub(crate) mod server {
         }
         let booking = bookings::create(
             &state.pool,
+            &state.jobs,
             &state.settings.timezone,
             uid_host(&state),
             &new,
@@ -327,7 +328,7 @@ pub(crate) mod server {
 
     pub async fn cancel_by_link(token: String) -> Result<String, ServerFnError> {
         let state = expect_context::<AppState>();
-        let booking = bookings::cancel_by_link(&state.pool, &token)
+        let booking = bookings::cancel_by_link(&state.pool, &state.jobs, &token)
             .await
             .map_err(reply)?;
         Ok(format!(
@@ -451,7 +452,7 @@ pub(crate) mod server {
     pub async fn admin_cancel(id: i64) -> Result<BookingView, ServerFnError> {
         let admin = require_admin().await?;
         let state = expect_context::<AppState>();
-        let booking = bookings::cancel(&state.pool, id, Actor::Admin)
+        let booking = bookings::cancel(&state.pool, &state.jobs, id, Actor::Admin)
             .await
             .map_err(reply)?;
         tracing::info!(

@@ -182,7 +182,7 @@ mod server {
     ) -> Result<WriteReceipt, ServerFnError> {
         let admin = require_admin().await?;
         let state = expect_context::<AppState>();
-        let written = corpus::create(&state.pool, &title, &body, &visibility)
+        let written = corpus::create(&state.pool, &state.jobs, &title, &body, &visibility)
             .await
             .map_err(reply)?;
         tracing::info!(
@@ -203,6 +203,7 @@ mod server {
         let state = expect_context::<AppState>();
         let written = corpus::update(
             &state.pool,
+            &state.jobs,
             id,
             Some(&title),
             Some(&body),
@@ -221,7 +222,9 @@ mod server {
     pub async fn promote(id: i64) -> Result<WriteReceipt, ServerFnError> {
         let admin = require_admin().await?;
         let state = expect_context::<AppState>();
-        let written = corpus::promote(&state.pool, id).await.map_err(reply)?;
+        let written = corpus::promote(&state.pool, &state.jobs, id)
+            .await
+            .map_err(reply)?;
         tracing::info!(
             entry.id = id,
             admin.id = admin.id,

@@ -48,9 +48,9 @@ pub async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Health>
         status: if database_ok { "ok" } else { "degraded" },
         database: if database_ok { "ok" } else { "unavailable" },
         listener: match state.jobs.listener_state() {
-            standmeet_jobs::ListenerState::Connected => "connected",
-            standmeet_jobs::ListenerState::Reconnecting => "reconnecting",
-            standmeet_jobs::ListenerState::Stopped => "disconnected",
+            standmeet_jobs::listener::ListenerState::Connected => "connected",
+            standmeet_jobs::listener::ListenerState::Reconnecting => "reconnecting",
+            standmeet_jobs::listener::ListenerState::Stopped => "disconnected",
         },
         waiters: waiters.waiting,
         max_waiters: waiters.max,

@@ -85,7 +85,7 @@ mod server {
     use crate::api::replies::reply;
     use crate::error::AppError;
     use crate::state::AppState;
-    use standmeet_jobs::periodic::{self, Schedule, ScheduleChange};
+    use standmeet_jobs::periodic::{Schedule, ScheduleChange};
 
     fn when(rfc3339: &str, tz: &jiff::tz::TimeZone) -> WhenView {
         let local = rfc3339
@@ -120,7 +120,7 @@ mod server {
         require_admin().await?;
         let state = expect_context::<AppState>();
         let tz = &state.settings.timezone;
-        let schedules = periodic::list(&state.pool, tz).await.map_err(reply)?;
+        let schedules = state.jobs.schedules(tz).await.map_err(reply)?;
         let mut kinds: Vec<String> = state.registry.kinds().map(str::to_string).collect();
         kinds.sort();
         Ok(SchedulesView {
@@ -139,17 +139,16 @@ mod server {
             ..Default::default()
         };
         // Only an existing schedule: a typo must not create one.
-        periodic::get(&state.pool, &state.settings.timezone, &change.name)
+        state
+            .jobs
+            .schedule(&state.settings.timezone, &change.name)
             .await
             .map_err(reply)?;
-        let schedule = periodic::set(
-            &state.pool,
-            &state.registry,
-            &state.settings.timezone,
-            change,
-        )
-        .await
-        .map_err(reply)?;
+        let schedule = state
+            .jobs
+            .set_schedule(&state.registry, &state.settings.timezone, change)
+            .await
+            .map_err(reply)?;
         tracing::info!(schedule = %schedule.name, enabled, admin.id = admin.id, "a schedule was switched");
         Ok(if enabled {
             format!(
@@ -164,7 +163,9 @@ mod server {
     pub async fn run_now(name: String) -> Result<String, ServerFnError> {
         let admin = require_admin().await?;
         let state = expect_context::<AppState>();
-        let inserted = periodic::run_now(&state.pool, &state.registry, &name)
+        let inserted = state
+            .jobs
+            .run_schedule_now(&state.registry, &name)
             .await
             .map_err(reply)?;
         tracing::info!(schedule = %name, job.id = %inserted.id, duplicate = inserted.duplicate, admin.id = admin.id, "a schedule was run by hand");
@@ -189,7 +190,7 @@ mod server {
         let state = expect_context::<AppState>();
         let tz = &state.settings.timezone;
         let name = name.trim().to_string();
-        if periodic::get(&state.pool, tz, &name).await.is_ok() {
+        if state.jobs.schedule(tz, &name).await.is_ok() {
             return Err(reply(AppError::Conflict(format!(
                 "A schedule named {name} exists already: enable, disable or run it in its row."
             ))));
@@ -211,7 +212,9 @@ mod server {
             queue,
             enabled: Some(true),
         };
-        let schedule = periodic::set(&state.pool, &state.registry, tz, change)
+        let schedule = state
+            .jobs
+            .set_schedule(&state.registry, tz, change)
             .await
             .map_err(reply)?;
         tracing::info!(schedule = %schedule.name, admin.id = admin.id, "a schedule was added");

@@ -299,7 +299,7 @@ mod server {
     async fn kinds_nobody_runs<'a>(
         state: &AppState,
         jobs: impl IntoIterator<Item = (&'a str, JobState)>,
-    ) -> Result<HashSet<String>, sqlx::Error> {
+    ) -> Result<HashSet<String>, standmeet_jobs::Error> {
         let strangers: HashSet<String> = jobs
             .into_iter()
             .filter(|(kind, job_state)| {
@@ -676,7 +676,7 @@ mod server {
         let read = async {
             let jobs = state.jobs.summaries(&ids).await?;
             let nobody_runs = kinds_nobody_runs(&state, summaries(&jobs)).await?;
-            Ok::<_, sqlx::Error>((jobs, nobody_runs))
+            Ok::<_, standmeet_jobs::Error>((jobs, nobody_runs))
         };
         match read.await {
             Ok((jobs, nobody_runs)) => {

@@ -133,7 +133,9 @@ mod server {
         if state.settings.vault.is_none() {
             return Err(reply(CorpusError::NoVault));
         }
-        let inserted = vault::queue_rebuild(&state.pool).await.map_err(reply)?;
+        let inserted = vault::queue_rebuild(&state.pool, &state.jobs)
+            .await
+            .map_err(reply)?;
         tracing::info!(job.id = %inserted.id, duplicate = inserted.duplicate, admin.id = admin.id, "a vault rebuild was asked for");
         Ok(if inserted.duplicate {
             format!("Rebuild already queued (job {}).", inserted.id)

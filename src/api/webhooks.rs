@@ -266,7 +266,9 @@ mod server {
     pub async fn send_test(id: i64) -> Result<TestSent, ServerFnError> {
         require_admin().await?;
         let state = expect_context::<AppState>();
-        let queued = webhooks::send_test(&state.pool, id).await.map_err(reply)?;
+        let queued = webhooks::send_test(&state.pool, &state.jobs, id)
+            .await
+            .map_err(reply)?;
         Ok(TestSent {
             delivery_id: queued.delivery_id,
             job_id: queued.job_id.0,

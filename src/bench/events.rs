@@ -204,7 +204,7 @@ async fn deliver_at(
     let registry = Registry::new().register(DeliverWebhook::new(settings)?);
     let mut config = settings.engine_config(&registry);
     config.queues = vec![webhooks_queue(&config)];
-    let engine_pool = crate::db::engine_pool(pool, standmeet_jobs::connections_needed(&config));
+    let engine_pool = crate::db::engine_pool(pool, config.connections_needed());
     let jobs = JobClient::new(pool.clone(), 64);
     let running = JobRuntime::start(&engine_pool, registry, config, &jobs).await?;
     let produced = produce(pool, rate, seconds, per_tx).await;
@@ -260,6 +260,7 @@ fn webhooks_queue(config: &EngineConfig) -> QueueConfig {
 
 /// The mean time of one access request, sent one after another.
 async fn per_submit(pool: &PgPool, count: usize) -> anyhow::Result<Duration> {
+    let jobs = JobClient::new(pool.clone(), 1);
     let started = Instant::now();
     for n in 0..count {
         let request = NewRequest {
@@ -267,7 +268,7 @@ async fn per_submit(pool: &PgPool, count: usize) -> anyhow::Result<Duration> {
             email: EmailAddress::parse(&format!("bench{n}@example.com"))?,
             message: String::new(),
         };
-        access_requests::submit(pool, &request).await?;
+        access_requests::submit(pool, &jobs, &request).await?;
     }
     Ok(started.elapsed() / count as u32)
 }

@@ -15,9 +15,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use standmeet_jobs::builtin::Noop;
-use standmeet_jobs::{
-    EngineConfig, JobClient, JobRuntime, QueueConfig, WaitOutcome, insert, insert_many_tx,
-};
+use standmeet_jobs::{EngineConfig, JobClient, JobRuntime, QueueConfig, WaitOutcome};
 
 struct Sizes {
     sequential: usize,
@@ -56,19 +54,10 @@ fn bench_config() -> EngineConfig {
         queues: vec![
             QueueConfig::new("default", 1_000, Duration::from_secs(1)).with_claims_in_flight(4),
         ],
-        retry_base: Duration::from_secs(1),
-        lease: Duration::from_secs(30),
-        schedule_interval: Duration::from_millis(250),
         rescue_interval: Duration::from_secs(15),
         clean_interval: Duration::from_secs(3_600),
-        keep_completed: Duration::from_secs(24 * 3_600),
-        keep_discarded: Duration::from_secs(7 * 24 * 3_600),
         shutdown_grace: Duration::from_secs(5),
-        worker_id: standmeet_jobs::worker_id(),
-        also_clean: Vec::new(),
-        listen_database_url: None,
-        claim_window: standmeet_jobs::CLAIM_WINDOW,
-        schedules: None,
+        ..EngineConfig::default()
     }
 }
 
@@ -76,13 +65,14 @@ fn bench_config() -> EngineConfig {
 /// as `serve` gives it one ([`engine_pool`]).
 pub(super) async fn start_jobs(pool: &PgPool, jobs: &JobClient) -> anyhow::Result<JobRuntime> {
     let config = bench_config();
-    JobRuntime::start(
+    let runtime = JobRuntime::start(
         &engine_pool(pool),
         standmeet_jobs::builtin::registry(),
         config,
         jobs,
     )
-    .await
+    .await?;
+    Ok(runtime)
 }
 
 /// The engine's pool to `pool`'s database, made as `serve` makes it, and once per
@@ -101,7 +91,7 @@ fn engine_pool(pool: &PgPool) -> PgPool {
     if let Some((_, engine)) = pools.iter().find(|(known, _)| *known == database) {
         return engine.clone();
     }
-    let needed = standmeet_jobs::connections_needed(&bench_config());
+    let needed = bench_config().connections_needed();
     let engine = crate::db::engine_pool(pool, needed);
     pools.push((database, engine.clone()));
     engine
@@ -115,11 +105,11 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
 
     // (a) Idle latency.
     let running = start_jobs(&pool, &jobs).await?;
-    warm_up(&pool, &jobs).await?;
+    warm_up(&jobs).await?;
     eprintln!("bench: (a) {} sequential no-op jobs", sizes.sequential);
     let mut idle = Vec::with_capacity(sizes.sequential);
     for _ in 0..sizes.sequential {
-        idle.push(commit_to_woken(&pool, &jobs).await?);
+        idle.push(commit_to_woken(&jobs).await?);
     }
     running.shutdown().await;
 
@@ -158,17 +148,17 @@ struct Drain {
     rounds: Vec<f64>,
 }
 
-pub(super) async fn warm_up(pool: &PgPool, jobs: &JobClient) -> anyhow::Result<()> {
+pub(super) async fn warm_up(jobs: &JobClient) -> anyhow::Result<()> {
     for _ in 0..20 {
-        commit_to_woken(pool, jobs).await?;
+        commit_to_woken(jobs).await?;
     }
     Ok(())
 }
 
 /// Inserts one no-op job and waits for it; answers the time from the insert's commit
 /// to the waiter's answer.
-pub(super) async fn commit_to_woken(pool: &PgPool, jobs: &JobClient) -> anyhow::Result<Duration> {
-    let id = insert::<Noop>(pool, &json!({})).await?;
+pub(super) async fn commit_to_woken(jobs: &JobClient) -> anyhow::Result<Duration> {
+    let id = jobs.insert::<Noop>(&json!({})).await?;
     let committed = Instant::now();
     match jobs.wait(&[id], Duration::from_secs(10)).await? {
         WaitOutcome::Done(_) => Ok(committed.elapsed()),
@@ -271,11 +261,12 @@ pub(super) async fn until_drained(pool: &PgPool, poll: Duration) -> anyhow::Resu
 pub(super) async fn queue_noops(pool: &PgPool, count: usize) -> anyhow::Result<()> {
     sqlx::query("TRUNCATE jobs CASCADE").execute(pool).await?;
     let args: Vec<serde_json::Value> = (0..10_000).map(|n| json!({ "n": n })).collect();
+    let jobs = JobClient::new(pool.clone(), 1);
     let mut left = count;
     while left > 0 {
         let batch = left.min(args.len());
         let mut tx = pool.begin().await?;
-        insert_many_tx::<Noop>(&mut tx, &args[..batch]).await?;
+        jobs.insert_many_tx::<Noop>(&mut tx, &args[..batch]).await?;
         tx.commit().await?;
         left -= batch;
     }
@@ -306,7 +297,7 @@ async fn under_load(
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut latencies = Vec::with_capacity(sizes.load_waits);
     for _ in 0..sizes.load_waits {
-        latencies.push(commit_to_woken(pool, jobs).await?);
+        latencies.push(commit_to_woken(jobs).await?);
     }
     Ok((latencies, load.stop().await?))
 }
@@ -328,13 +319,14 @@ impl SteadyInserts {
             tokio::spawn(async move {
                 let args: Vec<serde_json::Value> =
                     (0..per_tick).map(|n| json!({ "n": n })).collect();
+                let jobs = JobClient::new(pool.clone(), 1);
                 let mut ticks = tokio::time::interval(Duration::from_millis(10));
                 let started = Instant::now();
                 let mut inserted = 0usize;
                 while !stop.is_cancelled() {
                     ticks.tick().await;
                     let mut tx = pool.begin().await?;
-                    insert_many_tx::<Noop>(&mut tx, &args).await?;
+                    jobs.insert_many_tx::<Noop>(&mut tx, &args).await?;
                     tx.commit().await?;
                     inserted += per_tick;
                 }

@@ -69,10 +69,10 @@ pub async fn compare(cluster: &PrivateCluster, pool: &PgPool, quick: bool) -> an
     let jobs = JobClient::new(pool.clone(), 64);
     eprintln!("bench: {} jobs one after another on each", sizes.latency);
     let running = start_jobs(pool, &jobs).await?;
-    warm_up(pool, &jobs).await?;
+    warm_up(&jobs).await?;
     let mut our_latency = Vec::with_capacity(sizes.latency);
     for _ in 0..sizes.latency {
-        our_latency.push(commit_to_woken(pool, &jobs).await?);
+        our_latency.push(commit_to_woken(&jobs).await?);
     }
     running.shutdown().await;
     let output = driver(

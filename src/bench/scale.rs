@@ -62,7 +62,7 @@ pub async fn measure(pool: &PgPool, database_url: &str, quick: bool) -> anyhow::
         // Woken here, run there.
         let mut woken = Vec::with_capacity(waits);
         for _ in 0..waits {
-            woken.push(commit_to_woken(pool, &queues).await?);
+            woken.push(commit_to_woken(&queues).await?);
         }
         helper::stop(workers, "a bench-worker process").await?;
         let completed: i64 =

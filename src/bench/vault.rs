@@ -126,13 +126,13 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
         .register(IndexEntry)
         .register(IndexBatch);
     let config = settings.engine_config(&registry);
-    let engine_pool = crate::db::engine_pool(pool, standmeet_jobs::connections_needed(&config));
+    let engine_pool = crate::db::engine_pool(pool, config.connections_needed());
     let jobs = JobClient::new(pool.clone(), 64);
     let running = JobRuntime::start(&engine_pool, registry, config, &jobs).await?;
     let result = async {
         eprintln!("bench: vault: the first rebuild");
         let started = Instant::now();
-        let first = vault::queue_rebuild(pool).await?.id;
+        let first = vault::queue_rebuild(pool, &jobs).await?.id;
         until_rebuilt_and_indexed(pool, &jobs, first).await?;
         let first_took = started.elapsed();
         let rebuild_alone: f64 = sqlx::query_scalar(
@@ -145,13 +145,13 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
 
         eprintln!("bench: vault: a rebuild that finds nothing changed");
         let started = Instant::now();
-        let second = vault::queue_rebuild(pool).await?.id;
+        let second = vault::queue_rebuild(pool, &jobs).await?.id;
         until_rebuilt_and_indexed(pool, &jobs, second).await?;
         let unchanged_took = started.elapsed();
 
         eprintln!("bench: vault: one note written, with the watcher on");
         let stop = tokio_util::sync::CancellationToken::new();
-        let watching = vault::watch(pool.clone(), root.clone(), stop.clone())?;
+        let watching = vault::watch(pool.clone(), jobs.clone(), root.clone(), stop.clone())?;
         let word = format!("zephyr{}", std::process::id());
         let started = Instant::now();
         std::fs::write(

@@ -25,7 +25,8 @@ use super::pg_restart::{self, LONGEST_SLEEP_MS, Tally};
 use super::process;
 use super::relay::Relay;
 use super::{Lab, Outcome};
-use standmeet_jobs::{JobClient, ListenerState};
+use standmeet_jobs::JobClient;
+use standmeet_jobs::listener::ListenerState;
 
 const SILENT_AFTER: Duration = Duration::from_millis(500);
 const HEAL_AFTER: Duration = Duration::from_secs(12);

@@ -22,7 +22,7 @@ use sqlx::PgPool;
 use super::process;
 use super::{ChaosEffect, EffectArgs, Lab, Outcome};
 use standmeet_jobs::builtin::{Sleep, SleepArgs};
-use standmeet_jobs::{JobClient, JobId, insert_tx};
+use standmeet_jobs::{JobClient, JobId};
 
 const SLOTS: usize = 16;
 /// How long the worker's claims stay open: long enough to be hit at will.
@@ -55,11 +55,12 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     let settled = super::wait_until_finished(&pool, &ids, Duration::from_secs(30)).await;
 
     // Sleepers: their claims are cut too, then an admin cancels each once it runs.
+    let jobs = JobClient::new(pool.clone(), 1);
     let mut tx = pool.begin().await?;
     let mut sleepers = Vec::with_capacity(SLEEPERS);
     for _ in 0..SLEEPERS {
         sleepers.push(
-            insert_tx::<Sleep>(&mut tx, &SleepArgs { ms: 60_000 })
+            jobs.insert_tx::<Sleep>(&mut tx, &SleepArgs { ms: 60_000 })
                 .await?
                 .0,
         );
@@ -177,6 +178,7 @@ async fn cut_open_claims(pool: &PgPool) -> Result<i64, sqlx::Error> {
 }
 
 async fn insert_effects(pool: &PgPool, count: usize) -> anyhow::Result<Vec<i64>> {
+    let jobs = JobClient::new(pool.clone(), 1);
     let mut tx = pool.begin().await?;
     let mut ids = Vec::with_capacity(count);
     for n in 0..count {
@@ -185,7 +187,7 @@ async fn insert_effects(pool: &PgPool, count: usize) -> anyhow::Result<Vec<i64>>
             n: n as u64,
             sleep_ms,
         };
-        ids.push(insert_tx::<ChaosEffect>(&mut tx, &args).await?.0);
+        ids.push(jobs.insert_tx::<ChaosEffect>(&mut tx, &args).await?.0);
     }
     tx.commit().await?;
     Ok(ids)

@@ -40,7 +40,7 @@ use super::smtp_peer::SmtpPeer;
 use super::{Lab, Outcome};
 use crate::db::{self, PrivateCluster};
 use standmeet_jobs::builtin::{Sleep, SleepArgs};
-use standmeet_jobs::{InsertOptions, JobClient, insert_with};
+use standmeet_jobs::{InsertOptions, JobClient};
 
 const DATABASE: &str = "chaos_failover";
 /// The background load: this many jobs every [`LOAD_TICK`] (500 a second).
@@ -127,7 +127,7 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
             scheduled_at: Some(due),
             ..InsertOptions::default()
         };
-        followed.push(insert_with::<Sleep>(&pool, &args, options).await?.0);
+        followed.push(jobs.insert_with::<Sleep>(&args, options).await?.0);
     }
     let mut streams = JoinSet::new();
     for (n, job) in followed.iter().enumerate() {
@@ -414,6 +414,7 @@ async fn run_load(pool: PgPool, stop: CancellationToken) -> LoadResult {
     // A batch that waited for the database does not make the next ones crowd in.
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let args: Vec<SleepArgs> = (0..LOAD_BATCH).map(|_| SleepArgs { ms: 0 }).collect();
+    let jobs = JobClient::new(pool.clone(), 1);
     loop {
         tokio::select! {
             _ = stop.cancelled() => return result,
@@ -421,7 +422,7 @@ async fn run_load(pool: PgPool, stop: CancellationToken) -> LoadResult {
         }
         let inserted = async {
             let mut tx = pool.begin().await?;
-            let ids = standmeet_jobs::insert_many_tx::<Sleep>(&mut tx, &args).await?;
+            let ids = jobs.insert_many_tx::<Sleep>(&mut tx, &args).await?;
             tx.commit().await?;
             anyhow::Ok(ids)
         }

@@ -23,7 +23,7 @@ use super::process::{self, ChildProcess};
 use super::{Lab, Outcome};
 use crate::error::AppError;
 use standmeet_jobs::builtin::{Sleep, SleepArgs};
-use standmeet_jobs::{CancelOutcome, JobClient, JobId, insert_tx};
+use standmeet_jobs::{CancelOutcome, JobClient, JobId};
 
 /// The lease of the two workers.
 const LEASE: Duration = Duration::from_secs(3);
@@ -216,11 +216,12 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
 
 /// Queues the drain: sleeps of 5 ms, one in a hundred of 2 s.
 async fn insert_jobs(pool: &PgPool, count: usize) -> anyhow::Result<Vec<i64>> {
+    let jobs = JobClient::new(pool.clone(), 1);
     let mut tx = pool.begin().await?;
     let mut ids = Vec::with_capacity(count);
     for n in 0..count {
         let ms = if n % 100 == 50 { 2_000 } else { 5 };
-        ids.push(insert_tx::<Sleep>(&mut tx, &SleepArgs { ms }).await?.0);
+        ids.push(jobs.insert_tx::<Sleep>(&mut tx, &SleepArgs { ms }).await?.0);
     }
     tx.commit().await?;
     Ok(ids)

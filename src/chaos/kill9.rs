@@ -22,8 +22,8 @@ use sqlx::PgPool;
 
 use super::process::{self, ChildProcess};
 use super::{ChaosEffect, EffectArgs, Lab, Outcome};
+use standmeet_jobs::JobClient;
 use standmeet_jobs::builtin::{Flaky, FlakyArgs, Sleep, SleepArgs};
-use standmeet_jobs::insert_tx;
 
 /// Jobs one worker runs at once: few, so that the jobs of a run last about as long
 /// as the kills do, and most kills hit a worker in the middle of something.
@@ -164,6 +164,7 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
 /// kills land on each of them, not on whichever kind the queue reaches first); answers
 /// their ids.
 async fn insert_jobs(pool: &PgPool, count: usize) -> anyhow::Result<Vec<i64>> {
+    let jobs = JobClient::new(pool.clone(), 1);
     let mut tx = pool.begin().await?;
     let mut ids = Vec::with_capacity(count);
     for n in 0..count {
@@ -172,21 +173,24 @@ async fn insert_jobs(pool: &PgPool, count: usize) -> anyhow::Result<Vec<i64>> {
             (rng.random_range(0..=300), rng.random_range(0..=300))
         };
         let id = match n % 3 {
-            0 => insert_tx::<Sleep>(&mut tx, &SleepArgs { ms: sleep_ms }).await?,
+            0 => {
+                jobs.insert_tx::<Sleep>(&mut tx, &SleepArgs { ms: sleep_ms })
+                    .await?
+            }
             1 => {
                 let args = FlakyArgs {
                     fail_until_attempt: 2,
                     message: Some("chaos: the first attempt fails on purpose".into()),
                     retry_in_ms: Some(50),
                 };
-                insert_tx::<Flaky>(&mut tx, &args).await?
+                jobs.insert_tx::<Flaky>(&mut tx, &args).await?
             }
             _ => {
                 let args = EffectArgs {
                     n: n as u64,
                     sleep_ms: effect_pause,
                 };
-                insert_tx::<ChaosEffect>(&mut tx, &args).await?
+                jobs.insert_tx::<ChaosEffect>(&mut tx, &args).await?
             }
         };
         ids.push(id.0);

@@ -376,14 +376,13 @@ pub(crate) async fn count_among(pool: &PgPool, sql: &str, ids: &[i64]) -> Result
 
 /// Queues `count` no-op jobs in one transaction; answers their ids.
 pub(crate) async fn queue_noops(pool: &PgPool, count: usize) -> anyhow::Result<Vec<i64>> {
+    let jobs = JobClient::new(pool.clone(), 1);
     let mut tx = pool.begin().await?;
     let mut ids = Vec::with_capacity(count);
     for n in 0..count {
-        let id = standmeet_jobs::insert_tx::<standmeet_jobs::builtin::Noop>(
-            &mut tx,
-            &serde_json::json!({ "n": n }),
-        )
-        .await?;
+        let id = jobs
+            .insert_tx::<standmeet_jobs::builtin::Noop>(&mut tx, &serde_json::json!({ "n": n }))
+            .await?;
         ids.push(id.0);
     }
     tx.commit().await?;

@@ -24,7 +24,7 @@ use tokio::task::JoinSet;
 use super::process;
 use super::{Lab, Outcome};
 use standmeet_jobs::builtin::{Sleep, SleepArgs};
-use standmeet_jobs::{JobClient, JobId, WaitOutcome, insert};
+use standmeet_jobs::{JobClient, JobId, WaitOutcome};
 
 pub(super) const WAIT_LIMIT: Duration = Duration::from_secs(5);
 /// How much later than its limit a wait may end and still count as on time.
@@ -256,10 +256,11 @@ pub(super) async fn call(pool: PgPool, jobs: JobClient, sleep_ms: u64) -> Call {
 /// The insert is not what is tested: should it meet the restart, it tries again.
 async fn insert_patiently(pool: &PgPool, sleep_ms: u64) -> anyhow::Result<JobId> {
     let deadline = Instant::now() + Duration::from_secs(15);
+    let jobs = JobClient::new(pool.clone(), 1);
     loop {
-        match insert::<Sleep>(pool, &SleepArgs { ms: sleep_ms }).await {
+        match jobs.insert::<Sleep>(&SleepArgs { ms: sleep_ms }).await {
             Ok(job) => return Ok(job),
-            Err(err) if Instant::now() > deadline => return Err(err),
+            Err(err) if Instant::now() > deadline => return Err(err.into()),
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }

@@ -22,7 +22,7 @@ use sqlx::PgPool;
 use super::process::{self, ChildProcess};
 use super::{Lab, Outcome};
 use standmeet_jobs::builtin::{Sleep, SleepArgs};
-use standmeet_jobs::{InsertOptions, JobContext, JobError, JobKind, insert_tx, insert_with};
+use standmeet_jobs::{InsertOptions, JobClient, JobContext, JobError, JobKind};
 
 /// How many times a poison job may kill a process before it is discarded.
 const POISON_ATTEMPTS: i16 = 3;
@@ -220,6 +220,7 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
 /// Queues the ordinary jobs and, spread among them, the poison ones; answers both
 /// lists of ids.
 async fn insert_jobs(pool: &PgPool, ordinary: usize) -> anyhow::Result<(Vec<i64>, Vec<i64>)> {
+    let jobs = JobClient::new(pool.clone(), 1);
     let mut tx = pool.begin().await?;
     let mut ordinary_ids = Vec::with_capacity(ordinary);
     let mut poison_ids = Vec::new();
@@ -233,14 +234,18 @@ async fn insert_jobs(pool: &PgPool, ordinary: usize) -> anyhow::Result<(Vec<i64>
             let args = serde_json::json!({ "n": n });
             let id = match POISON[poison_ids.len()] {
                 "chaos.overflow" => {
-                    insert_with::<ChaosOverflow>(&mut *tx, &args, options()).await?
+                    jobs.insert_tx_with::<ChaosOverflow>(&mut tx, &args, options())
+                        .await?
                 }
-                _ => insert_with::<ChaosAbort>(&mut *tx, &args, options()).await?,
+                _ => {
+                    jobs.insert_tx_with::<ChaosAbort>(&mut tx, &args, options())
+                        .await?
+                }
             };
             poison_ids.push(id.0);
         }
         let ms = rand::rng().random_range(0..=20);
-        ordinary_ids.push(insert_tx::<Sleep>(&mut tx, &SleepArgs { ms }).await?.0);
+        ordinary_ids.push(jobs.insert_tx::<Sleep>(&mut tx, &SleepArgs { ms }).await?.0);
     }
     tx.commit().await?;
     Ok((ordinary_ids, poison_ids))

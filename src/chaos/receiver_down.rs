@@ -119,7 +119,7 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     let registry = Registry::new().register(DeliverWebhook::new(&settings)?);
     let mut config = settings.engine_config(&registry);
     config.queues.retain(|queue| queue.name == "webhooks");
-    let engine_pool = crate::db::engine_pool(&pool, standmeet_jobs::connections_needed(&config));
+    let engine_pool = crate::db::engine_pool(&pool, config.connections_needed());
     let jobs = JobClient::new(pool.clone(), 64);
     let running = JobRuntime::start(&engine_pool, registry, config, &jobs).await?;
 

@@ -31,7 +31,7 @@ use super::process;
 use super::smtp_peer::SmtpPeer;
 use super::{Lab, Outcome, first_few, snippet};
 use standmeet_jobs::builtin::{Sleep, SleepArgs};
-use standmeet_jobs::{InsertOptions, JobClient, WaitOutcome, insert, insert_with};
+use standmeet_jobs::{InsertOptions, JobClient, WaitOutcome};
 
 const LIVE_STREAMS: usize = 50;
 const CALLERS: usize = 16;
@@ -84,7 +84,9 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
             scheduled_at: Some(due),
             ..InsertOptions::default()
         };
-        let job = insert_with::<Sleep>(&pool, &SleepArgs { ms: 0 }, options).await?;
+        let job = jobs
+            .insert_with::<Sleep>(&SleepArgs { ms: 0 }, options)
+            .await?;
         streams.push(client.live(&[job.0]).await?);
     }
     let stream_ends = Arc::new(Mutex::new(0usize));
@@ -93,7 +95,6 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     }
     for _ in 0..CALLERS {
         activities.spawn(call_again_and_again(
-            pool.clone(),
             jobs.clone(),
             stop.clone(),
             latencies.clone(),
@@ -290,14 +291,13 @@ async fn hold_stream(
 /// One caller: inserts a job of no length and waits for it, until `stop`; records
 /// insert-committed → answered.
 async fn call_again_and_again(
-    pool: sqlx::PgPool,
     jobs: JobClient,
     stop: CancellationToken,
     latencies: Arc<Mutex<Vec<Duration>>>,
     troubles: Arc<Mutex<Troubles>>,
 ) {
     while !stop.is_cancelled() {
-        let job = match insert::<Sleep>(&pool, &SleepArgs { ms: 0 }).await {
+        let job = match jobs.insert::<Sleep>(&SleepArgs { ms: 0 }).await {
             Ok(job) => job,
             Err(err) => {
                 troubles

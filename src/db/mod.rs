@@ -124,7 +124,7 @@ pub const APP_POOL_SIZE: u32 = 16;
 const ENGINE_HANDLER_CONNECTIONS: u32 = 6;
 
 /// A pool for the job engine's claims and handlers, to the same database as `app`:
-/// the `needed` connections the engine asks for (`jobs::connections_needed`: one per
+/// the `needed` connections the engine asks for (`EngineConfig::connections_needed`: one per
 /// claim its queues may keep open at once, and a little room) and more for the
 /// handlers (the engine refuses a pool without that room, and keeps a few more
 /// connections of its own for its completer and chores; see `jobs::Engine::start`). They never wait behind public HTTP load for a connection.
@@ -138,7 +138,7 @@ const ENGINE_HANDLER_CONNECTIONS: u32 = 6;
 /// warnings. What fails, the engine reports itself.
 pub fn engine_pool(app: &PgPool, needed: u32) -> PgPool {
     // Tried before use only after a quiet second (`standmeet_jobs::pool_options`).
-    standmeet_jobs::pool_options()
+    standmeet_jobs::JobRuntime::pool_options()
         .max_connections(needed + ENGINE_HANDLER_CONNECTIONS)
         .acquire_timeout(Duration::from_secs(5))
         .acquire_slow_level(log::LevelFilter::Info)

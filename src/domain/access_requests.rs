@@ -18,7 +18,7 @@ use crate::domain::mail::{Mail, MailContext, MailJob, MailKind, MailOutput, Mail
 use crate::domain::secrets::{code_hash, new_code};
 use crate::model::MailState;
 use crate::types::{EmailAddress, free_text_problem, name_problem, normalized_line_breaks};
-use standmeet_jobs::{self as jobs, JobContext, JobError, JobId, JobState};
+use standmeet_jobs::{JobClient, JobContext, JobError, JobId, JobState};
 
 /// The `access_request_status` enum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
@@ -113,7 +113,7 @@ fn capitalized(text: &str) -> String {
 
 /// Writes the request and queues the mail that tells the owner, in one transaction.
 #[tracing::instrument(skip_all, err)]
-pub async fn submit(pool: &PgPool, request: &NewRequest) -> anyhow::Result<i64> {
+pub async fn submit(pool: &PgPool, jobs: &JobClient, request: &NewRequest) -> anyhow::Result<i64> {
     let mut tx = pool.begin().await?;
     let id = sqlx::query_scalar!(
         "INSERT INTO access_requests (name, email, message) VALUES ($1, $2, $3) RETURNING id",
@@ -123,8 +123,9 @@ pub async fn submit(pool: &PgPool, request: &NewRequest) -> anyhow::Result<i64> 
     )
     .fetch_one(&mut *tx)
     .await?;
-    let job =
-        jobs::insert_tx::<MailKind<NotifyOwner>>(&mut tx, &RequestArgs { request_id: id }).await?;
+    let job = jobs
+        .insert_tx::<MailKind<NotifyOwner>>(&mut tx, &RequestArgs { request_id: id })
+        .await?;
     // The event rides on this statement (the database's `record_event`, as
     // `events::record` calls it): a visitor's request is the commonest change that
     // records one, and a statement of its own would add a round trip to it.
@@ -267,16 +268,24 @@ impl From<sqlx::Error> for DecisionError {
     }
 }
 
+/// The job engine failed to insert or read a job: a failure on our side.
+impl From<standmeet_jobs::Error> for DecisionError {
+    fn from(err: standmeet_jobs::Error) -> Self {
+        DecisionError::Internal(err.into())
+    }
+}
+
 /// Approves a pending request: in one transaction its status becomes `approved` and
 /// the approval mail is queued (its job id kept on the request). Answers that job.
 ///
 /// An approved request whose mail job ended without the mail going out (discarded,
 /// cancelled), or was cleaned away, can be approved again: a new mail job is queued,
 /// so no request is left approved with nothing on its way.
-#[tracing::instrument(skip(pool, mailer), err)]
+#[tracing::instrument(skip(pool, jobs, mailer), err)]
 /// `admin_id` is `None` when an agent approved through MCP.
 pub async fn approve(
     pool: &PgPool,
+    jobs: &JobClient,
     mailer: &Mailer,
     id: i64,
     admin_id: Option<i64>,
@@ -286,8 +295,9 @@ pub async fn approve(
     }
     let mut tx = pool.begin().await?;
     lock_approvable(&mut tx, id).await?;
-    let job =
-        jobs::insert_tx::<MailKind<ApprovalMail>>(&mut tx, &RequestArgs { request_id: id }).await?;
+    let job = jobs
+        .insert_tx::<MailKind<ApprovalMail>>(&mut tx, &RequestArgs { request_id: id })
+        .await?;
     let email = sqlx::query_scalar!(
         r#"
         UPDATE access_requests

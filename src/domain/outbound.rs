@@ -327,6 +327,8 @@ mod tests {
         // With private addresses allowed the same environment's proxy is used: what
         // shows that this test sees a proxy being used.
         let unguarded = reached_proxy(client_builder(true).build().unwrap()).await;
+        // SAFETY: as above, this test's process has no other thread reading the
+        // environment.
         unsafe {
             std::env::remove_var("HTTP_PROXY");
             std::env::remove_var("http_proxy");

@@ -18,7 +18,7 @@ use crate::domain::events::{self, NewEvent};
 use crate::domain::mail::{self, Mail, MailContext, MailJob, MailKind, MailOutput, Mailer, Wanted};
 use crate::domain::secrets::{code_hash, new_code, new_token, token_hash};
 use crate::types::EmailAddress;
-use standmeet_jobs::{self as jobs, InsertOptions, JobContext, JobError, JobId, JobState};
+use standmeet_jobs::{InsertOptions, JobClient, JobContext, JobError, JobId, JobState};
 
 /// A new confirmation mail waits this long before it goes out, so an owner who
 /// mistyped and corrects at once sends one mail, to the right address.
@@ -103,12 +103,20 @@ impl From<sqlx::Error> for ChangeError {
     }
 }
 
+/// The job engine failed to insert or read a job: a failure on our side.
+impl From<standmeet_jobs::Error> for ChangeError {
+    fn from(err: standmeet_jobs::Error) -> Self {
+        ChangeError::Internal(err.into())
+    }
+}
+
 /// Asks to change the owner's address to `new_email`: in one transaction any older
 /// pending change is superseded, the new one written, and its confirmation mail queued
 /// (its job id kept on the change). Answers the job.
-#[tracing::instrument(skip(pool, settings, mailer), err)]
+#[tracing::instrument(skip(pool, jobs, settings, mailer), err)]
 pub async fn request_change(
     pool: &PgPool,
+    jobs: &JobClient,
     settings: &Settings,
     mailer: &Mailer,
     new_email: &str,
@@ -142,15 +150,16 @@ pub async fn request_change(
     .fetch_one(&mut *tx)
     .await?;
     let later = OffsetDateTime::now_utc() + CONFIRMATION_DELAY;
-    let job = jobs::insert_with::<MailKind<EmailConfirmation>>(
-        &mut *tx,
-        &ChangeArgs { change_id: id },
-        InsertOptions {
-            scheduled_at: Some(later),
-            ..Default::default()
-        },
-    )
-    .await?;
+    let job = jobs
+        .insert_tx_with::<MailKind<EmailConfirmation>>(
+            &mut tx,
+            &ChangeArgs { change_id: id },
+            InsertOptions {
+                scheduled_at: Some(later),
+                ..Default::default()
+            },
+        )
+        .await?;
     sqlx::query!(
         "UPDATE owner_email_changes SET pending_email_job_id = $2 WHERE id = $1",
         id,

@@ -85,7 +85,8 @@ impl Tools {
     /// for the mail, and says whether it went out.
     async fn approve(&self, id: i64) -> Result<Value, AppError> {
         let state = &self.state;
-        let job = access_requests::approve(&state.pool, &state.mailer, id, None).await?;
+        let job =
+            access_requests::approve(&state.pool, &state.jobs, &state.mailer, id, None).await?;
         tracing::info!(
             request.id = id,
             job.id = job.0,

@@ -162,6 +162,7 @@ impl Tools {
             )?;
             let booking = bookings::create(
                 &state.pool,
+                &state.jobs,
                 &state.settings.timezone,
                 crate::api::bookings::server::uid_host(state),
                 &new,
@@ -183,7 +184,7 @@ impl Tools {
     ) -> Result<CallToolResult, ErrorData> {
         let cancelled = async {
             bookings::may_book(self.state.settings.booking, Actor::Agent, true)?;
-            bookings::cancel(&self.state.pool, params.id, Actor::Agent).await
+            bookings::cancel(&self.state.pool, &self.state.jobs, params.id, Actor::Agent).await
         };
         respond(
             cancelled

@@ -70,6 +70,7 @@ impl Tools {
     ) -> Result<CallToolResult, ErrorData> {
         let written = corpus::create(
             &self.state.pool,
+            &self.state.jobs,
             &params.title,
             &params.body,
             &params.visibility,
@@ -88,6 +89,7 @@ impl Tools {
     ) -> Result<CallToolResult, ErrorData> {
         let written = corpus::update(
             &self.state.pool,
+            &self.state.jobs,
             params.id,
             params.title.as_deref(),
             params.body.as_deref(),
@@ -105,7 +107,7 @@ impl Tools {
         &self,
         Parameters(params): Parameters<PromoteEntryParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        let written = corpus::promote(&self.state.pool, params.id).await;
+        let written = corpus::promote(&self.state.pool, &self.state.jobs, params.id).await;
         self.corpus_receipt(written).await
     }
 

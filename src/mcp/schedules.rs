@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::{Tools, respond};
 use crate::error::AppError;
-use standmeet_jobs::periodic::{self as schedules, ScheduleChange};
+use standmeet_jobs::periodic::ScheduleChange;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ScheduleNameParams {
@@ -43,7 +43,11 @@ impl Tools {
         description = "The schedules that insert jobs periodically: {schedules: [{name, cron, timezone, kind, args, queue, enabled, next_run_at, last_run: {job_id, state, at} | null}]}; next_run_at is null while disabled."
     )]
     async fn schedules_list(&self) -> Result<CallToolResult, ErrorData> {
-        let listed = schedules::list(&self.state.pool, &self.state.settings.timezone).await;
+        let listed = self
+            .state
+            .jobs
+            .schedules(&self.state.settings.timezone)
+            .await;
         respond(
             listed
                 .map(|schedules| json!({ "schedules": schedules }))
@@ -59,8 +63,11 @@ impl Tools {
         &self,
         Parameters(params): Parameters<ScheduleNameParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        let inserted =
-            schedules::run_now(&self.state.pool, &self.state.registry, &params.name).await;
+        let inserted = self
+            .state
+            .jobs
+            .run_schedule_now(&self.state.registry, &params.name)
+            .await;
         respond(
             inserted
                 .map(|inserted| json!({ "job_id": inserted.id, "duplicate": inserted.duplicate }))
@@ -84,13 +91,11 @@ impl Tools {
             queue: params.queue,
             enabled: params.enabled,
         };
-        let set = schedules::set(
-            &self.state.pool,
-            &self.state.registry,
-            &self.state.settings.timezone,
-            change,
-        )
-        .await;
+        let set = self
+            .state
+            .jobs
+            .set_schedule(&self.state.registry, &self.state.settings.timezone, change)
+            .await;
         respond(set.map(|schedule| json!(schedule)).map_err(AppError::from))
     }
 }

@@ -98,7 +98,7 @@ impl Tools {
     /// `webhooks.test`: queues a test delivery, waits up to [`WEBHOOK_TEST_WAIT`] for
     /// it, and says how it went.
     async fn send_test(&self, id: i64) -> Result<Value, AppError> {
-        let queued = webhooks::send_test(&self.state.pool, id).await?;
+        let queued = webhooks::send_test(&self.state.pool, &self.state.jobs, id).await?;
         self.state
             .jobs
             .wait(&[queued.job_id], WEBHOOK_TEST_WAIT)

@@ -500,8 +500,9 @@ async fn with_database_url_it_uses_that_server_creates_the_database_and_starts_n
 
 #[tokio::test]
 async fn the_job_of_a_killed_process_is_rescued_and_completed_by_another_process() {
+    use crate::common::jobs::insert;
+    use standmeet_jobs::JobState;
     use standmeet_jobs::builtin::{Sleep, SleepArgs};
-    use standmeet_jobs::{JobState, insert};
 
     let admin_url = std::env::var("DATABASE_URL").expect("the test command sets DATABASE_URL");
     let database = format!("standmeet_kill_{}", std::process::id());
@@ -558,8 +559,9 @@ async fn the_job_of_a_killed_process_is_rescued_and_completed_by_another_process
 
 #[tokio::test]
 async fn a_waiter_in_one_process_is_woken_by_a_job_finished_in_another() {
+    use crate::common::jobs::insert;
+    use standmeet_jobs::WaitOutcome;
     use standmeet_jobs::builtin::Noop;
-    use standmeet_jobs::{WaitOutcome, insert};
 
     let admin_url = std::env::var("DATABASE_URL").expect("the test command sets DATABASE_URL");
     let database = format!("standmeet_two_{}", std::process::id());
@@ -592,7 +594,7 @@ async fn a_waiter_in_one_process_is_woken_by_a_job_finished_in_another() {
     let heard = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             match finished.next().await {
-                Some(standmeet_jobs::Finished::Job(done)) if done == id => return true,
+                Some(standmeet_jobs::listener::Finished::Job(done)) if done == id => return true,
                 Some(_) => continue,
                 None => return false,
             }

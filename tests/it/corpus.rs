@@ -3,6 +3,7 @@
 //! queries, and re-indexing at start.
 
 use crate::common;
+use crate::common::jobs::client as jobs_client;
 
 use std::time::Duration;
 
@@ -42,10 +43,12 @@ async fn visitor_finds(app: &TestApp, q: &str, cookie: Option<&str>) -> Vec<i64>
 
 /// Creates and promotes an entry, waiting for its index; answers its id.
 async fn promoted_entry(state: &AppState, title: &str, body: &str, visibility: &str) -> i64 {
-    let written = corpus::create(&state.pool, title, body, visibility)
+    let written = corpus::create(&state.pool, &state.jobs, title, body, visibility)
         .await
         .unwrap();
-    let promoted = corpus::promote(&state.pool, written.id).await.unwrap();
+    let promoted = corpus::promote(&state.pool, &state.jobs, written.id)
+        .await
+        .unwrap();
     let receipt = corpus::receipt(&state.pool, &state.jobs, Duration::from_secs(2), promoted)
         .await
         .unwrap();
@@ -159,14 +162,27 @@ async fn ten_saves_in_a_row_leave_one_index_job_waiting_and_the_index_ends_with_
     pool: PgPool,
 ) {
     // No engine while saving: every save finds the job the first one queued.
-    let first = corpus::create(&pool, "Ferry times", "Version 0", "public")
-        .await
-        .unwrap();
+    let first = corpus::create(
+        &pool,
+        &jobs_client(&pool),
+        "Ferry times",
+        "Version 0",
+        "public",
+    )
+    .await
+    .unwrap();
     let mut last = first;
     for n in 1..10 {
-        last = corpus::update(&pool, first.id, None, Some(&format!("Version {n}")), None)
-            .await
-            .unwrap();
+        last = corpus::update(
+            &pool,
+            &jobs_client(&pool),
+            first.id,
+            None,
+            Some(&format!("Version {n}")),
+            None,
+        )
+        .await
+        .unwrap();
         assert_eq!(last.job, first.job, "save {n} answered the waiting job");
     }
     let waiting: i64 = sqlx::query_scalar(
@@ -195,12 +211,25 @@ async fn ten_saves_in_a_row_leave_one_index_job_waiting_and_the_index_ends_with_
 
 #[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn an_index_write_of_an_older_version_never_overwrites_a_newer_one(pool: PgPool) {
-    let first = corpus::create(&pool, "Tide tables", "Low tide at six.", "public")
-        .await
-        .unwrap();
-    let second = corpus::update(&pool, first.id, None, Some("Low tide at nine."), None)
-        .await
-        .unwrap();
+    let first = corpus::create(
+        &pool,
+        &jobs_client(&pool),
+        "Tide tables",
+        "Low tide at six.",
+        "public",
+    )
+    .await
+    .unwrap();
+    let second = corpus::update(
+        &pool,
+        &jobs_client(&pool),
+        first.id,
+        None,
+        Some("Low tide at nine."),
+        None,
+    )
+    .await
+    .unwrap();
     assert_eq!(second.version, 2);
     let mut app = corpus_desk(&pool, "2000").jobs().spawn().await;
     let done = wait_for_state(&pool, second.job, JobState::Completed).await;
@@ -405,7 +434,9 @@ async fn the_admins_grep_finds_substrings_drafts_included(pool: PgPool) {
         ("Percent", "100% of the 5_000 entries."),
         ("Other", "Nothing to see."),
     ] {
-        let written = corpus::create(&pool, title, body, "public").await.unwrap();
+        let written = corpus::create(&pool, &jobs_client(&pool), title, body, "public")
+            .await
+            .unwrap();
         corpus::receipt(&pool, &app.state.jobs, Duration::from_secs(2), written)
             .await
             .unwrap();
@@ -457,6 +488,7 @@ async fn the_admins_grep_finds_substrings_drafts_included(pool: PgPool) {
 async fn at_start_entries_whose_index_lags_are_queued_again(pool: PgPool) {
     let written = corpus::create(
         &pool,
+        &jobs_client(&pool),
         "Lost write",
         "Written while the index job was lost.",
         "public",
@@ -477,9 +509,16 @@ async fn at_start_entries_whose_index_lags_are_queued_again(pool: PgPool) {
         "the chip says failed"
     );
 
-    assert_eq!(corpus::reindex_lagging(&pool).await.unwrap(), 1);
     assert_eq!(
-        corpus::reindex_lagging(&pool).await.unwrap(),
+        corpus::reindex_lagging(&pool, &jobs_client(&pool))
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        corpus::reindex_lagging(&pool, &jobs_client(&pool))
+            .await
+            .unwrap(),
         0,
         "queued once"
     );
@@ -514,9 +553,16 @@ async fn an_entry_made_restricted_is_hidden_at_once_before_its_index_job_runs(po
 
     // No engine now: the index still says public.
     let app = corpus_desk(&pool, "100").spawn().await;
-    let written = corpus::update(&pool, id, None, None, Some("restricted"))
-        .await
-        .unwrap();
+    let written = corpus::update(
+        &pool,
+        &jobs_client(&pool),
+        id,
+        None,
+        None,
+        Some("restricted"),
+    )
+    .await
+    .unwrap();
     let receipt = corpus::receipt(
         &pool,
         &first.state.jobs,

@@ -2,6 +2,7 @@
 //! leaves none, a refused change writes none), with the data of §9, oldest first.
 
 use crate::common;
+use crate::common::jobs::client as jobs_client;
 
 use axum::http::StatusCode;
 use common::TestApp;
@@ -107,17 +108,30 @@ async fn a_denial_is_an_event_and_a_refused_approval_writes_none(pool: PgPool) {
 
 #[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn corpus_updates_and_promotions_carry_the_version_they_wrote(pool: PgPool) {
-    let written = corpus::create(&pool, "Title", "Body text", "public")
+    let written = corpus::create(&pool, &jobs_client(&pool), "Title", "Body text", "public")
         .await
         .unwrap();
     // A draft's creation is not an event.
     assert!(recorded(&pool).await.is_empty());
-    let updated = corpus::update(&pool, written.id, None, Some("New body"), None)
+    let updated = corpus::update(
+        &pool,
+        &jobs_client(&pool),
+        written.id,
+        None,
+        Some("New body"),
+        None,
+    )
+    .await
+    .unwrap();
+    let promoted = corpus::promote(&pool, &jobs_client(&pool), written.id)
         .await
         .unwrap();
-    let promoted = corpus::promote(&pool, written.id).await.unwrap();
     // Promoting twice is refused, and writes nothing.
-    assert!(corpus::promote(&pool, written.id).await.is_err());
+    assert!(
+        corpus::promote(&pool, &jobs_client(&pool), written.id)
+            .await
+            .is_err()
+    );
     assert_eq!(
         recorded(&pool).await,
         vec![

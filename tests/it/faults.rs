@@ -333,17 +333,13 @@ async fn an_engine_refuses_a_pool_that_its_claims_would_use_up(pool: PgPool) {
     let words = err.to_string();
     assert!(
         words.contains(&format!("keep {claims} claims open"))
-            && words.contains(&format!(
-                "at least {}",
-                standmeet_jobs::connections_needed(&config)
-            )),
+            && words.contains(&format!("at least {}", config.connections_needed())),
         "{words}"
     );
     // The pool StandMeet gives its engine leaves room beyond the claims.
-    let engine_pool =
-        standmeet::db::engine_pool(&pool, standmeet_jobs::connections_needed(&config));
+    let engine_pool = standmeet::db::engine_pool(&pool, config.connections_needed());
     assert!(
-        engine_pool.options().get_max_connections() > standmeet_jobs::connections_needed(&config),
+        engine_pool.options().get_max_connections() > config.connections_needed(),
         "{:?}",
         engine_pool.options().get_max_connections()
     );

@@ -444,7 +444,7 @@ async fn fetch_tools_refuse_what_they_cannot_answer(pool: PgPool) {
             .unwrap()
             .starts_with("There is no job 424242")
     );
-    let noop = standmeet_jobs::insert::<standmeet_jobs::builtin::Noop>(&pool, &json!({}))
+    let noop = crate::common::jobs::insert::<standmeet_jobs::builtin::Noop>(&pool, &json!({}))
         .await
         .unwrap();
     let foreign = app

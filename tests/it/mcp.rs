@@ -330,7 +330,7 @@ async fn bad_arguments_and_unknown_ids_are_tool_errors_with_a_clear_message(pool
 async fn tasks_list_gives_jobs_newest_first_with_their_state(pool: PgPool) {
     let app = agent_desk_logging(&pool).await;
     for n in 0..3 {
-        standmeet_jobs::insert::<standmeet_jobs::builtin::Noop>(&pool, &json!({ "n": n }))
+        crate::common::jobs::insert::<standmeet_jobs::builtin::Noop>(&pool, &json!({ "n": n }))
             .await
             .unwrap();
     }

@@ -4,12 +4,13 @@
 
 use crate::common;
 
+use crate::common::jobs::insert;
 use axum::http::StatusCode;
 use common::TestApp;
 use serde_json::{Value, json};
 use sqlx::PgPool;
+use standmeet_jobs::JobId;
 use standmeet_jobs::builtin::Noop;
-use standmeet_jobs::{JobId, insert};
 
 /// The card called `name` on the overview page's HTML: its `data-count`.
 fn card_count(html: &str, name: &str) -> i64 {

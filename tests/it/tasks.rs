@@ -5,12 +5,13 @@ use crate::common;
 
 use common::TestApp;
 
+use crate::common::jobs::{insert, insert_with};
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use serde_json::json;
 use sqlx::PgPool;
 use standmeet_jobs::builtin::Noop;
-use standmeet_jobs::{InsertOptions, JobId, insert, insert_with};
+use standmeet_jobs::{InsertOptions, JobId};
 
 async fn completed_job(pool: &PgPool) -> JobId {
     let id = insert::<Noop>(pool, &json!({"done": true})).await.unwrap();

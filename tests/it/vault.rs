@@ -6,6 +6,7 @@
 //! queues a rebuild when a note is written; without a vault the tool says so.
 
 use crate::common;
+use crate::common::jobs::client as jobs_client;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -93,9 +94,15 @@ async fn a_rebuild_imports_the_vault_then_follows_its_changes_and_records_what_c
     let (_dir, root) = sample_vault();
     let app = vault_app(&pool, &root).await;
     // An entry written by hand: no rebuild touches it.
-    let by_hand = corpus::create(&pool, "Written by hand", "Not from the vault.", "public")
-        .await
-        .unwrap();
+    let by_hand = corpus::create(
+        &pool,
+        &jobs_client(&pool),
+        "Written by hand",
+        "Not from the vault.",
+        "public",
+    )
+    .await
+    .unwrap();
 
     let first = rebuild(&app).await;
     let mut keys: Vec<&String> = first.as_object().unwrap().keys().collect();
@@ -297,7 +304,9 @@ async fn wikilinks_resolve_by_path_and_alias_and_restricted_ones_stay_text_for_a
     .fetch_one(&pool)
     .await
     .unwrap();
-    corpus::reindex_lagging(&pool).await.unwrap();
+    corpus::reindex_lagging(&pool, &jobs_client(&pool))
+        .await
+        .unwrap();
     wait_until(Duration::from_secs(10), || async {
         let indexed: i64 =
             sqlx::query_scalar("SELECT version FROM corpus_index WHERE entry_id = $1")
@@ -321,7 +330,8 @@ async fn the_watcher_queues_a_rebuild_when_a_note_is_written(pool: PgPool) {
     let (_dir, root) = sample_vault();
     let app = vault_app(&pool, &root).await;
     let stop = tokio_util::sync::CancellationToken::new();
-    let watching = corpus::vault::watch(pool.clone(), root.clone(), stop.clone()).unwrap();
+    let watching =
+        corpus::vault::watch(pool.clone(), jobs_client(&pool), root.clone(), stop.clone()).unwrap();
     // Obsidian's own folder changes all the time: no rebuild for that.
     std::fs::write(root.join(".obsidian/workspace.json"), "{}").unwrap();
     tokio::time::sleep(corpus::vault::WATCH_DEBOUNCE * 3).await;
@@ -382,7 +392,8 @@ async fn a_flood_of_changes_makes_few_rebuilds_one_at_a_time_and_loses_no_note(p
     let (_dir, root) = sample_vault();
     let app = vault_app(&pool, &root).await;
     let stop = tokio_util::sync::CancellationToken::new();
-    let watching = corpus::vault::watch(pool.clone(), root.clone(), stop.clone()).unwrap();
+    let watching =
+        corpus::vault::watch(pool.clone(), jobs_client(&pool), root.clone(), stop.clone()).unwrap();
     // 10,000 notes written as fast as the disk takes them (about a second here).
     const FLOOD: usize = 10_000;
     let flood_root = root.clone();
@@ -454,7 +465,9 @@ async fn a_rebuild_asked_for_during_a_long_rebuild_is_queued_and_both_finish_wit
 ) {
     let (_dir, root) = vault_of(5_000);
     let app = vault_app(&pool, &root).await;
-    let first = corpus::vault::queue_rebuild(&pool).await.unwrap();
+    let first = corpus::vault::queue_rebuild(&pool, &jobs_client(&pool))
+        .await
+        .unwrap();
     // The first rebuild shows `running` (its claim is written), holds its lock and reads
     // the vault (seconds for 5,000 notes).
     wait_until(Duration::from_secs(20), || async {
@@ -474,7 +487,9 @@ async fn a_rebuild_asked_for_during_a_long_rebuild_is_queued_and_both_finish_wit
         "# Saved during\n\nLate words.",
     )
     .unwrap();
-    let second = corpus::vault::queue_rebuild(&pool).await.unwrap();
+    let second = corpus::vault::queue_rebuild(&pool, &jobs_client(&pool))
+        .await
+        .unwrap();
     assert_ne!(
         second.id, first.id,
         "the running rebuild let the next one in"

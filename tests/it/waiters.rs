@@ -7,10 +7,11 @@ use crate::common;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
+use crate::common::jobs::insert;
 use common::jobs::{finish_by_hand, spawn_wait, until_waiting, wait_until};
 use serde_json::json;
 use standmeet_jobs::builtin::Noop;
-use standmeet_jobs::{JobClient, WaitOutcome, insert};
+use standmeet_jobs::{JobClient, WaitOutcome};
 
 #[tokio::test]
 async fn a_postgres_restart_while_64_wait_answers_or_receipts_each_in_time_and_later_waits_work() {

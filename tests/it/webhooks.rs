@@ -5,6 +5,7 @@
 //! leaves no delivery; old events go with their deliveries.
 
 use crate::common;
+use crate::common::jobs::client as jobs_client;
 
 use std::time::Duration;
 
@@ -616,10 +617,10 @@ async fn the_job_cleaner_deletes_old_test_deliveries_with_the_webhooks_own_chore
     let endpoint = webhooks::create(&pool, url, &["*".into()], true)
         .await
         .unwrap();
-    let old = webhooks::send_test(&pool, endpoint.endpoint.id)
+    let old = webhooks::send_test(&pool, &jobs_client(&pool), endpoint.endpoint.id)
         .await
         .unwrap();
-    let recent = webhooks::send_test(&pool, endpoint.endpoint.id)
+    let recent = webhooks::send_test(&pool, &jobs_client(&pool), endpoint.endpoint.id)
         .await
         .unwrap();
     sqlx::query(

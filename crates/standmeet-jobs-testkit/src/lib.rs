@@ -10,8 +10,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use standmeet_jobs::{
-    EngineConfig, JobClient, JobContext, JobError, JobId, JobKind, JobRow, JobRuntime, JobState,
-    QueueConfig, Registry, WaitError, WaitOutcome,
+    EngineConfig, Error, InsertOptions, JobClient, JobContext, JobError, JobId, JobKind, JobRow,
+    JobRuntime, JobState, QueueConfig, Registry, WaitOutcome,
 };
 
 /// An engine and its listener, as one process would run them, with the client they
@@ -82,14 +82,8 @@ pub fn quick_config(workers: usize) -> EngineConfig {
         schedule_interval: Duration::from_millis(20),
         rescue_interval: Duration::from_millis(100),
         clean_interval: Duration::from_secs(3600),
-        keep_completed: Duration::from_secs(24 * 3600),
-        keep_discarded: Duration::from_secs(7 * 24 * 3600),
         shutdown_grace: Duration::from_millis(500),
-        worker_id: standmeet_jobs::worker_id(),
-        also_clean: Vec::new(),
-        listen_database_url: None,
-        claim_window: standmeet_jobs::CLAIM_WINDOW,
-        schedules: None,
+        ..EngineConfig::default()
     }
 }
 
@@ -99,9 +93,23 @@ const HANDLER_CONNECTIONS: u32 = 8;
 /// A pool for an engine running `config`, to `pool`'s database, as a process has one:
 /// a test's pool is too small for the claims of several queues.
 pub fn engine_pool(pool: &PgPool, config: &EngineConfig) -> PgPool {
-    standmeet_jobs::pool_options()
-        .max_connections(standmeet_jobs::connections_needed(config) + HANDLER_CONNECTIONS)
+    JobRuntime::pool_options()
+        .max_connections(config.connections_needed() + HANDLER_CONNECTIONS)
         .connect_lazy_with((*pool.connect_options()).clone())
+}
+
+/// Inserts a `K` job with `args`, due now, through [`client`]`(pool)`.
+pub async fn insert<K: JobKind>(pool: &PgPool, args: &K::Args) -> Result<JobId, Error> {
+    client(pool).insert::<K>(args).await
+}
+
+/// Inserts a `K` job with `args` and `options`, through [`client`]`(pool)`.
+pub async fn insert_with<K: JobKind>(
+    pool: &PgPool,
+    args: &K::Args,
+    options: InsertOptions,
+) -> Result<JobId, Error> {
+    client(pool).insert_with::<K>(args, options).await
 }
 
 /// Starts an engine (and its listener) with a client of its own, on connections of its
@@ -168,7 +176,7 @@ pub async fn noops(pool: &PgPool, count: usize) -> Vec<JobId> {
     for n in 0..count {
         let args = serde_json::json!({ "n": n });
         ids.push(
-            standmeet_jobs::insert::<standmeet_jobs::builtin::Noop>(pool, &args)
+            insert::<standmeet_jobs::builtin::Noop>(pool, &args)
                 .await
                 .unwrap(),
         );
@@ -214,7 +222,7 @@ pub fn spawn_wait(
     jobs: &JobClient,
     ids: &[JobId],
     limit: Duration,
-) -> tokio::task::JoinHandle<(Result<WaitOutcome, WaitError>, Duration)> {
+) -> tokio::task::JoinHandle<(Result<WaitOutcome, Error>, Duration)> {
     let (jobs, ids) = (jobs.clone(), ids.to_vec());
     tokio::spawn(async move {
         let started = tokio::time::Instant::now();

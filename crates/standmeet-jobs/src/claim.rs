@@ -211,7 +211,7 @@ pub(crate) struct ClaimContext {
 }
 
 /// Opens a transaction holding one of the queue's `slots` claim slots (waiting for
-/// slot `mine` when all are taken; see [`begin_in_slot`]), claims up to `limit` jobs of
+/// slot `mine` when all are taken; see `store::job_claim_begin_in_slot`), claims up to `limit` jobs of
 /// `queue` in it and leaves the claim's trace, so that the attempts about to start
 /// count whatever becomes of this process. `None` when there were none (the
 /// transaction is closed again, and the slot free). Without its trace a claim does not
@@ -224,7 +224,9 @@ pub(crate) async fn open(
     limit: i64,
     kinds: &[String],
 ) -> Result<Option<(Transaction<'static, Postgres>, Vec<FetchedJob>, Arc<Claim>)>, sqlx::Error> {
-    let mut tx = begin_in_slot(&context.pool, &context.begin_sql(), queue, slots, mine).await?;
+    let mut tx =
+        store::job_claim_begin_in_slot(&context.pool, &context.begin_sql(), queue, slots, mine)
+            .await?;
     let (jobs, rows) = store::job_claim(&mut tx, queue, limit, kinds).await?;
     if jobs.is_empty() {
         tx.rollback().await?;
@@ -286,69 +288,8 @@ impl ClaimContext {
     /// How a claim's transaction begins (the first write's and a second's alike):
     /// with [`ClaimContext::idle_limit`] as its idle timeout.
     fn begin_sql(&self) -> String {
-        format!(
-            "BEGIN; SET LOCAL idle_in_transaction_session_timeout = {}",
-            self.idle_limit().as_millis().max(1)
-        )
+        store::job_claim_begin_sql(self.idle_limit())
     }
-}
-
-/// How long a claim waits for its slot before it goes ahead without it: far longer
-/// than a claim holds one (its window and a write, and a new process's first claims
-/// open their connections too: at 250 ms two fresh engines' claims overlapped), far
-/// shorter than a stuck holder could hold up the queue. (A frozen process keeps its
-/// slot until PostgreSQL ends its idle transaction, a lease later at most.)
-pub const SLOT_WAIT: Duration = Duration::from_secs(1);
-
-/// Begins a claim's transaction (`begin`: see [`ClaimContext::begin_sql`]) holding one
-/// of the claim slots of `queue` (there are `slots`; transaction-scoped advisory
-/// locks): the claims of a queue open at once are counted across every process on the
-/// database, not per process, so that N
-/// processes give PostgreSQL no more claims to juggle at once than one. (Each claim
-/// open beside another makes it skip its locked rows and contend for the same index
-/// pages: without this, four processes drained a sixth slower than one; README
-/// "Benchmarks".) The claim takes the first free slot; when all are taken it waits
-/// for slot `mine`, up to [`SLOT_WAIT`], then goes ahead without one (the SQL
-/// function `standmeet_claim_slot`, whose migration says why it is one). One round
-/// trip, like a plain `BEGIN`.
-async fn begin_in_slot(
-    pool: &PgPool,
-    begin: &str,
-    queue: &str,
-    slots: usize,
-    mine: usize,
-) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
-    // The statement goes as simple text, without parameters (that is what makes it
-    // one round trip with the `BEGIN`): integers, and the queue's name (for the
-    // warning) only when it needs no quoting.
-    let name = if queue
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-    {
-        queue
-    } else {
-        "(unnamed)"
-    };
-    pool.begin_with(format!(
-        "{begin}; SELECT standmeet_claim_slot('{name}', {key}, {slots}, {mine}, {wait})",
-        key = slot_lock_key(queue),
-        slots = slots.max(1),
-        wait = SLOT_WAIT.as_millis(),
-    ))
-    .await
-}
-
-/// The first half of a queue's claim-slot advisory locks: a stable hash (FNV-1a) of
-/// the queue's name, so that every process, whatever its build, agrees on it.
-pub fn slot_lock_key(queue: &str) -> i32 {
-    let hash = b"standmeet.claim:"
-        .iter()
-        .copied()
-        .chain(queue.bytes())
-        .fold(0x811c_9dc5_u32, |hash, byte| {
-            (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
-        });
-    hash as i32
 }
 
 /// Waits for the claim's attempts (up to the window, or until a handler hurries it),

@@ -28,7 +28,7 @@ pub struct QueueConfig {
 }
 
 /// Claims of one queue open at once, unless the queue says otherwise.
-pub const CLAIMS_IN_FLIGHT: usize = 2;
+pub(crate) const CLAIMS_IN_FLIGHT: usize = 2;
 
 impl QueueConfig {
     pub fn new(name: &str, workers: usize, poll_interval: Duration) -> Self {
@@ -51,13 +51,16 @@ impl QueueConfig {
 
 /// More cleaning for the cleaner's turns: whatever outlives its use elsewhere in the
 /// application (StandMeet's old events and their deliveries), deleted on the same
-/// rhythm as finished jobs. Given the pool; answers what it deleted, in words for the log.
+/// rhythm as finished jobs. Given the pool; answers how many rows it deleted (a
+/// `sqlx::Error` converts into [`Error`](crate::Error) with `?`).
 #[derive(Clone)]
 pub struct CleanChore {
     pub name: &'static str,
     #[allow(clippy::type_complexity)]
     pub run: Arc<
-        dyn Fn(PgPool) -> Pin<Box<dyn Future<Output = anyhow::Result<u64>> + Send>> + Send + Sync,
+        dyn Fn(PgPool) -> Pin<Box<dyn Future<Output = Result<u64, crate::Error>> + Send>>
+            + Send
+            + Sync,
     >,
 }
 
@@ -93,20 +96,57 @@ pub struct EngineConfig {
     /// (`STANDMEET_LISTEN_DATABASE_URL`).
     pub listen_database_url: Option<String>,
     /// How long a claim waits for its attempts before it writes the rest `running`
-    /// ([`CLAIM_WINDOW`] unless a test needs otherwise; see `claim`).
+    /// (20 ms, `CLAIM_WINDOW`, unless a test needs otherwise; see `claim`).
     pub claim_window: Duration,
     /// Fire the schedules of `job_schedules` (see `periodic`), reading their cron
     /// expressions in this time zone; `None`: this engine fires none.
     pub schedules: Option<jiff::tz::TimeZone>,
 }
 
+impl Default for EngineConfig {
+    /// One `default` queue of ten workers that looks for work every second when no
+    /// notification came; a failed attempt n waits about n⁴ seconds; leases of 30 s;
+    /// completed and cancelled jobs kept a day, discarded ones a week; running attempts
+    /// get 10 s to finish at a stop; no schedules fired. Change what differs:
+    /// `EngineConfig { queues, ..EngineConfig::default() }`.
+    fn default() -> Self {
+        let lease = Duration::from_secs(30);
+        EngineConfig {
+            queues: vec![QueueConfig::new("default", 10, Duration::from_secs(1))],
+            retry_base: Duration::from_secs(1),
+            lease,
+            schedule_interval: Duration::from_millis(250),
+            rescue_interval: lease / 2,
+            clean_interval: Duration::from_secs(300),
+            keep_completed: Duration::from_secs(24 * 3_600),
+            keep_discarded: Duration::from_secs(7 * 24 * 3_600),
+            shutdown_grace: Duration::from_secs(10),
+            worker_id: worker_id(),
+            also_clean: Vec::new(),
+            listen_database_url: None,
+            claim_window: CLAIM_WINDOW,
+            schedules: None,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// The connections an engine with this configuration needs in the pool it is
+    /// given: one per claim its queues may keep open at once, and two more (for
+    /// handlers' own queries and a claim's second try).
+    pub fn connections_needed(&self) -> u32 {
+        let claims: usize = self.queues.iter().map(|q| q.claims_in_flight).sum();
+        claims as u32 + crate::engine::CONNECTIONS_BESIDE_CLAIMS
+    }
+}
+
 /// A claim's usual window: long enough for a quick job (a local mail, an index update,
 /// a no-op) to end inside it, short enough that a slow job shows `running` at once to
 /// a person.
-pub const CLAIM_WINDOW: Duration = Duration::from_millis(20);
+pub(crate) const CLAIM_WINDOW: Duration = Duration::from_millis(20);
 
 /// `<host>:<pid>:<random>`: unique per process, readable in the Tasks panel.
-pub fn worker_id() -> String {
+pub(crate) fn worker_id() -> String {
     let host = nix::unistd::gethostname()
         .ok()
         .and_then(|name| name.into_string().ok())

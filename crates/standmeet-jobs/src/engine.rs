@@ -9,36 +9,29 @@ use sqlx::postgres::PgPoolOptions;
 use tokio_util::sync::CancellationToken;
 
 use super::claim::ClaimContext;
+use super::client::JobClient;
 use super::completer::CompleterContext;
 use super::config::EngineConfig;
 use super::executor::ExecutorContext;
 use super::listener::Signals;
 use super::producer::{self, ProducerContext};
 use super::registry::Registry;
-use super::{completer, maintenance, store};
+use super::{Error, completer, maintenance, store};
 
 /// Connections of the engine's own pool, beside the one it is given: the completer's
 /// writers (2), claims' traces (1), lease renewal and the other chores (1 each at
 /// most). They never wait behind claims or handlers for a connection: a renewal that
 /// cannot run in time would let the rescuer take running jobs back, and a claim whose
 /// trace waited would hold its own connection meanwhile.
-pub const CONTROL_CONNECTIONS: u32 = 6;
+pub(crate) const CONTROL_CONNECTIONS: u32 = 6;
 
 /// Connections the engine's pool must have beyond one per claim that its queues may
 /// keep open at once, for handlers' own queries and a claim's second try.
-pub const CONNECTIONS_BESIDE_CLAIMS: u32 = 2;
-
-/// The connections an engine with `config` needs in the pool it is given: one per
-/// claim its queues may keep open at once, and two more (for handlers' own queries and
-/// a claim's second try).
-pub fn connections_needed(config: &EngineConfig) -> u32 {
-    let claims: usize = config.queues.iter().map(|q| q.claims_in_flight).sum();
-    claims as u32 + CONNECTIONS_BESIDE_CLAIMS
-}
+pub(crate) const CONNECTIONS_BESIDE_CLAIMS: u32 = 2;
 
 /// A connection of the engine's pools idle longer than this is tried (a ping) before
 /// it is handed out; one used more recently is handed out as it is.
-pub const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
+pub(crate) const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
 
 /// Options for the engine's pools (the one it is given should be made from these
 /// too): sqlx tries every connection with a round trip when it is handed out, and
@@ -48,7 +41,7 @@ pub const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
 /// that broke since it came back (a database restart, a cut) fails its statement, which
 /// the engine's every write already handles as a passing error and tries again, on
 /// another connection (sqlx drops a connection that fails).
-pub fn pool_options() -> PgPoolOptions {
+pub(crate) fn pool_options() -> PgPoolOptions {
     PgPoolOptions::new()
         .test_before_acquire(false)
         .before_acquire(|connection, meta| {
@@ -63,14 +56,14 @@ pub fn pool_options() -> PgPoolOptions {
 
 /// Refuses a pool too small for the claims `config`'s queues may keep open at once,
 /// with words that say how many connections it needs.
-pub fn check_pool(pool: &PgPool, config: &EngineConfig) -> anyhow::Result<()> {
-    let needed = connections_needed(config);
+pub(crate) fn check_pool(pool: &PgPool, config: &EngineConfig) -> Result<(), Error> {
+    let needed = config.connections_needed();
     let has = pool.options().get_max_connections();
     if has < needed {
-        anyhow::bail!(
+        return Err(Error::Refused(format!(
             "the job engine's pool has {has} connections, but its queues may keep {} claims open at once, each holding one while its jobs run: give it at least {needed} connections",
             needed - CONNECTIONS_BESIDE_CLAIMS
-        );
+        )));
     }
     Ok(())
 }
@@ -91,7 +84,7 @@ impl Engine {
     /// `signals` must be fed by this process's listener (`listener::Listening`).
     ///
     /// Claims and handlers use `pool`, which must have room for every claim the queues
-    /// may keep open at once and more ([`connections_needed`]; refused otherwise, with
+    /// may keep open at once and more ([`EngineConfig::connections_needed`]; refused otherwise, with
     /// words that say how many). The completer, the claims' traces and the chores use a
     /// small pool of their own to the same database ([`CONTROL_CONNECTIONS`]).
     pub fn start(
@@ -99,7 +92,7 @@ impl Engine {
         registry: Registry,
         config: EngineConfig,
         signals: Arc<Signals>,
-    ) -> anyhow::Result<Engine> {
+    ) -> Result<Engine, Error> {
         check_pool(&pool, &config)?;
         let control = pool_options()
             .max_connections(CONTROL_CONNECTIONS)
@@ -131,7 +124,11 @@ impl Engine {
         });
         let context = Arc::new(ProducerContext {
             executor: ExecutorContext {
-                pool: pool.clone(),
+                jobs: JobClient::for_engine(
+                    pool.clone(),
+                    signals.clone(),
+                    config.queues.iter().map(|queue| queue.name.as_str()),
+                ),
                 registry,
                 signals: signals.clone(),
                 retry_base: config.retry_base,
@@ -242,4 +239,4 @@ fn periodic_chore(
 }
 
 /// How often an engine looks for schedules that are due: a firing is at most this late.
-pub const PERIODIC_TICK: Duration = Duration::from_secs(1);
+pub(crate) const PERIODIC_TICK: Duration = Duration::from_secs(1);

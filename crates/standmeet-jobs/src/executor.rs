@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use sqlx::PgPool;
 
-use super::attempt_context::{AttemptContext, in_attempt};
+use super::attempt::{AttemptContext, in_attempt};
 use super::claim::Claim;
+use super::client::JobClient;
 use super::kind::{ErrorAction, JobContext, JobError};
 use super::listener::{Signals, StopReason};
 use super::registry::Registry;
@@ -24,7 +24,9 @@ const CANCEL_GRACE: Duration = Duration::from_secs(5);
 
 /// What an attempt needs from its surroundings.
 pub(crate) struct ExecutorContext {
-    pub pool: PgPool,
+    /// The engine's pool and this process's signals, as handlers see them
+    /// ([`JobContext::jobs`]).
+    pub jobs: JobClient,
     pub registry: Registry,
     pub signals: Arc<Signals>,
     pub retry_base: Duration,
@@ -47,7 +49,7 @@ pub(crate) async fn execute(
     context: &ExecutorContext,
     claim: Option<Arc<Claim>>,
 ) -> Option<Outcome> {
-    // What the attempt's log lines name (not a span: see `attempt_context`).
+    // What the attempt's log lines name (not a span: see `attempt`).
     let attempt = AttemptContext {
         id: job.id,
         kind: job.kind.clone(),
@@ -110,7 +112,7 @@ async fn run_attempt(
         kind: job.kind.clone(),
         attempt: job.attempt,
         max_attempts: job.max_attempts,
-        pool: context.pool.clone(),
+        jobs: context.jobs.clone(),
         worker_id: context.worker_id.clone(),
         cancel: running.token.clone(),
         completed_in_tx: completed_in_tx.clone(),

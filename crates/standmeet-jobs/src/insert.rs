@@ -1,16 +1,14 @@
-//! Putting jobs in the queue: alone ([`insert`]), inside the caller's transaction
-//! ([`insert_tx`]: the business row and its job commit together or not at all), with
-//! options ([`insert_with`]), many at once ([`insert_many_tx`]), or at most one per
-//! key ([`insert_unique`]).
+//! Putting jobs in the queue, behind [`JobClient`](crate::JobClient)'s `insert*`
+//! methods: alone or inside the caller's transaction (the business row and its job
+//! commit together or not at all), many at once, or at most one per key.
 
-use anyhow::Context;
-use sqlx::{PgConnection, PgExecutor, PgPool};
+use sqlx::{PgConnection, PgExecutor};
 use time::OffsetDateTime;
 
 use super::kind::JobKind;
 use super::registry::KindDefaults;
 use super::store;
-use super::{JobId, JobState};
+use super::{Error, JobId, JobState};
 
 /// Anything about one insert that differs from the kind's defaults.
 #[derive(Clone, Debug, Default)]
@@ -21,25 +19,15 @@ pub struct InsertOptions {
     pub max_attempts: Option<i16>,
 }
 
-/// Inserts a job of kind `K` on its own.
-pub async fn insert<K: JobKind>(pool: &PgPool, args: &K::Args) -> anyhow::Result<JobId> {
-    insert_with::<K>(pool, args, InsertOptions::default()).await
-}
-
-/// Inserts a job of kind `K` inside the caller's transaction.
-pub async fn insert_tx<K: JobKind>(tx: &mut PgConnection, args: &K::Args) -> anyhow::Result<JobId> {
-    insert_with::<K>(tx, args, InsertOptions::default()).await
-}
-
-/// Inserts a job of kind `K` with `options`, through a pool or inside a transaction.
-pub async fn insert_with<'e, K: JobKind>(
+/// Inserts a job of kind `K` with `options`, through a pool or inside a transaction
+/// ([`JobClient::insert`](crate::JobClient::insert) and its kin).
+pub(crate) async fn insert_with<'e, K: JobKind>(
     executor: impl PgExecutor<'e>,
     args: &K::Args,
     options: InsertOptions,
-) -> anyhow::Result<JobId> {
-    let args = serde_json::to_value(args)
-        .with_context(|| format!("the arguments of a {} job", K::KIND))?;
-    store::job_insert(
+) -> Result<JobId, Error> {
+    let args = to_json::<K>(args)?;
+    let id = store::job_insert(
         executor,
         K::KIND,
         K::QUEUE,
@@ -48,24 +36,34 @@ pub async fn insert_with<'e, K: JobKind>(
         options.priority.unwrap_or(K::PRIORITY),
         options.scheduled_at,
     )
-    .await
-    .with_context(|| format!("cannot insert a {} job", K::KIND))
+    .await?;
+    Ok(id)
 }
 
 /// Inserts many jobs of kind `K` in one statement inside the caller's transaction;
 /// answers their ids in the order of `args`.
-pub async fn insert_many_tx<K: JobKind>(
+pub(crate) async fn insert_many_tx<K: JobKind>(
     tx: &mut PgConnection,
     args: &[K::Args],
-) -> anyhow::Result<Vec<JobId>> {
+) -> Result<Vec<JobId>, Error> {
     let args = args
         .iter()
-        .map(serde_json::to_value)
-        .collect::<Result<Vec<_>, _>>()
-        .with_context(|| format!("the arguments of {} jobs", K::KIND))?;
-    store::job_insert_many(tx, K::KIND, K::QUEUE, &args, K::MAX_ATTEMPTS, K::PRIORITY)
-        .await
-        .with_context(|| format!("cannot insert {} jobs", K::KIND))
+        .map(to_json::<K>)
+        .collect::<Result<Vec<_>, _>>()?;
+    let ids =
+        store::job_insert_many(tx, K::KIND, K::QUEUE, &args, K::MAX_ATTEMPTS, K::PRIORITY).await?;
+    Ok(ids)
+}
+
+/// A job's arguments as the JSON the row holds; arguments serde cannot write (a map
+/// with keys that are not strings) are refused in words.
+fn to_json<K: JobKind>(args: &K::Args) -> Result<serde_json::Value, Error> {
+    serde_json::to_value(args).map_err(|err| {
+        Error::Refused(format!(
+            "the arguments of a {} job cannot be written as JSON: {err}",
+            K::KIND
+        ))
+    })
 }
 
 /// What an insert with a unique key did: inserted the job `id`, or found the unfinished
@@ -94,14 +92,13 @@ const UNIQUE_TRIES: usize = 8;
 /// whatever its kind says: a kind that must see every insert after its start should
 /// compare, at its end, what it did with what there is now (as the corpus's index job
 /// does, under a lock).
-pub async fn insert_unique<K: JobKind>(
+pub(crate) async fn insert_unique<K: JobKind>(
     conn: &mut PgConnection,
     args: &K::Args,
     unique_key: &str,
     options: InsertOptions,
-) -> anyhow::Result<Inserted> {
-    let args = serde_json::to_value(args)
-        .with_context(|| format!("the arguments of a {} job", K::KIND))?;
+) -> Result<Inserted, Error> {
+    let args = to_json::<K>(args)?;
     let defaults = KindDefaults {
         queue: K::QUEUE,
         max_attempts: K::MAX_ATTEMPTS,
@@ -130,10 +127,9 @@ pub(crate) async fn insert_unique_by_name(
     args: &serde_json::Value,
     unique_key: &str,
     options: InsertOptions,
-) -> anyhow::Result<Inserted> {
+) -> Result<Inserted, Error> {
     let max_attempts = options.max_attempts.unwrap_or(defaults.max_attempts);
     let priority = options.priority.unwrap_or(defaults.priority);
-    let what = || format!("cannot insert a {kind} job with unique key {unique_key:?}");
     for _ in 0..UNIQUE_TRIES {
         let inserted = store::job_insert_unique(
             &mut *conn,
@@ -145,23 +141,17 @@ pub(crate) async fn insert_unique_by_name(
             options.scheduled_at,
             unique_key,
         )
-        .await
-        .with_context(what)?;
+        .await?;
         if let Some(id) = inserted {
             return Ok(Inserted {
                 id,
                 duplicate: false,
             });
         }
-        match store::job_unique_holder(&mut *conn, unique_key)
-            .await
-            .with_context(what)?
-        {
+        match store::job_unique_holder(&mut *conn, unique_key).await? {
             Some((holder, JobState::Running)) if !defaults.unique_while_running => {
                 // It runs on without its key, and the next try inserts this job.
-                store::job_release_unique_key(&mut *conn, holder, unique_key)
-                    .await
-                    .with_context(what)?;
+                store::job_release_unique_key(&mut *conn, holder, unique_key).await?;
             }
             Some((holder, _)) => {
                 return Ok(Inserted {
@@ -173,8 +163,8 @@ pub(crate) async fn insert_unique_by_name(
             None => {}
         }
     }
-    anyhow::bail!(
-        "{}: its holder changed {UNIQUE_TRIES} times while inserting",
-        what()
-    )
+    Err(Error::Refused(format!(
+        "cannot insert a {kind} job with unique key {unique_key:?}: the job holding the \
+         key changed {UNIQUE_TRIES} times while inserting"
+    )))
 }

@@ -11,8 +11,8 @@ use serde::de::DeserializeOwned;
 use sqlx::{PgConnection, PgPool};
 use tokio_util::sync::CancellationToken;
 
-use super::JobId;
 use super::store;
+use super::{JobClient, JobId};
 
 /// A kind of job: its name, its queue, its limits, its arguments and output, and the
 /// handler that runs it. The handler value itself holds whatever the job needs (a
@@ -29,7 +29,7 @@ pub trait JobKind: Send + Sync + 'static {
     /// 1 runs first, 4 last.
     const PRIORITY: i16 = 1;
     /// Whether a `running` job of this kind still holds its unique key (see
-    /// [`insert_unique`](crate::insert_unique)). `true`: an insert with the key of a
+    /// [`JobClient::insert_unique_tx`]). `true`: an insert with the key of a
     /// running job is a duplicate of it. `false`: the running job gives its key up and
     /// the insert goes in, for work that must run again after a change that came while
     /// it ran (such a kind keeps two of its jobs from running at once itself, if it must).
@@ -66,7 +66,8 @@ pub struct JobContext {
     /// This attempt's number, from 1.
     pub attempt: i16,
     pub max_attempts: i16,
-    pub(crate) pool: PgPool,
+    /// The engine's pool and this process's signals.
+    pub(crate) jobs: JobClient,
     pub(crate) worker_id: Arc<str>,
     pub(crate) cancel: CancellationToken,
     pub(crate) completed_in_tx: Arc<AtomicBool>,
@@ -88,7 +89,13 @@ impl JobContext {
 
     /// A pool for the handler's own queries.
     pub fn pool(&self) -> &PgPool {
-        &self.pool
+        self.jobs.pool()
+    }
+
+    /// The queue, for a handler that inserts more jobs (in its own transaction, with
+    /// [`JobClient::insert_tx`]) or reads them.
+    pub fn jobs(&self) -> &JobClient {
+        &self.jobs
     }
 
     /// Completes this job inside the handler's transaction `tx`, so that its business

@@ -2,29 +2,60 @@
 //! the web in it.
 //!
 //! A job is a row in `jobs` (the schema is the crate's own `migrations/`, applied by
-//! [`MIGRATOR`] before the application's). Business code
-//! inserts it in its own transaction ([`insert_tx`]), so the business row and its job
-//! commit together or not at all. Engines in any process fetch it, run its handler and
-//! record the outcome; the row is the record that callers read and wait on.
+//! [`MIGRATOR`] before the application's). Business code inserts it inside its own
+//! transaction ([`JobClient::insert_tx`]), so the business row and its job commit
+//! together or not at all. Engines in any process fetch it, run its handler and record
+//! the outcome; the row is the record that callers read and wait on.
 //!
-//! ## Using it
+//! ## What a user of the crate sees
 //!
-//! - A job type implements [`JobKind`] (its name, queue, limits, arguments, output and
-//!   handler); its handler gets a [`JobContext`] and answers an output or a
-//!   [`JobError`] (retry, discard, cancel, snooze).
-//! - [`JobClient`] is the one way in: insert, get, list, retry, cancel, delete, wait
-//!   (up to a limit, then a receipt), hear jobs finish ([`JobClient::finished_jobs`]),
-//!   and the queues' figures and pauses. [`insert_tx`] / [`insert_many_tx`] insert in
-//!   the caller's transaction; [`insert_unique`] inserts at most one unfinished job per
+//! **[`JobClient`] is the one way in.** Made once per process over a pool
+//! ([`JobClient::new`], told its queues with [`JobClient::with_queues`]) and cloned
+//! freely, it:
+//! - inserts jobs: [`insert`](JobClient::insert) /
+//!   [`insert_with`](JobClient::insert_with) in a transaction of their own;
+//!   [`insert_tx`](JobClient::insert_tx) / [`insert_tx_with`](JobClient::insert_tx_with)
+//!   / [`insert_many_tx`](JobClient::insert_many_tx) in the caller's transaction;
+//!   [`insert_unique_tx`](JobClient::insert_unique_tx), at most one unfinished job per
 //!   key (River's unique jobs, graphile-worker's job keys), answering the one already
-//!   there as a duplicate.
-//! - [`JobRuntime::start`] runs a process's engine: one producer per queue of
-//!   [`EngineConfig`], the completer, the maintenance chores and the process's one
-//!   LISTEN connection, which wakes the client's waiters. [`JobRuntime::shutdown`] stops
-//!   it gracefully. A process that only waits starts [`JobClient::listen`] instead.
-//! - Without the default `engine` feature the crate is only [`JobId`] and [`JobState`],
-//!   which a browser's wasm can share. The `testing` feature opens the steps of a
-//!   worker one at a time, for the engine's own tests.
+//!   there as a duplicate ([`Inserted`]). [`InsertOptions`] changes a kind's defaults.
+//! - reads them: [`get`](JobClient::get), [`get_many`](JobClient::get_many),
+//!   [`list`](JobClient::list) with a [`JobFilter`], [`summaries`](JobClient::summaries),
+//!   [`progress`](JobClient::progress), the counts and the chart of finished jobs;
+//! - acts on them as an operator: [`retry`](JobClient::retry),
+//!   [`cancel`](JobClient::cancel), [`delete`](JobClient::delete), and the `_many`
+//!   forms in one transaction;
+//! - waits for them: [`wait`](JobClient::wait) answers the finished rows, or a receipt
+//!   when the limit passes ([`WaitOutcome`]); [`finished_jobs`](JobClient::finished_jobs)
+//!   hears every job this process learns finished;
+//! - reads and pauses queues ([`queues`](JobClient::queues),
+//!   [`pause_queue`](JobClient::pause_queue), [`resume_queue`](JobClient::resume_queue))
+//!   and reads, sets and runs the schedules of periodic jobs
+//!   ([`schedules`](JobClient::schedules), [`set_schedule`](JobClient::set_schedule),
+//!   [`run_schedule_now`](JobClient::run_schedule_now), the types in [`periodic`]).
+//!
+//! Every call that fails answers one [`Error`]: `NotFound` and `Refused` carry words a
+//! person can be shown, `Busy` is a row held by a process that does not answer (try
+//! again), `Database` is the database's own failure. Nothing is half done.
+//!
+//! **Job kinds** implement [`JobKind`] (name, queue, limits, arguments, output and
+//! handler) and are put in a [`Registry`]. A handler gets a [`JobContext`] (its job,
+//! its attempt, the pool, [`JobContext::jobs`] to insert more) and answers an output or
+//! a [`JobError`] (retry, discard, cancel, snooze, as an [`ErrorAction`]).
+//!
+//! **Running** is [`JobRuntime::start`]: one producer per queue of [`EngineConfig`]
+//! (`EngineConfig::default()` plus what differs; [`QueueConfig`] per queue,
+//! [`CleanChore`]s for the cleaner), the completer, the maintenance chores and the
+//! process's one LISTEN connection, which wakes the client's waiters.
+//! [`JobRuntime::shutdown`] stops it gracefully. A process that only waits starts
+//! [`JobClient::listen`] instead ([`listener`] has what it answers).
+//!
+//! Besides: [`attempt`] says which attempt the running code belongs to (for log
+//! lines); [`builtin`] holds `system.noop`, `system.sleep` and `system.flaky`; the
+//! `bench` feature opens `bare`, the bare limit the benchmark compares the drain
+//! with, and the `testing` feature `testing`, a worker's steps one at a time for the
+//! engine's own tests. Without the default `engine` feature the crate is only
+//! [`JobId`] and [`JobState`], which a browser's wasm can share.
 //!
 //! ## States, and who moves jobs between them
 //!
@@ -68,15 +99,14 @@
 //! ## The pieces (private unless named above)
 //!
 //! - `kind`: the [`JobKind`] trait, [`JobContext`] and [`JobError`].
-//! - `insert`: `insert`, `insert_tx`, batch inserts, insert options, unique keys.
-//! - `client`: [`JobClient`].
+//! - `insert`: what the client's inserts do: batch inserts, options, unique keys.
+//! - `client`: [`JobClient`]; `error`: [`Error`].
 //! - `store`: every SQL statement about jobs, one documented function each.
 //! - `retry`: what an attempt's outcome makes of a job (the backoff's formula is the
 //!   database's `job_backoff`).
 //! - `registry`: the handlers this process can run, by kind ([`Registry`]).
 //! - `executor`: one attempt: timeout, panic capture, cancellation.
-//! - `attempt_context`: which attempt the running code belongs to, for log lines
-//!   ([`current_attempt`]).
+//! - [`attempt`]: which attempt the running code belongs to, for log lines.
 //! - `producer`: one per queue: claims in batches (one call when the queue is nearly
 //!   idle), runs up to N at once.
 //! - `claim`: a batch of jobs that run inside the transaction that claimed them; each
@@ -92,16 +122,15 @@
 //!   producers, running attempts, subscribers to finished jobs).
 //! - `waiters`: callers waiting for jobs to finish, up to a limit, then a receipt.
 //! - `engine`, `runtime`: put it together: start, and a graceful stop.
-//! - [`periodic`]: schedules in `job_schedules`, fired once per slot across processes.
+//! - [`periodic`]: schedules in `job_schedules`, fired once per slot across processes
+//!   (their statements in `store::schedule`).
 //! - [`builtin`]: `system.noop`, `system.sleep` and `system.flaky`.
 
 mod types;
 pub use types::{JobId, JobState};
 
 #[cfg(feature = "engine")]
-mod attempt_context;
-#[cfg(feature = "engine")]
-pub use attempt_context::{AttemptContext, current_attempt, in_attempt};
+pub mod attempt;
 #[cfg(feature = "bench")]
 pub mod bare;
 #[cfg(feature = "engine")]
@@ -117,13 +146,15 @@ mod config;
 #[cfg(feature = "engine")]
 mod engine;
 #[cfg(feature = "engine")]
+mod error;
+#[cfg(feature = "engine")]
 mod executor;
 #[cfg(feature = "engine")]
 mod insert;
 #[cfg(feature = "engine")]
 mod kind;
 #[cfg(feature = "engine")]
-mod listener;
+pub mod listener;
 #[cfg(feature = "engine")]
 mod maintenance;
 #[cfg(feature = "engine")]
@@ -145,35 +176,32 @@ pub mod testing;
 #[cfg(feature = "engine")]
 mod waiters;
 
+// The door, and what goes through it.
 #[cfg(feature = "engine")]
 pub use client::{JobClient, WaiterFigures};
 #[cfg(feature = "engine")]
-pub use config::{CLAIM_WINDOW, CleanChore, EngineConfig, QueueConfig, worker_id};
+pub use error::Error;
 #[cfg(feature = "engine")]
-pub use engine::{PERIODIC_TICK, PING_AFTER_IDLE, connections_needed, pool_options};
+pub use insert::{InsertOptions, Inserted};
 #[cfg(feature = "engine")]
-pub use insert::{
-    InsertOptions, Inserted, insert, insert_many_tx, insert_tx, insert_unique, insert_with,
-};
-#[cfg(feature = "engine")]
-pub use kind::{Completed, ErrorAction, JobContext, JobError, JobKind};
-#[cfg(feature = "engine")]
-pub use listener::{
-    Finished, FinishedJobs, ListenerState, Listening, PING_AFTER_QUIET, PING_ANSWER_WITHIN,
-};
-#[cfg(feature = "engine")]
-pub use queues::{QueueError, QueueSummary};
-#[cfg(feature = "engine")]
-pub use registry::{KindDefaults, Registry};
-#[cfg(feature = "engine")]
-pub use runtime::JobRuntime;
+pub use queues::QueueSummary;
 #[cfg(feature = "engine")]
 pub use store::{
     AttemptError, BulkOutcome, CancelOutcome, DeleteOutcome, FinishedInMinute, JobFilter,
     JobProgress, JobRow, JobSummary, RetryOutcome,
 };
 #[cfg(feature = "engine")]
-pub use waiters::{WaitError, WaitOutcome};
+pub use waiters::WaitOutcome;
+// Job kinds and their handlers.
+#[cfg(feature = "engine")]
+pub use kind::{ErrorAction, JobContext, JobError, JobKind};
+#[cfg(feature = "engine")]
+pub use registry::Registry;
+// Running the engine.
+#[cfg(feature = "engine")]
+pub use config::{CleanChore, EngineConfig, QueueConfig};
+#[cfg(feature = "engine")]
+pub use runtime::JobRuntime;
 
 /// The engine's schema: the tables, functions and triggers under this crate's
 /// `migrations/`, compiled in. An application that keeps its own tables in the same

@@ -16,8 +16,8 @@
 //! A connection can also go silent without breaking (a NAT or a load balancer that
 //! dropped it, a network that swallows its bytes): nothing tells the socket, and TCP
 //! keepalives do not help when something on the way still acknowledges. So after
-//! [`PING_AFTER_QUIET`] without a word the listener asks the server for one
-//! (`SELECT 1` on the same connection); no answer within [`PING_ANSWER_WITHIN`] and it
+//! five seconds (`PING_AFTER_QUIET`) without a word the listener asks the server for one
+//! (`SELECT 1` on the same connection); no answer within three (`PING_ANSWER_WITHIN`) and it
 //! takes the connection for lost and connects again: a silence is noticed within ten
 //! seconds. The silent connection is closed without the pool's usual goodbye ping,
 //! which would wait for an answer that never comes.
@@ -39,7 +39,7 @@ use super::{JobId, channels};
 /// Why a running attempt is being stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
-pub enum StopReason {
+pub(crate) enum StopReason {
     None = 0,
     /// An admin cancelled the job: the attempt ends `cancelled`.
     Cancelled = 1,
@@ -92,7 +92,7 @@ impl RunningJob {
 /// What notifications (and the engine itself) signal within one process: queue
 /// wake-ups, the jobs running here, the waiters, and whether the listener is connected.
 /// Shared by the listener, the producers, the completer and the maintenance loops.
-pub struct Signals {
+pub(crate) struct Signals {
     // std Mutexes: they are held for a map lookup only, never across an await.
     queues: Mutex<HashMap<String, Arc<Notify>>>,
     running: Mutex<HashMap<JobId, RunningJob>>,
@@ -112,7 +112,7 @@ pub struct Signals {
     resync_now: Notify,
     /// Attempts this process has recorded (written by its completer, or completed by
     /// their handler's own transaction).
-    recorded: std::sync::atomic::AtomicU64,
+    recorded: AtomicU64,
     /// Tells subscribers (see [`FinishedJobs`]) of every job the listener hears finish,
     /// and of reconnects, after which they should re-read what they follow.
     finished: broadcast::Sender<Finished>,
@@ -147,7 +147,7 @@ impl FinishedJobs {
 
 /// How far a subscriber to finished jobs may fall behind before it hears
 /// [`Finished::MayHaveMissed`].
-pub const FINISHED_BACKLOG: usize = 4_096;
+pub(crate) const FINISHED_BACKLOG: usize = 4_096;
 
 impl Signals {
     /// Signals with room for `max_waiters` waits at once.
@@ -161,7 +161,7 @@ impl Signals {
             listening: AtomicBool::new(false),
             waiters: Waiters::new(max_waiters),
             resync_now: Notify::new(),
-            recorded: std::sync::atomic::AtomicU64::new(0),
+            recorded: AtomicU64::new(0),
             finished: broadcast::channel(FINISHED_BACKLOG).0,
         })
     }
@@ -386,9 +386,9 @@ pub enum ListenerState {
 
 /// How long the LISTEN connection may be quiet before the listener asks the server for
 /// a word (see the module documentation).
-pub const PING_AFTER_QUIET: Duration = Duration::from_secs(5);
+pub(crate) const PING_AFTER_QUIET: Duration = Duration::from_secs(5);
 /// How long that word may take before the connection counts as lost.
-pub const PING_ANSWER_WITHIN: Duration = Duration::from_secs(3);
+pub(crate) const PING_ANSWER_WITHIN: Duration = Duration::from_secs(3);
 
 /// How often the waited-for jobs are re-read even when no reconnect happened.
 const RESYNC_EVERY: Duration = Duration::from_secs(1);

@@ -242,7 +242,7 @@ pub(crate) fn every<F, Fut>(
 ) -> tokio::task::JoinHandle<()>
 where
     F: Fn() -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
+    Fut: Future<Output = ()> + Send,
 {
     tokio::spawn(async move {
         let mut ticks = tokio::time::interval(interval.max(Duration::from_millis(10)));

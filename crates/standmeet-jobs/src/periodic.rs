@@ -10,15 +10,16 @@
 //! - a local time that happens twice (the hour repeated when clocks fall back) is one
 //!   slot, at its first occurrence.
 //!
-//! Each engine with a time zone for its schedules ([`EngineConfig::schedules`]) fires
-//! what is due once a second ([`fire_due`]); see the migration of `job_schedules` for
-//! how N copies fire a slot once and how missed slots are made up once.
+//! Schedules are read and changed through [`JobClient`](crate::JobClient) (`schedules`,
+//! `set_schedule`, `run_schedule_now`, …). Each engine with a time zone for its
+//! schedules ([`EngineConfig::schedules`]) fires what is due once a second (`fire_due`);
+//! see the migration of `job_schedules` for how N copies fire a slot once and how
+//! missed slots are made up once. The statements are in `store::schedule`.
 //!
 //! [`EngineConfig::schedules`]: crate::EngineConfig::schedules
 
 use std::str::FromStr;
 
-use anyhow::Context;
 use jiff::tz::{AmbiguousOffset, TimeZone};
 use jiff::{Timestamp, civil};
 use serde::Serialize;
@@ -27,7 +28,8 @@ use time::OffsetDateTime;
 
 use super::insert::{InsertOptions, Inserted, insert_unique_by_name};
 use super::registry::{KindDefaults, Registry};
-use super::{JobId, JobState};
+use super::store::{self, NewSchedule, ScheduleUpdate};
+use super::{Error, JobId, JobState};
 
 /// The longest cron expression taken: the longest useful one is far shorter.
 pub const MAX_CRON_CHARS: usize = 200;
@@ -41,13 +43,18 @@ pub struct CronExpr {
 }
 
 impl FromStr for CronExpr {
-    type Err = ScheduleError;
+    type Err = Error;
 
-    fn from_str(text: &str) -> Result<Self, ScheduleError> {
+    /// Refuses (`Error::Refused`) an expression that does not parse or never matches,
+    /// naming the field at fault.
+    fn from_str(text: &str) -> Result<Self, Error> {
         let text = text.trim();
-        let bad = |why: String| ScheduleError::BadCron {
-            cron: text.chars().take(60).collect(),
-            why: why.trim_end_matches('.').to_string(),
+        let bad = |why: String| {
+            let cron: String = text.chars().take(60).collect();
+            let why = why.trim_end_matches('.');
+            Error::Refused(format!(
+                "The cron expression \"{cron}\" cannot be used: {why}."
+            ))
         };
         if text.chars().count() > MAX_CRON_CHARS {
             return Err(bad(format!(
@@ -233,36 +240,22 @@ pub fn slot_key(name: &str, slot: Timestamp) -> String {
     format!("schedule:{name}:{slot}")
 }
 
-/// What a schedule, its change or its firing can go wrong with, in words for the
-/// person who asked.
-#[derive(Debug, thiserror::Error)]
-pub enum ScheduleError {
-    #[error("The cron expression \"{cron}\" cannot be used: {why}.")]
-    BadCron { cron: String, why: String },
-    #[error(
-        "A schedule's name is 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit."
-    )]
-    BadName,
-    #[error("No schedule is named {0:?}.")]
-    NotFound(String),
-    #[error("No StandMeet process runs jobs of kind \"{kind}\"; the kinds are: {known}.")]
-    UnknownKind { kind: String, known: String },
-    #[error("Args must be a JSON object, such as {{}} or {{\"source_id\": 1}}.")]
-    ArgsNotAnObject,
-    #[error("Args cannot hold a NUL character (\\u0000).")]
-    ArgsWithNul,
-    #[error("A queue's name is 1 to 64 characters, none of them a control character.")]
-    BadQueue,
-    #[error("A new schedule needs {0}.")]
-    Missing(&'static str),
-    #[error(transparent)]
-    Internal(#[from] anyhow::Error),
+/// The words for what a schedule's change can get wrong (each an `Error::Refused`).
+mod refusal {
+    pub const BAD_NAME: &str = "A schedule's name is 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit.";
+    pub const ARGS_NOT_AN_OBJECT: &str =
+        "Args must be a JSON object, such as {} or {\"source_id\": 1}.";
+    pub const ARGS_WITH_NUL: &str = "Args cannot hold a NUL character (\\u0000).";
+    pub const BAD_QUEUE: &str =
+        "A queue's name is 1 to 64 characters, none of them a control character.";
 }
 
-impl From<sqlx::Error> for ScheduleError {
-    fn from(err: sqlx::Error) -> Self {
-        ScheduleError::Internal(err.into())
-    }
+fn refused(words: &str) -> Error {
+    Error::Refused(words.to_string())
+}
+
+fn missing(what: &str) -> Error {
+    Error::Refused(format!("A new schedule needs {what}."))
 }
 
 /// A schedule as `schedules.list` shows it.
@@ -304,18 +297,9 @@ pub struct ScheduleChange {
     pub enabled: Option<bool>,
 }
 
-/// The schedules, by name, as of `now`.
-pub async fn list(pool: &PgPool, tz: &TimeZone) -> Result<Vec<Schedule>, ScheduleError> {
-    let rows = sqlx::query!(
-        r#"
-        SELECT s.name, s.cron, s.kind, s.args, s.queue, s.enabled, s.last_run_at,
-               j.id AS "job_id?: JobId", j.state AS "job_state?: JobState"
-        FROM job_schedules s LEFT JOIN jobs j ON j.id = s.last_job_id
-        ORDER BY s.name
-        "#
-    )
-    .fetch_all(pool)
-    .await?;
+/// The schedules, by name, as of now.
+pub(crate) async fn list(pool: &PgPool, tz: &TimeZone) -> Result<Vec<Schedule>, Error> {
+    let rows = store::schedule_list(pool).await?;
     let now = Timestamp::now();
     Ok(rows
         .into_iter()
@@ -349,7 +333,7 @@ pub async fn list(pool: &PgPool, tz: &TimeZone) -> Result<Vec<Schedule>, Schedul
 }
 
 /// One schedule, as [`list`] shows it.
-pub async fn get(pool: &PgPool, tz: &TimeZone, name: &str) -> Result<Schedule, ScheduleError> {
+pub(crate) async fn get(pool: &PgPool, tz: &TimeZone, name: &str) -> Result<Schedule, Error> {
     if !valid_name(name) {
         return Err(not_found(name));
     }
@@ -360,22 +344,23 @@ pub async fn get(pool: &PgPool, tz: &TimeZone, name: &str) -> Result<Schedule, S
         .ok_or_else(|| not_found(name))
 }
 
-/// [`ScheduleError::NotFound`], with at most 64 characters of the name asked for.
-fn not_found(name: &str) -> ScheduleError {
-    ScheduleError::NotFound(name.chars().take(64).collect())
+/// `Error::NotFound`, with at most 64 characters of the name asked for.
+fn not_found(name: &str) -> Error {
+    let name: String = name.chars().take(64).collect();
+    Error::NotFound(format!("No schedule is named {name:?}."))
 }
 
 /// Creates the schedule `change.name` or changes it; checks everything first and
 /// writes nothing when something is wrong. A schedule created, enabled or given a new
 /// expression counts its slots from now on.
-pub async fn set(
+pub(crate) async fn set(
     pool: &PgPool,
     registry: &Registry,
     tz: &TimeZone,
     change: ScheduleChange,
-) -> Result<Schedule, ScheduleError> {
+) -> Result<Schedule, Error> {
     if !valid_name(&change.name) {
-        return Err(ScheduleError::BadName);
+        return Err(refused(refusal::BAD_NAME));
     }
     let cron = change.cron.as_deref().map(CronExpr::from_str).transpose()?;
     let defaults = change
@@ -385,68 +370,45 @@ pub async fn set(
         .transpose()?;
     if let Some(args) = &change.args {
         if !args.is_object() {
-            return Err(ScheduleError::ArgsNotAnObject);
+            return Err(refused(refusal::ARGS_NOT_AN_OBJECT));
         }
         // PostgreSQL's jsonb cannot hold it.
         if args.to_string().contains("\\u0000") {
-            return Err(ScheduleError::ArgsWithNul);
+            return Err(refused(refusal::ARGS_WITH_NUL));
         }
     }
     if let Some(queue) = &change.queue
         && (!(1..=64).contains(&queue.chars().count()) || queue.chars().any(char::is_control))
     {
-        return Err(ScheduleError::BadQueue);
+        return Err(refused(refusal::BAD_QUEUE));
     }
     let mut tx = pool.begin().await?;
-    let existing = sqlx::query_scalar!(
-        "SELECT name FROM job_schedules WHERE name = $1 FOR UPDATE",
-        change.name
-    )
-    .fetch_optional(&mut *tx)
-    .await?;
-    if existing.is_none() {
-        let cron = cron
-            .as_ref()
-            .ok_or(ScheduleError::Missing("a cron expression"))?;
+    if store::schedule_lock(&mut tx, &change.name).await? {
+        let update = ScheduleUpdate {
+            name: &change.name,
+            cron: cron.as_ref().map(CronExpr::as_str),
+            kind: change.kind.as_deref(),
+            args: change.args,
+            queue: change.queue.as_deref(),
+            enabled: change.enabled,
+        };
+        store::schedule_update(&mut tx, update).await?;
+    } else {
+        let cron = cron.as_ref().ok_or_else(|| missing("a cron expression"))?;
         let (kind, defaults) = change
             .kind
             .as_deref()
             .zip(defaults)
-            .ok_or(ScheduleError::Missing("a kind"))?;
-        sqlx::query!(
-            r#"
-            INSERT INTO job_schedules (name, cron, kind, args, queue, enabled)
-            VALUES ($1, $2, $3, $4, $5, $6)
-            "#,
-            change.name,
-            cron.as_str(),
+            .ok_or_else(|| missing("a kind"))?;
+        let new = NewSchedule {
+            name: &change.name,
+            cron: cron.as_str(),
             kind,
-            change.args.clone().unwrap_or_else(|| serde_json::json!({})),
-            change.queue.as_deref().unwrap_or(defaults.queue),
-            change.enabled.unwrap_or(true),
-        )
-        .execute(&mut *tx)
-        .await?;
-    } else {
-        sqlx::query!(
-            r#"
-            UPDATE job_schedules
-            SET fired_through = CASE
-                    WHEN ($2::text IS NOT NULL AND $2 <> cron) OR ($6 AND NOT enabled) THEN now()
-                    ELSE fired_through END,
-                cron = coalesce($2, cron), kind = coalesce($3, kind), args = coalesce($4, args),
-                queue = coalesce($5, queue), enabled = coalesce($6, enabled), updated_at = now()
-            WHERE name = $1
-            "#,
-            change.name,
-            cron.as_ref().map(CronExpr::as_str),
-            change.kind.as_deref(),
-            change.args,
-            change.queue.as_deref(),
-            change.enabled,
-        )
-        .execute(&mut *tx)
-        .await?;
+            args: change.args.unwrap_or_else(|| serde_json::json!({})),
+            queue: change.queue.as_deref().unwrap_or(defaults.queue),
+            enabled: change.enabled.unwrap_or(true),
+        };
+        store::schedule_insert(&mut tx, new).await?;
     }
     tx.commit().await?;
     get(pool, tz, &change.name).await
@@ -454,55 +416,38 @@ pub async fn set(
 
 /// Creates `schedule` unless one of its name exists (a built-in schedule, whose admin
 /// may have changed it since).
-pub async fn create_missing(pool: &PgPool, change: ScheduleChange) -> Result<(), ScheduleError> {
+pub(crate) async fn create_missing(pool: &PgPool, change: ScheduleChange) -> Result<(), Error> {
     let cron = CronExpr::from_str(change.cron.as_deref().unwrap_or_default())?;
-    let kind = change.kind.ok_or(ScheduleError::Missing("a kind"))?;
-    let queue = change.queue.ok_or(ScheduleError::Missing("a queue"))?;
-    sqlx::query!(
-        r#"
-        INSERT INTO job_schedules (name, cron, kind, args, queue, enabled)
-        VALUES ($1, $2, $3, $4, $5, $6)
-        ON CONFLICT (name) DO NOTHING
-        "#,
-        change.name,
-        cron.as_str(),
-        kind,
-        change.args.unwrap_or_else(|| serde_json::json!({})),
-        queue,
-        change.enabled.unwrap_or(true),
-    )
-    .execute(pool)
-    .await?;
+    let kind = change.kind.ok_or_else(|| missing("a kind"))?;
+    let queue = change.queue.ok_or_else(|| missing("a queue"))?;
+    let new = NewSchedule {
+        name: &change.name,
+        cron: cron.as_str(),
+        kind: &kind,
+        args: change.args.unwrap_or_else(|| serde_json::json!({})),
+        queue: &queue,
+        enabled: change.enabled.unwrap_or(true),
+    };
+    store::schedule_insert_missing(pool, new).await?;
     Ok(())
 }
 
 /// Inserts the schedule's job now ("Run now"), unless its newest job has not finished:
 /// then answers that one as a duplicate.
-pub async fn run_now(
+pub(crate) async fn run_now(
     pool: &PgPool,
     registry: &Registry,
     name: &str,
-) -> Result<Inserted, ScheduleError> {
+) -> Result<Inserted, Error> {
     // A name no schedule can have (one with a NUL, which PostgreSQL cannot even
     // compare) is answered without asking.
     if !valid_name(name) {
         return Err(not_found(name));
     }
     let mut tx = pool.begin().await?;
-    let schedule = sqlx::query!(
-        r#"
-        SELECT s.kind, s.args, s.queue, j.id AS "pending?: JobId"
-        FROM job_schedules s
-        LEFT JOIN jobs j ON j.id = s.last_job_id
-             AND j.state IN ('available', 'scheduled', 'running', 'retryable')
-        WHERE s.name = $1
-        FOR UPDATE OF s
-        "#,
-        name
-    )
-    .fetch_optional(&mut *tx)
-    .await?
-    .ok_or_else(|| not_found(name))?;
+    let schedule = store::schedule_lock_to_run(&mut tx, name)
+        .await?
+        .ok_or_else(|| not_found(name))?;
     if let Some(pending) = schedule.pending {
         return Ok(Inserted {
             id: pending,
@@ -521,7 +466,7 @@ pub async fn run_now(
         InsertOptions::default(),
     )
     .await?;
-    record_run(&mut tx, name, inserted.id).await?;
+    store::schedule_record_run(&mut tx, name, inserted.id).await?;
     tx.commit().await?;
     Ok(inserted)
 }
@@ -530,17 +475,13 @@ pub async fn run_now(
 /// past what it accounted for; answers what each firing inserted. Only the process whose
 /// update moves `fired_through` forward inserts, so N copies fire a slot once; a
 /// schedule of a kind this process cannot run is left to a process that can.
-pub async fn fire_due(
+pub(crate) async fn fire_due(
     pool: &PgPool,
     registry: &Registry,
     tz: &TimeZone,
     now: Timestamp,
-) -> Result<Vec<(String, Inserted)>, ScheduleError> {
-    let schedules = sqlx::query!(
-        "SELECT name, cron, kind, fired_through FROM job_schedules WHERE enabled ORDER BY name"
-    )
-    .fetch_all(pool)
-    .await?;
+) -> Result<Vec<(String, Inserted)>, Error> {
+    let schedules = store::schedule_enabled(pool).await?;
     let mut fired = Vec::new();
     for schedule in schedules {
         let Ok(cron) = CronExpr::from_str(&schedule.cron) else {
@@ -569,20 +510,10 @@ async fn fire(
     name: &str,
     defaults: KindDefaults,
     slot: Timestamp,
-) -> Result<Option<Inserted>, ScheduleError> {
+) -> Result<Option<Inserted>, Error> {
     let mut tx = pool.begin().await?;
-    let claimed = sqlx::query!(
-        r#"
-        UPDATE job_schedules SET fired_through = $2
-        WHERE name = $1 AND enabled AND fired_through < $2
-        RETURNING kind, args, queue
-        "#,
-        name,
-        offset_date_time(slot)?,
-    )
-    .fetch_optional(&mut *tx)
-    .await?;
-    let Some(schedule) = claimed else {
+    let Some(schedule) = store::schedule_claim_slot(&mut tx, name, offset_date_time(slot)?).await?
+    else {
         return Ok(None);
     };
     let inserted = insert_unique_by_name(
@@ -595,38 +526,22 @@ async fn fire(
         InsertOptions::default(),
     )
     .await?;
-    record_run(&mut tx, name, inserted.id).await?;
+    store::schedule_record_run(&mut tx, name, inserted.id).await?;
     tx.commit().await?;
     tracing::info!(schedule = name, %slot, job = %inserted.id, "a schedule fired");
     Ok(Some(inserted))
 }
 
-async fn record_run(
-    tx: &mut sqlx::PgConnection,
-    name: &str,
-    job: JobId,
-) -> Result<(), sqlx::Error> {
-    sqlx::query!(
-        "UPDATE job_schedules SET last_job_id = $2, last_run_at = now() WHERE name = $1",
-        name,
-        job.0
-    )
-    .execute(tx)
-    .await?;
-    Ok(())
-}
-
-fn kind_defaults(registry: &Registry, kind: &str) -> Result<KindDefaults, ScheduleError> {
-    registry
-        .defaults(kind)
-        .ok_or_else(|| ScheduleError::UnknownKind {
-            kind: kind.chars().take(128).collect(),
-            known: {
-                let mut kinds: Vec<&str> = registry.kinds().collect();
-                kinds.sort();
-                kinds.join(", ")
-            },
-        })
+fn kind_defaults(registry: &Registry, kind: &str) -> Result<KindDefaults, Error> {
+    registry.defaults(kind).ok_or_else(|| {
+        let kind: String = kind.chars().take(128).collect();
+        let mut kinds: Vec<&str> = registry.kinds().collect();
+        kinds.sort();
+        Error::Refused(format!(
+            "No StandMeet process runs jobs of kind \"{kind}\"; the kinds are: {}.",
+            kinds.join(", ")
+        ))
+    })
 }
 
 fn valid_name(name: &str) -> bool {
@@ -642,9 +557,12 @@ fn timestamp(at: OffsetDateTime) -> Timestamp {
     Timestamp::from_nanosecond(at.unix_timestamp_nanos()).unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
-fn offset_date_time(at: Timestamp) -> anyhow::Result<OffsetDateTime> {
-    OffsetDateTime::from_unix_timestamp_nanos(at.as_nanosecond())
-        .context("a slot outside the time the database keeps")
+fn offset_date_time(at: Timestamp) -> Result<OffsetDateTime, Error> {
+    OffsetDateTime::from_unix_timestamp_nanos(at.as_nanosecond()).map_err(|_| {
+        Error::Refused(format!(
+            "the slot {at} is outside the time the database keeps"
+        ))
+    })
 }
 
 #[cfg(test)]

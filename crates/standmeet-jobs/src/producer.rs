@@ -98,7 +98,7 @@ pub(crate) async fn run(
                             let executor = &context.executor;
                             if let Some(outcome) = executor::execute(job, executor, None).await {
                                 completer::write_at_once(
-                                    &executor.pool,
+                                    executor.jobs.pool(),
                                     &executor.signals,
                                     &executor.worker_id,
                                     outcome,

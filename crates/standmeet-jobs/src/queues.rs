@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::store::{self, QueueStateCount};
-use crate::JobState;
+use crate::{Error, JobState};
 
 /// One queue's figures (the shape of MCP `queues.list`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -23,15 +23,6 @@ pub struct QueueSummary {
     pub finished_last_5m: i64,
     /// Seconds since the oldest `available` job became due; `None` when none is waiting.
     pub oldest_available_age_s: Option<f64>,
-}
-
-/// Why a pause or resume was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum QueueError {
-    #[error("There is no queue \"{name}\"; the queues are: {}.", known.join(", "))]
-    Unknown { name: String, known: Vec<String> },
-    #[error(transparent)]
-    Database(#[from] sqlx::Error),
 }
 
 /// Every queue: those this StandMeet runs (`configured`), and any other that has jobs
@@ -52,14 +43,16 @@ pub(crate) async fn set_paused(
     configured: &[String],
     queue: &str,
     paused: bool,
-) -> Result<QueueSummary, QueueError> {
+) -> Result<QueueSummary, Error> {
     let queue = queue.trim();
     let before = list(pool, configured).await?;
     if !before.iter().any(|summary| summary.name == queue) {
-        return Err(QueueError::Unknown {
-            name: queue.chars().take(64).collect(),
-            known: before.into_iter().map(|summary| summary.name).collect(),
-        });
+        let name: String = queue.chars().take(64).collect();
+        let known: Vec<String> = before.into_iter().map(|summary| summary.name).collect();
+        return Err(Error::NotFound(format!(
+            "There is no queue \"{name}\"; the queues are: {}.",
+            known.join(", ")
+        )));
     }
     if paused {
         store::queue_pause(pool, queue).await?;

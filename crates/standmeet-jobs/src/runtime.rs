@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
+use super::Error;
 use super::client::JobClient;
 use super::config::EngineConfig;
 use super::engine::Engine;
@@ -24,17 +25,24 @@ pub struct JobRuntime {
 }
 
 impl JobRuntime {
+    /// Options for the pool an engine is given (set its size and connection from
+    /// these): sqlx tries a connection with a round trip only after it sat idle a
+    /// second, not on every use (see `engine::pool_options`).
+    pub fn pool_options() -> sqlx::postgres::PgPoolOptions {
+        super::engine::pool_options()
+    }
+
     /// Starts the listener for `client` (whose waiters and subscribers it wakes), waits
     /// until it listens (so the first waits are woken by notifications, and the first
     /// inserts wake the producers), then the engine, running `registry`'s kinds on
     /// `pool`. Refuses, before anything starts, a pool too small for the queues' claims
-    /// (see [`connections_needed`](super::connections_needed)).
+    /// (see [`EngineConfig::connections_needed`](super::EngineConfig::connections_needed)).
     pub async fn start(
         pool: &PgPool,
         registry: Registry,
         config: EngineConfig,
         client: &JobClient,
-    ) -> anyhow::Result<JobRuntime> {
+    ) -> Result<JobRuntime, Error> {
         super::engine::check_pool(pool, &config)?;
         let signals = client.signals().clone();
         let listen = config

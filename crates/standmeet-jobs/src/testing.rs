@@ -10,12 +10,12 @@ use sqlx::PgPool;
 use super::JobId;
 use super::store::{self, HeldAttempt};
 
-pub use super::claim::{SLOT_WAIT, slot_lock_key};
 pub use super::maintenance::clean_finished;
 pub use super::store::{
     Delay, FINISHED_PER_MINUTE_SQL, MAX_DELAY, MAX_ERROR_CHARS, Outcome, job_record_outcomes,
     job_rescue_expired, job_summaries_fold,
 };
+pub use super::store::{SLOT_WAIT, slot_lock_key};
 
 /// Plays a process that claims up to `limit` jobs of `queue` (of `kinds`), writes them
 /// `running` under `worker` with a `lease` as a claim does for attempts still going,
@@ -71,4 +71,15 @@ pub async fn claim_and_die(
     store::job_claim_trace(pool, &rows.xact, queue, worker, &attempts, lease).await?;
     tx.rollback().await?;
     Ok(attempts.into_iter().map(|attempt| attempt.id).collect())
+}
+
+/// Fires the schedules due at `now` as an engine's periodic tick does (`periodic`),
+/// answering what each firing inserted.
+pub async fn fire_due(
+    pool: &PgPool,
+    registry: &super::Registry,
+    tz: &jiff::tz::TimeZone,
+    now: jiff::Timestamp,
+) -> Result<Vec<(String, super::Inserted)>, super::Error> {
+    super::periodic::fire_due(pool, registry, tz, now).await
 }

@@ -29,8 +29,8 @@ use time::OffsetDateTime;
 use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 
-use super::JobId;
 use super::store::{self, JobRow, Outcome, RecordedJob};
+use super::{Error, JobId};
 
 /// What a wait ended with.
 #[derive(Debug)]
@@ -40,12 +40,6 @@ pub enum WaitOutcome {
     /// Not all finished within the limit (or too many callers wait already): come back
     /// later with the same ids.
     Receipt,
-}
-
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum WaitError {
-    #[error("no job has the id {}", .0.iter().map(|id| id.to_string()).collect::<Vec<_>>().join(", "))]
-    UnknownJobs(Vec<JobId>),
 }
 
 /// One wait in progress.
@@ -156,7 +150,7 @@ impl Waiters {
         pool: &PgPool,
         ids: &[JobId],
         limit: Duration,
-    ) -> Result<WaitOutcome, WaitError> {
+    ) -> Result<WaitOutcome, Error> {
         let deadline = Instant::now() + limit;
         let mut unique: Vec<JobId> = Vec::with_capacity(ids.len());
         for id in ids {
@@ -183,7 +177,11 @@ impl Waiters {
                 .copied()
                 .collect();
             if !missing.is_empty() {
-                return Err(WaitError::UnknownJobs(missing));
+                let missing: Vec<String> = missing.iter().map(JobId::to_string).collect();
+                return Err(Error::NotFound(format!(
+                    "no job has the id {}",
+                    missing.join(", ")
+                )));
             }
             for row in rows.iter().filter(|row| row.state.is_terminal()) {
                 waiter.pending.lock().expect("not poisoned").remove(&row.id);

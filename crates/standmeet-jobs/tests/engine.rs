@@ -7,17 +7,15 @@ mod common;
 use std::time::Duration;
 
 use common::jobs::{
-    Actions, Counted, Flaky, FlakyArgs, Panics, RunCounts, Slow, client, job, quick_config,
-    start_engine, test_registry, wait_for_state, wait_until,
+    Actions, Counted, Flaky, FlakyArgs, Panics, RunCounts, Slow, client, insert, insert_with, job,
+    quick_config, start_engine, test_registry, wait_for_state, wait_until,
 };
 use serde_json::json;
 use sqlx::PgPool;
 use standmeet_jobs::builtin::{Noop, Sleep, SleepArgs};
 use standmeet_jobs::testing::{self, Outcome};
 use standmeet_jobs::{CancelOutcome, RetryOutcome};
-use standmeet_jobs::{
-    InsertOptions, JobId, JobState, insert, insert_many_tx, insert_tx, insert_with,
-};
+use standmeet_jobs::{InsertOptions, JobId, JobState};
 
 fn registry() -> standmeet_jobs::Registry {
     test_registry(RunCounts::default())
@@ -30,7 +28,10 @@ fn all_kinds() -> Vec<String> {
 #[sqlx::test]
 async fn an_insert_inside_a_rolled_back_transaction_leaves_no_job(pool: PgPool) {
     let mut tx = pool.begin().await.unwrap();
-    let id = insert_tx::<Noop>(&mut tx, &json!({"n": 1})).await.unwrap();
+    let id = client(&pool)
+        .insert_tx::<Noop>(&mut tx, &json!({"n": 1}))
+        .await
+        .unwrap();
     assert!(
         sqlx::query_scalar::<_, i64>("SELECT count(*) FROM jobs WHERE id = $1")
             .bind(id.0)
@@ -52,7 +53,10 @@ async fn an_insert_inside_a_rolled_back_transaction_leaves_no_job(pool: PgPool) 
 #[sqlx::test]
 async fn an_insert_commits_with_the_callers_transaction(pool: PgPool) {
     let mut tx = pool.begin().await.unwrap();
-    let id = insert_tx::<Noop>(&mut tx, &json!({"n": 1})).await.unwrap();
+    let id = client(&pool)
+        .insert_tx::<Noop>(&mut tx, &json!({"n": 1}))
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     let row = job(&pool, id).await;
     assert_eq!(row.state, JobState::Available);
@@ -66,7 +70,10 @@ async fn an_insert_commits_with_the_callers_transaction(pool: PgPool) {
 async fn a_batch_insert_answers_ids_in_the_order_of_its_arguments(pool: PgPool) {
     let args: Vec<serde_json::Value> = (0..50).map(|n| json!({ "n": n })).collect();
     let mut tx = pool.begin().await.unwrap();
-    let ids = insert_many_tx::<Noop>(&mut tx, &args).await.unwrap();
+    let ids = client(&pool)
+        .insert_many_tx::<Noop>(&mut tx, &args)
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     assert_eq!(ids.len(), 50);
     for (n, id) in ids.iter().enumerate() {
@@ -138,7 +145,8 @@ async fn a_quick_job_is_written_once_and_a_slow_one_is_running_first(pool: PgPoo
         let mut ids = Vec::new();
         for n in 0..20 {
             ids.push(
-                insert_tx::<Noop>(&mut tx, &json!({ "n": n }))
+                client(&pool)
+                    .insert_tx::<Noop>(&mut tx, &json!({ "n": n }))
                     .await
                     .unwrap(),
             );
@@ -219,7 +227,10 @@ async fn work_nobody_announced_is_found_at_the_poll_interval_while_attempts_keep
         })
         .collect();
     let mut tx = pool.begin().await.unwrap();
-    insert_many_tx::<Sleep>(&mut tx, &sleepers).await.unwrap();
+    client(&pool)
+        .insert_many_tx::<Sleep>(&mut tx, &sleepers)
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     wait_until(Duration::from_secs(10), || async {
         common::count(
@@ -384,16 +395,17 @@ async fn a_job_scheduled_for_later_waits_then_runs(pool: PgPool) {
     // Read back inside the inserting transaction, where the scheduler cannot get at it
     // yet, so the check does not race the clock on a busy machine.
     let mut tx = pool.begin().await.unwrap();
-    let id = insert_with::<Noop>(
-        &mut *tx,
-        &json!({}),
-        InsertOptions {
-            scheduled_at: Some(at),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let id = client(&pool)
+        .insert_tx_with::<Noop>(
+            &mut tx,
+            &json!({}),
+            InsertOptions {
+                scheduled_at: Some(at),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     assert_eq!(
         sqlx::query_scalar::<_, JobState>("SELECT state FROM jobs WHERE id = $1")
             .bind(id.0)
@@ -800,7 +812,10 @@ async fn two_engines_with_two_workers_each_run_two_thousand_jobs_exactly_once(po
     let second = start_engine(&pool, test_registry(runs.clone()), quick_config(2)).await;
     let args: Vec<serde_json::Value> = (0..2_000).map(|n| json!({ "n": n })).collect();
     let mut tx = pool.begin().await.unwrap();
-    let ids = insert_many_tx::<Counted>(&mut tx, &args).await.unwrap();
+    let ids = client(&pool)
+        .insert_many_tx::<Counted>(&mut tx, &args)
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
 
     wait_until(Duration::from_secs(120), || async {
@@ -883,7 +898,10 @@ async fn claims_in_flight_are_counted_across_engines_on_one_database(pool: PgPoo
     let second = start_engine(&pool, registry().register(ClaimsOpen), config()).await;
     let args: Vec<serde_json::Value> = (0..300).map(|n| json!({ "n": n })).collect();
     let mut tx = pool.begin().await.unwrap();
-    let ids = insert_many_tx::<ClaimsOpen>(&mut tx, &args).await.unwrap();
+    let ids = client(&pool)
+        .insert_many_tx::<ClaimsOpen>(&mut tx, &args)
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
 
     wait_until(Duration::from_secs(60), || async {

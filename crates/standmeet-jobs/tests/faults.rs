@@ -13,10 +13,10 @@ use serde_json::json;
 use sqlx::PgPool;
 use standmeet_jobs::builtin::{Flaky, FlakyArgs, Noop, Sleep, SleepArgs};
 use standmeet_jobs::testing::{self, Delay, MAX_DELAY, Outcome};
-use standmeet_jobs::{JobContext, JobError, JobId, JobKind, JobState, Registry, insert};
+use standmeet_jobs::{JobContext, JobError, JobId, JobKind, JobState, Registry};
 use standmeet_jobs_testkit::{
-    all_completed, job, job_of_kind, noops, quick_config, start_engine, test_registry,
-    wait_for_state, wait_until,
+    all_completed, client, insert, job, job_of_kind, noops, quick_config, start_engine,
+    test_registry, wait_for_state, wait_until,
 };
 
 fn registry() -> Registry {
@@ -103,20 +103,22 @@ async fn one_of_two_attempts_among_noops<K: JobKind<Args = serde_json::Value>>(
     noops: usize,
 ) -> (JobId, Vec<JobId>) {
     let mut tx = pool.begin().await.unwrap();
-    let first = standmeet_jobs::insert_with::<K>(
-        &mut *tx,
-        &args,
-        standmeet_jobs::InsertOptions {
-            max_attempts: Some(2),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let first = client(pool)
+        .insert_tx_with::<K>(
+            &mut tx,
+            &args,
+            standmeet_jobs::InsertOptions {
+                max_attempts: Some(2),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     let mut others = Vec::new();
     for n in 0..noops {
         others.push(
-            standmeet_jobs::insert_tx::<Noop>(&mut tx, &json!({ "n": n }))
+            client(pool)
+                .insert_tx::<Noop>(&mut tx, &json!({ "n": n }))
                 .await
                 .unwrap(),
         );
@@ -427,7 +429,8 @@ async fn a_claim_whose_connection_breaks_records_its_attempts_once_and_cancels_s
         json!({ "wait": true }),
         json!({ "wait": true }),
     ];
-    let ids = standmeet_jobs::insert_many_tx::<Counted>(&mut tx, &args)
+    let ids = client(&pool)
+        .insert_many_tx::<Counted>(&mut tx, &args)
         .await
         .unwrap();
     tx.commit().await.unwrap();

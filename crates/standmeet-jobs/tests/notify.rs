@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use common::jobs::{
-    Flaky, FlakyArgs, RunCounts, client, job, quick_config, start_engine, test_registry,
-    wait_for_state, wait_until,
+    Flaky, FlakyArgs, RunCounts, client, insert, insert_with, job, quick_config, start_engine,
+    test_registry, wait_for_state, wait_until,
 };
 use common::take_as_ghost;
 use serde_json::json;
@@ -18,7 +18,7 @@ use sqlx::postgres::PgListener;
 use standmeet_jobs::CancelOutcome;
 use standmeet_jobs::builtin::{Noop, Sleep, SleepArgs};
 use standmeet_jobs::testing;
-use standmeet_jobs::{InsertOptions, JobId, JobState, insert, insert_with};
+use standmeet_jobs::{InsertOptions, JobId, JobState};
 
 #[sqlx::test]
 async fn every_path_into_a_terminal_state_notifies_exactly_once_and_a_rollback_never(pool: PgPool) {

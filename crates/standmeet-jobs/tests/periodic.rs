@@ -6,12 +6,19 @@ use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use serde_json::json;
 use sqlx::PgPool;
+use standmeet_jobs::Registry;
 use standmeet_jobs::builtin::Noop;
-use standmeet_jobs::periodic::{self, ScheduleChange, ScheduleError};
-use standmeet_jobs::{Registry, insert_unique};
+use standmeet_jobs::periodic::ScheduleChange;
+use standmeet_jobs::testing::fire_due;
+use standmeet_jobs::{Error, JobClient};
 
 fn registry() -> Registry {
     Registry::new().register(Noop)
+}
+
+/// A client over the test's database, as the application's state holds one.
+fn jobs(pool: &PgPool) -> JobClient {
+    JobClient::new(pool.clone(), 8)
 }
 
 fn at(text: &str) -> Timestamp {
@@ -26,7 +33,8 @@ async fn hourly(pool: &PgPool, name: &str) {
         args: Some(json!({ "from": name })),
         ..Default::default()
     };
-    periodic::set(pool, &registry(), &TimeZone::UTC, change)
+    jobs(pool)
+        .set_schedule(&registry(), &TimeZone::UTC, change)
         .await
         .unwrap();
 }
@@ -56,7 +64,7 @@ async fn copies_firing_at_once_insert_one_job_per_slot(pool: PgPool) {
     let copies = (0..6).map(|_| {
         let pool = pool.clone();
         tokio::spawn(async move {
-            periodic::fire_due(&pool, &registry(), &TimeZone::UTC, now)
+            fire_due(&pool, &registry(), &TimeZone::UTC, now)
                 .await
                 .unwrap()
         })
@@ -69,7 +77,7 @@ async fn copies_firing_at_once_insert_one_job_per_slot(pool: PgPool) {
     assert_eq!(keys(&pool).await, ["schedule:tick:2026-12-03T10:00:00Z"]);
     // A later look within the same hour fires nothing; the next hour fires again.
     assert!(
-        periodic::fire_due(
+        fire_due(
             &pool,
             &registry(),
             &TimeZone::UTC,
@@ -79,7 +87,7 @@ async fn copies_firing_at_once_insert_one_job_per_slot(pool: PgPool) {
         .unwrap()
         .is_empty()
     );
-    periodic::fire_due(
+    fire_due(
         &pool,
         &registry(),
         &TimeZone::UTC,
@@ -96,7 +104,7 @@ async fn slots_missed_while_nothing_ran_are_made_up_once(pool: PgPool) {
     // Nothing ran for five hours and a half.
     fired_through(&pool, "tick", at("2026-12-03T04:30:00Z")).await;
     let start = at("2026-12-03T10:00:30Z");
-    let fired = periodic::fire_due(&pool, &registry(), &TimeZone::UTC, start)
+    let fired = fire_due(&pool, &registry(), &TimeZone::UTC, start)
         .await
         .unwrap();
     assert_eq!(fired.len(), 1);
@@ -114,7 +122,7 @@ async fn a_new_schedule_starts_from_now_and_a_disabled_one_never_fires(pool: PgP
     // Created just now: the slot an hour ago is not owed.
     let now = Timestamp::now();
     assert!(
-        periodic::fire_due(&pool, &registry(), &TimeZone::UTC, now)
+        fire_due(&pool, &registry(), &TimeZone::UTC, now)
             .await
             .unwrap()
             .is_empty()
@@ -124,14 +132,15 @@ async fn a_new_schedule_starts_from_now_and_a_disabled_one_never_fires(pool: PgP
         enabled: Some(false),
         ..Default::default()
     };
-    let schedule = periodic::set(&pool, &registry(), &TimeZone::UTC, off)
+    let schedule = jobs(&pool)
+        .set_schedule(&registry(), &TimeZone::UTC, off)
         .await
         .unwrap();
     assert!(!schedule.enabled);
     assert_eq!(schedule.next_run_at, None);
     let later = now + jiff::Span::new().hours(3);
     assert!(
-        periodic::fire_due(&pool, &registry(), &TimeZone::UTC, later)
+        fire_due(&pool, &registry(), &TimeZone::UTC, later)
             .await
             .unwrap()
             .is_empty()
@@ -146,9 +155,7 @@ async fn the_hour_clocks_repeat_in_autumn_fires_once(pool: PgPool) {
     fired_through(&pool, "tick", at("2026-10-24T21:30:00Z")).await;
     let mut now = at("2026-10-24T21:35:00Z");
     while now < at("2026-10-25T04:10:00Z") {
-        periodic::fire_due(&pool, &registry(), &berlin, now)
-            .await
-            .unwrap();
+        fire_due(&pool, &registry(), &berlin, now).await.unwrap();
         now += jiff::Span::new().minutes(5);
     }
     assert_eq!(
@@ -168,15 +175,21 @@ async fn the_hour_clocks_repeat_in_autumn_fires_once(pool: PgPool) {
 #[sqlx::test]
 async fn run_now_inserts_a_job_unless_the_schedules_job_is_pending(pool: PgPool) {
     hourly(&pool, "tick").await;
-    let first = periodic::run_now(&pool, &registry(), "tick").await.unwrap();
+    let first = jobs(&pool)
+        .run_schedule_now(&registry(), "tick")
+        .await
+        .unwrap();
     assert!(!first.duplicate);
-    let again = periodic::run_now(&pool, &registry(), "tick").await.unwrap();
+    let again = jobs(&pool)
+        .run_schedule_now(&registry(), "tick")
+        .await
+        .unwrap();
     assert_eq!(
         (again.id, again.duplicate),
         (first.id, true),
         "already queued"
     );
-    let listed = periodic::get(&pool, &TimeZone::UTC, "tick").await.unwrap();
+    let listed = jobs(&pool).schedule(&TimeZone::UTC, "tick").await.unwrap();
     let last = listed.last_run.expect("a last run");
     assert_eq!(last.job_id, first.id);
     // Once it finished, Run now inserts a new one.
@@ -185,18 +198,21 @@ async fn run_now_inserts_a_job_unless_the_schedules_job_is_pending(pool: PgPool)
         .execute(&pool)
         .await
         .unwrap();
-    let third = periodic::run_now(&pool, &registry(), "tick").await.unwrap();
+    let third = jobs(&pool)
+        .run_schedule_now(&registry(), "tick")
+        .await
+        .unwrap();
     assert!(!third.duplicate);
     assert!(matches!(
-        periodic::run_now(&pool, &registry(), "nope").await,
-        Err(ScheduleError::NotFound(_))
+        jobs(&pool).run_schedule_now(&registry(), "nope").await,
+        Err(Error::NotFound(_))
     ));
 }
 
 #[sqlx::test]
 async fn a_bad_change_is_refused_with_words_and_writes_nothing(pool: PgPool) {
     hourly(&pool, "tick").await;
-    let before = periodic::list(&pool, &TimeZone::UTC).await.unwrap();
+    let before = jobs(&pool).schedules(&TimeZone::UTC).await.unwrap();
     let refused = [
         (
             ScheduleChange {
@@ -265,13 +281,14 @@ async fn a_bad_change_is_refused_with_words_and_writes_nothing(pool: PgPool) {
         ),
     ];
     for (change, words) in refused {
-        let err = periodic::set(&pool, &registry(), &TimeZone::UTC, change)
+        let err = jobs(&pool)
+            .set_schedule(&registry(), &TimeZone::UTC, change)
             .await
             .unwrap_err()
             .to_string();
         assert!(err.contains(words), "{err}");
     }
-    assert_eq!(periodic::list(&pool, &TimeZone::UTC).await.unwrap(), before);
+    assert_eq!(jobs(&pool).schedules(&TimeZone::UTC).await.unwrap(), before);
 }
 
 #[sqlx::test]
@@ -280,15 +297,16 @@ async fn an_operators_job_on_a_slots_key_keeps_the_slot_to_one_job(pool: PgPool)
     fired_through(&pool, "tick", at("2026-12-03T09:30:00Z")).await;
     // Someone inserted the 10:00 slot's job by hand before the schedule fired it.
     let mut conn = pool.acquire().await.unwrap();
-    let by_hand = insert_unique::<Noop>(
-        &mut conn,
-        &json!({}),
-        "schedule:tick:2026-12-03T10:00:00Z",
-        Default::default(),
-    )
-    .await
-    .unwrap();
-    let fired = periodic::fire_due(
+    let by_hand = jobs(&pool)
+        .insert_unique_tx::<Noop>(
+            &mut conn,
+            &json!({}),
+            "schedule:tick:2026-12-03T10:00:00Z",
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    let fired = fire_due(
         &pool,
         &registry(),
         &TimeZone::UTC,
@@ -306,14 +324,14 @@ async fn a_name_no_schedule_can_have_is_not_found_not_a_failure(pool: PgPool) {
     for name in ["with\0nul", "", &"x".repeat(5_000), "Upper Case"] {
         assert!(
             matches!(
-                periodic::run_now(&pool, &registry(), name).await,
-                Err(ScheduleError::NotFound(_))
+                jobs(&pool).run_schedule_now(&registry(), name).await,
+                Err(Error::NotFound(_))
             ),
             "{name:?}"
         );
         assert!(matches!(
-            periodic::get(&pool, &TimeZone::UTC, name).await,
-            Err(ScheduleError::NotFound(_))
+            jobs(&pool).schedule(&TimeZone::UTC, name).await,
+            Err(Error::NotFound(_))
         ));
     }
 }

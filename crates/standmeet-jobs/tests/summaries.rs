@@ -10,13 +10,13 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use common::jobs::{
-    Actions, Flaky, FlakyArgs, RunCounts, client, job_of_kind, noops, quick_config, start_engine,
-    test_registry, wait_until,
+    Actions, Flaky, FlakyArgs, RunCounts, client, insert, insert_with, job_of_kind, noops,
+    quick_config, start_engine, test_registry, wait_until,
 };
 use serde_json::json;
 use sqlx::PgPool;
 use standmeet_jobs::testing;
-use standmeet_jobs::{InsertOptions, JobFilter, JobId, JobState, insert, insert_with};
+use standmeet_jobs::{InsertOptions, JobFilter, JobId, JobState};
 
 const FINISHED: &str = "state IN ('completed', 'discarded', 'cancelled')";
 

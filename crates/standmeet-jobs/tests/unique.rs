@@ -10,12 +10,12 @@ use sqlx::PgPool;
 use standmeet_jobs::builtin::Noop;
 use standmeet_jobs::{
     InsertOptions, Inserted, JobContext, JobError, JobId, JobKind, JobState, RetryOutcome,
-    insert_unique,
 };
 
 async fn insert_key(pool: &PgPool, key: &str, n: i64) -> Inserted {
     let mut conn = pool.acquire().await.unwrap();
-    insert_unique::<Noop>(&mut conn, &json!({ "n": n }), key, InsertOptions::default())
+    client(pool)
+        .insert_unique_tx::<Noop>(&mut conn, &json!({ "n": n }), key, InsertOptions::default())
         .await
         .unwrap()
 }
@@ -87,14 +87,15 @@ async fn copies_inserting_one_key_at_once_make_one_job(pool: PgPool) {
         inserts.push(tokio::spawn(async move {
             let mut tx = copy.begin().await.unwrap();
             start.wait().await;
-            let inserted = insert_unique::<Noop>(
-                &mut tx,
-                &json!({ "n": n }),
-                "vault-rebuild",
-                InsertOptions::default(),
-            )
-            .await
-            .unwrap();
+            let inserted = client(&copy)
+                .insert_unique_tx::<Noop>(
+                    &mut tx,
+                    &json!({ "n": n }),
+                    "vault-rebuild",
+                    InsertOptions::default(),
+                )
+                .await
+                .unwrap();
             tokio::task::yield_now().await;
             tx.commit().await.unwrap();
             inserted
@@ -116,7 +117,8 @@ async fn copies_inserting_one_key_at_once_make_one_job(pool: PgPool) {
 #[sqlx::test]
 async fn a_rolled_back_insert_leaves_the_key_free(pool: PgPool) {
     let mut tx = pool.begin().await.unwrap();
-    insert_unique::<Noop>(&mut tx, &json!({}), "k", InsertOptions::default())
+    client(&pool)
+        .insert_unique_tx::<Noop>(&mut tx, &json!({}), "k", InsertOptions::default())
         .await
         .unwrap();
     tx.rollback().await.unwrap();
@@ -149,11 +151,13 @@ async fn a_running_job_holds_its_key_unless_its_kind_lets_the_next_one_in(pool: 
 
     // A kind that runs again after a change that came while it ran.
     let mut conn = pool.acquire().await.unwrap();
-    let running = insert_unique::<Rebuild>(&mut conn, &json!({}), "rebuild", Default::default())
+    let running = client(&pool)
+        .insert_unique_tx::<Rebuild>(&mut conn, &json!({}), "rebuild", Default::default())
         .await
         .unwrap();
     hold_running(&pool, running.id).await;
-    let next = insert_unique::<Rebuild>(&mut conn, &json!({}), "rebuild", Default::default())
+    let next = client(&pool)
+        .insert_unique_tx::<Rebuild>(&mut conn, &json!({}), "rebuild", Default::default())
         .await
         .unwrap();
     assert!(!next.duplicate, "the next one goes in");
@@ -171,7 +175,8 @@ async fn a_running_job_holds_its_key_unless_its_kind_lets_the_next_one_in(pool: 
         "the running job gave its key to the next one"
     );
     // And the next one, waiting, holds it as usual.
-    let third = insert_unique::<Rebuild>(&mut conn, &json!({}), "rebuild", Default::default())
+    let third = client(&pool)
+        .insert_unique_tx::<Rebuild>(&mut conn, &json!({}), "rebuild", Default::default())
         .await
         .unwrap();
     assert_eq!((third.id, third.duplicate), (next.id, true));

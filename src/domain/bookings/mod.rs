@@ -31,7 +31,7 @@ use crate::domain::mail::MailKind;
 use crate::domain::secrets::token_hash;
 use crate::model::MailState;
 use crate::types::{EmailAddress, free_text_problem, name_problem, normalized_line_breaks};
-use standmeet_jobs::{self as jobs, JobState};
+use standmeet_jobs::{JobClient, JobState};
 
 /// Why a booking operation did not happen, in words for the person who asked.
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +62,13 @@ pub enum BookingError {
 
 impl From<sqlx::Error> for BookingError {
     fn from(err: sqlx::Error) -> Self {
+        BookingError::Internal(err.into())
+    }
+}
+
+/// The job engine failed to insert or read a job: a failure on our side.
+impl From<standmeet_jobs::Error> for BookingError {
+    fn from(err: standmeet_jobs::Error) -> Self {
         BookingError::Internal(err.into())
     }
 }
@@ -377,6 +384,7 @@ pub fn may_book(mode: BookingMode, actor: Actor, access_granted: bool) -> Result
 #[tracing::instrument(skip_all)]
 pub async fn create(
     pool: &PgPool,
+    jobs: &JobClient,
     tz: &TimeZone,
     uid_host: &str,
     new: &NewBooking,
@@ -419,7 +427,7 @@ pub async fn create(
     let mut tries = 0;
     let id = loop {
         tries += 1;
-        match insert_booking(pool, &uid, slot, blocked_until, new, by).await {
+        match insert_booking(pool, jobs, &uid, slot, blocked_until, new, by).await {
             Err(BookingError::Internal(err)) if tries < 5 && is_deadlock(&err) => continue,
             other => break other?,
         }
@@ -429,10 +437,13 @@ pub async fn create(
 }
 
 fn is_deadlock(err: &anyhow::Error) -> bool {
-    err.downcast_ref::<sqlx::Error>()
-        .and_then(|err| err.as_database_error())
-        .and_then(|err| err.code())
-        .is_some_and(|code| code == "40P01")
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<sqlx::Error>()
+            .and_then(|err| err.as_database_error())
+            .and_then(|err| err.code())
+            .is_some_and(|code| code == "40P01")
+    })
 }
 
 /// The advisory lock (transaction-scoped) that makes bookings one at a time.
@@ -441,6 +452,7 @@ const BOOKINGS_LOCK: i64 = 0x626f_6f6b_696e_6773; // "bookings"
 /// The booking's one transaction (see [`create`]); answers its id.
 async fn insert_booking(
     pool: &PgPool,
+    jobs: &JobClient,
     uid: &str,
     slot: Slot,
     blocked_until: Timestamp,
@@ -482,8 +494,12 @@ async fn insert_booking(
         Err(err) => return Err(err.into()),
     };
     let args = BookingArgs { booking_id: id };
-    let notify = jobs::insert_tx::<MailKind<NotifyOwner>>(&mut tx, &args).await?;
-    let confirmation = jobs::insert_tx::<MailKind<Confirmation>>(&mut tx, &args).await?;
+    let notify = jobs
+        .insert_tx::<MailKind<NotifyOwner>>(&mut tx, &args)
+        .await?;
+    let confirmation = jobs
+        .insert_tx::<MailKind<Confirmation>>(&mut tx, &args)
+        .await?;
     let created = booking_event(
         EventType::BookingCreated,
         id,
@@ -600,8 +616,13 @@ async fn select(
 
 /// Cancels booking `id`: in one transaction `cancelled`, the `booking.cancellation`
 /// mail job (both sides) and the `booking.cancelled` event.
-#[tracing::instrument(skip(pool))]
-pub async fn cancel(pool: &PgPool, id: i64, by: Actor) -> Result<Booking, BookingError> {
+#[tracing::instrument(skip(pool, jobs))]
+pub async fn cancel(
+    pool: &PgPool,
+    jobs: &JobClient,
+    id: i64,
+    by: Actor,
+) -> Result<Booking, BookingError> {
     let mut tx = pool.begin().await?;
     let current = sqlx::query!(
         r#"SELECT state AS "state: BookingState", starts_at, ends_at, email FROM bookings WHERE id = $1 FOR UPDATE"#,
@@ -613,7 +634,9 @@ pub async fn cancel(pool: &PgPool, id: i64, by: Actor) -> Result<Booking, Bookin
     if current.state == BookingState::Cancelled {
         return Err(BookingError::AlreadyCancelled(id));
     }
-    let job = jobs::insert_tx::<Cancellation>(&mut tx, &BookingArgs { booking_id: id }).await?;
+    let job = jobs
+        .insert_tx::<Cancellation>(&mut tx, &BookingArgs { booking_id: id })
+        .await?;
     sqlx::query!(
         r#"
         UPDATE bookings
@@ -664,9 +687,13 @@ pub async fn by_cancel_link(pool: &PgPool, token: &str) -> Result<Booking, Booki
 }
 
 /// Cancels the booking a visitor's link names (once: a used link says so).
-pub async fn cancel_by_link(pool: &PgPool, token: &str) -> Result<Booking, BookingError> {
+pub async fn cancel_by_link(
+    pool: &PgPool,
+    jobs: &JobClient,
+    token: &str,
+) -> Result<Booking, BookingError> {
     let booking = by_cancel_link(pool, token).await?;
-    match cancel(pool, booking.id, Actor::Visitor).await {
+    match cancel(pool, jobs, booking.id, Actor::Visitor).await {
         Err(BookingError::AlreadyCancelled(_)) => Err(BookingError::LinkUsed),
         other => other,
     }

@@ -61,6 +61,7 @@ fn checked_body(body: &str) -> Result<String, CorpusError> {
 /// Creates a draft entry and queues its indexing.
 pub async fn create(
     pool: &PgPool,
+    jobs: &JobClient,
     title: &str,
     body: &str,
     visibility: &str,
@@ -77,7 +78,7 @@ pub async fn create(
     )
     .fetch_one(&mut *tx)
     .await?;
-    let written = queue_index(&mut tx, id, 1).await?;
+    let written = queue_index(&mut tx, jobs, id, 1).await?;
     tx.commit().await?;
     Ok(written)
 }
@@ -85,6 +86,7 @@ pub async fn create(
 /// Changes the given fields of entry `id` and queues its indexing.
 pub async fn update(
     pool: &PgPool,
+    jobs: &JobClient,
     id: i64,
     title: Option<&str>,
     body: Option<&str>,
@@ -116,7 +118,7 @@ pub async fn update(
     .fetch_optional(&mut *tx)
     .await?
     .ok_or(CorpusError::NotFound(id))?;
-    let written = queue_index(&mut tx, id, version).await?;
+    let written = queue_index(&mut tx, jobs, id, version).await?;
     let updated = NewEvent::corpus_entry(EventType::CorpusEntryUpdated, id, version);
     events::record(&mut tx, &updated).await?;
     tx.commit().await?;
@@ -124,7 +126,7 @@ pub async fn update(
 }
 
 /// Promotes entry `id` (visitors may find it) and queues its indexing.
-pub async fn promote(pool: &PgPool, id: i64) -> Result<Written, CorpusError> {
+pub async fn promote(pool: &PgPool, jobs: &JobClient, id: i64) -> Result<Written, CorpusError> {
     let mut tx = pool.begin().await?;
     refuse_entries_made_from_notes(&mut tx, id).await?;
     let status = sqlx::query_scalar!(
@@ -148,7 +150,7 @@ pub async fn promote(pool: &PgPool, id: i64) -> Result<Written, CorpusError> {
     )
     .fetch_one(&mut *tx)
     .await?;
-    let written = queue_index(&mut tx, id, version).await?;
+    let written = queue_index(&mut tx, jobs, id, version).await?;
     let promoted = NewEvent::corpus_entry(EventType::CorpusEntryPromoted, id, version);
     events::record(&mut tx, &promoted).await?;
     tx.commit().await?;

@@ -7,11 +7,11 @@ use sqlx::PgPool;
 
 use super::text;
 use super::{CorpusError, Status, Visibility, Written};
-use standmeet_jobs::{self as jobs, JobContext, JobError, JobKind};
+use standmeet_jobs::{InsertOptions, JobClient, JobContext, JobError, JobId, JobKind};
 
 /// Queues an index job for every entry whose index lags its newest version and has no
 /// index job on the way. Answers how many were queued.
-pub async fn reindex_lagging(pool: &PgPool) -> Result<usize, CorpusError> {
+pub async fn reindex_lagging(pool: &PgPool, jobs: &JobClient) -> Result<usize, CorpusError> {
     let mut tx = pool.begin().await?;
     let lagging = sqlx::query!(
         r#"
@@ -28,7 +28,7 @@ pub async fn reindex_lagging(pool: &PgPool) -> Result<usize, CorpusError> {
     .fetch_all(&mut *tx)
     .await?;
     for entry in &lagging {
-        queue_index(&mut tx, entry.id, entry.version).await?;
+        queue_index(&mut tx, jobs, entry.id, entry.version).await?;
     }
     tx.commit().await?;
     Ok(lagging.len())
@@ -56,20 +56,22 @@ pub struct IndexOutput {
 /// entry has when it runs. Ten saves in a second so leave at most one job waiting.
 pub(super) async fn queue_index(
     tx: &mut sqlx::PgConnection,
+    jobs: &JobClient,
     id: i64,
     version: i64,
 ) -> Result<Written, CorpusError> {
-    let job = jobs::insert_unique::<IndexEntry>(
-        &mut *tx,
-        &IndexArgs {
-            entry_id: id,
-            version,
-        },
-        &format!("corpus.index:{id}"),
-        jobs::InsertOptions::default(),
-    )
-    .await?
-    .id;
+    let job = jobs
+        .insert_unique_tx::<IndexEntry>(
+            &mut *tx,
+            &IndexArgs {
+                entry_id: id,
+                version,
+            },
+            &format!("corpus.index:{id}"),
+            InsertOptions::default(),
+        )
+        .await?
+        .id;
     sqlx::query!(
         "UPDATE corpus_entries SET index_job_id = $2 WHERE id = $1",
         id,
@@ -159,17 +161,19 @@ pub struct IndexBatchOutput {
 /// each entry's `index_job_id` names its batch. Answers the jobs.
 pub(super) async fn queue_index_batches(
     tx: &mut sqlx::PgConnection,
+    jobs: &JobClient,
     entry_ids: &[i64],
-) -> Result<Vec<jobs::JobId>, CorpusError> {
+) -> Result<Vec<JobId>, CorpusError> {
     let mut queued = Vec::new();
     for batch in entry_ids.chunks(INDEX_BATCH) {
-        let job = jobs::insert_tx::<IndexBatch>(
-            &mut *tx,
-            &IndexBatchArgs {
-                entry_ids: batch.to_vec(),
-            },
-        )
-        .await?;
+        let job = jobs
+            .insert_tx::<IndexBatch>(
+                &mut *tx,
+                &IndexBatchArgs {
+                    entry_ids: batch.to_vec(),
+                },
+            )
+            .await?;
         sqlx::query!(
             "UPDATE corpus_entries SET index_job_id = $2 WHERE id = ANY($1)",
             batch,

@@ -114,6 +114,13 @@ impl From<sqlx::Error> for CorpusError {
     }
 }
 
+/// The job engine failed to insert or read a job: a failure on our side.
+impl From<standmeet_jobs::Error> for CorpusError {
+    fn from(err: standmeet_jobs::Error) -> Self {
+        CorpusError::Internal(err.into())
+    }
+}
+
 /// A write done: the entry, its new version, and the index job for it.
 #[derive(Clone, Copy, Debug)]
 pub struct Written {

@@ -31,7 +31,9 @@ use super::index::queue_index_batches;
 use super::markdown::without_comments;
 use super::{MAX_BODY_CHARS, MAX_TITLE_CHARS, Status, Visibility};
 use crate::domain::events::{self, NewEvent};
-use standmeet_jobs::{self as jobs, Inserted, JobContext, JobError, JobId, JobKind};
+use standmeet_jobs::{
+    InsertOptions, Inserted, JobClient, JobContext, JobError, JobId, JobKind, JobState, WaitOutcome,
+};
 
 /// The largest note read; a larger one is listed as failed.
 pub const MAX_NOTE_BYTES: u64 = 1024 * 1024;
@@ -530,15 +532,19 @@ pub struct RebuildOutput {
 }
 
 /// Queues a rebuild, or finds the one waiting; records it as the newest.
-pub async fn queue_rebuild(pool: &PgPool) -> Result<Inserted, super::CorpusError> {
+pub async fn queue_rebuild(
+    pool: &PgPool,
+    jobs: &JobClient,
+) -> Result<Inserted, super::CorpusError> {
     let mut tx = pool.begin().await?;
-    let inserted = jobs::insert_unique::<VaultRebuild>(
-        &mut tx,
-        &RebuildArgs {},
-        REBUILD_KEY,
-        jobs::InsertOptions::default(),
-    )
-    .await?;
+    let inserted = jobs
+        .insert_unique_tx::<VaultRebuild>(
+            &mut tx,
+            &RebuildArgs {},
+            REBUILD_KEY,
+            InsertOptions::default(),
+        )
+        .await?;
     sqlx::query!(
         r#"
         INSERT INTO corpus_vault_rebuilds (only_row, last_job_id) VALUES (true, $1)
@@ -615,7 +621,7 @@ impl JobKind for VaultRebuild {
             // In words, at once: a vault that is not there or holds no note changes
             // nothing; the next change, click or night tries again.
             .map_err(JobError::discard)?;
-        let output = apply(&mut tx, found).await?;
+        let output = apply(&mut tx, job.jobs(), found).await?;
         if output.added + output.updated + output.removed > 0 {
             let rebuilt =
                 NewEvent::corpus_rebuilt(job.id.0, output.added, output.updated, output.removed);
@@ -636,7 +642,11 @@ impl JobKind for VaultRebuild {
 }
 
 /// Brings the vault's entries in line with `found`, in the rebuild's transaction.
-async fn apply(tx: &mut sqlx::PgConnection, found: Scan) -> Result<RebuildOutput, JobError> {
+async fn apply(
+    tx: &mut sqlx::PgConnection,
+    jobs: &JobClient,
+    found: Scan,
+) -> Result<RebuildOutput, JobError> {
     let known: HashMap<String, (i64, String)> =
         sqlx::query!("SELECT path, entry_id, content_hash FROM corpus_vault_notes")
             .fetch_all(&mut *tx)
@@ -719,7 +729,7 @@ async fn apply(tx: &mut sqlx::PgConnection, found: Scan) -> Result<RebuildOutput
         }
     }
     // Indexed in batches: one job per entry would cost a transaction each.
-    output.index_job_ids = queue_index_batches(&mut *tx, &to_index).await?;
+    output.index_job_ids = queue_index_batches(&mut *tx, jobs, &to_index).await?;
     let gone: Vec<i64> = known
         .iter()
         .filter(|(path, _)| !keeps(path))
@@ -1082,16 +1092,16 @@ pub struct RebuildCounts {
 /// Queues a rebuild (or finds the one waiting), waits up to `limit`, and answers.
 pub async fn rebuild_and_wait(
     pool: &PgPool,
-    jobs: &jobs::JobClient,
+    jobs: &JobClient,
     vault: Option<&Path>,
     limit: std::time::Duration,
 ) -> Result<RebuildAnswer, super::CorpusError> {
     if vault.is_none() {
         return Err(super::CorpusError::NoVault);
     }
-    let job = queue_rebuild(pool).await?.id;
+    let job = queue_rebuild(pool, jobs).await?.id;
     match jobs.wait(&[job], limit).await {
-        Ok(jobs::WaitOutcome::Done(_)) | Ok(jobs::WaitOutcome::Receipt) => {}
+        Ok(WaitOutcome::Done(_)) | Ok(WaitOutcome::Receipt) => {}
         Err(err) => return Err(super::CorpusError::Internal(err.into())),
     }
     rebuild_result(jobs, job).await
@@ -1099,7 +1109,7 @@ pub async fn rebuild_and_wait(
 
 /// What rebuild `job_id` did, or that it is still pending.
 pub async fn rebuild_result(
-    jobs: &jobs::JobClient,
+    jobs: &JobClient,
     job_id: JobId,
 ) -> Result<RebuildAnswer, super::CorpusError> {
     let row = jobs
@@ -1119,7 +1129,7 @@ pub async fn rebuild_result(
         .clone()
         .and_then(|output| serde_json::from_value(output).ok());
     match output {
-        Some(output) if row.state == jobs::JobState::Completed => Ok(RebuildAnswer {
+        Some(output) if row.state == JobState::Completed => Ok(RebuildAnswer {
             job_id,
             pending: false,
             counts: Some(RebuildCounts {
@@ -1176,6 +1186,7 @@ fn asks_for_a_rebuild(event: &notify::Event, root: &Path) -> bool {
 /// them) are not changes. Until `stop`.
 pub fn watch(
     pool: PgPool,
+    jobs: JobClient,
     root: PathBuf,
     stop: tokio_util::sync::CancellationToken,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
@@ -1216,7 +1227,7 @@ pub fn watch(
                     Ok(Err(_)) | Err(_) => break,
                 }
             }
-            match queue_rebuild(&pool).await {
+            match queue_rebuild(&pool, &jobs).await {
                 Ok(inserted) => {
                     tracing::info!(job.id = %inserted.id, duplicate = inserted.duplicate, "a change under the vault queued a rebuild")
                 }

@@ -97,6 +97,13 @@ impl From<sqlx::Error> for ListingsError {
     }
 }
 
+/// The job engine failed to insert or read a job: a failure on our side.
+impl From<standmeet_jobs::Error> for ListingsError {
+    fn from(err: standmeet_jobs::Error) -> Self {
+        ListingsError::Internal(err.into())
+    }
+}
+
 /// Adds a source after checking its fields; answers its id.
 pub async fn add_source(
     pool: &PgPool,
@@ -332,9 +339,10 @@ fn rfc3339(at: OffsetDateTime) -> String {
 /// Enqueues one fetch per source in `source_ids` (every enabled source when `None`) in
 /// one transaction, or finds the source's fetch already on the way; answers the job
 /// ids, in the order of the sources.
-#[tracing::instrument(skip(pool), err)]
+#[tracing::instrument(skip(pool, jobs), err)]
 pub async fn start_fetch(
     pool: &PgPool,
+    jobs: &JobClient,
     source_ids: Option<&[i64]>,
 ) -> Result<Vec<JobId>, ListingsError> {
     let mut tx = pool.begin().await?;
@@ -381,8 +389,9 @@ pub async fn start_fetch(
     let mut job_ids = Vec::with_capacity(args.len());
     for fetch in &args {
         let key = format!("listings.fetch:{}", fetch.source_id);
-        let inserted =
-            jobs::insert_unique::<FetchSource>(&mut tx, fetch, &key, Default::default()).await?;
+        let inserted = jobs
+            .insert_unique_tx::<FetchSource>(&mut tx, fetch, &key, Default::default())
+            .await?;
         job_ids.push(inserted.id);
     }
     let raw_ids: Vec<i64> = job_ids.iter().map(|id| id.0).collect();
@@ -428,7 +437,7 @@ impl JobKind for FetchAllSources {
         job: jobs::JobContext,
         _args: serde_json::Value,
     ) -> Result<FetchAllOutput, jobs::JobError> {
-        match start_fetch(job.pool(), None).await {
+        match start_fetch(job.pool(), job.jobs(), None).await {
             Ok(job_ids) => Ok(FetchAllOutput { job_ids }),
             Err(ListingsError::NoSources) => Ok(FetchAllOutput { job_ids: vec![] }),
             Err(err) => Err(jobs::JobError::retry(err.to_string())),
@@ -444,7 +453,7 @@ pub async fn fetch_new(
     limit: Duration,
     source_ids: Option<&[i64]>,
 ) -> Result<FetchAnswer, ListingsError> {
-    let job_ids = start_fetch(pool, source_ids).await?;
+    let job_ids = start_fetch(pool, jobs, source_ids).await?;
     match jobs.wait(&job_ids, limit).await {
         Ok(WaitOutcome::Done(rows)) => Ok(answer_from(pool, &job_ids, &rows).await?),
         Ok(WaitOutcome::Receipt) => Ok(pending(job_ids)),

@@ -27,7 +27,7 @@ use crate::domain::events::types::EventType;
 use crate::domain::outbound;
 use crate::domain::secrets::WebhookSecret;
 use crate::model::JobState;
-use standmeet_jobs::{self as jobs, InsertOptions, JobClient, JobId, RetryOutcome};
+use standmeet_jobs::{InsertOptions, JobClient, JobId, RetryOutcome};
 
 /// Failed deliveries in a row (each with every attempt spent) that disable an endpoint.
 pub const DISABLE_AFTER_FAILURES: i32 = 20;
@@ -71,6 +71,13 @@ pub enum WebhookError {
 
 impl From<sqlx::Error> for WebhookError {
     fn from(err: sqlx::Error) -> Self {
+        WebhookError::Internal(err.into())
+    }
+}
+
+/// The job engine failed to insert or read a job: a failure on our side.
+impl From<standmeet_jobs::Error> for WebhookError {
+    fn from(err: standmeet_jobs::Error) -> Self {
         WebhookError::Internal(err.into())
     }
 }
@@ -214,12 +221,13 @@ pub async fn delete(pool: &PgPool, id: i64) -> Result<(), WebhookError> {
 /// it at once, so its chip says `sending` before the job starts.
 async fn queue_one(
     tx: &mut PgConnection,
+    jobs: &JobClient,
     delivery_id: i64,
     options: InsertOptions,
 ) -> Result<JobId, WebhookError> {
-    let job_id =
-        jobs::insert_with::<DeliverWebhook>(&mut *tx, &DeliverArgs { delivery_id }, options)
-            .await?;
+    let job_id = jobs
+        .insert_tx_with::<DeliverWebhook>(&mut *tx, &DeliverArgs { delivery_id }, options)
+        .await?;
     sqlx::query!(
         "UPDATE webhook_deliveries SET job_id = $2, outcome = NULL WHERE id = $1",
         delivery_id,
@@ -240,7 +248,11 @@ pub struct TestQueued {
 /// Queues a `webhook.test` message to endpoint `id` only (also when it is disabled: a
 /// test is how one finds out whether it works again). One attempt: whoever sends a
 /// test wants to know now; "Redeliver" tries again.
-pub async fn send_test(pool: &PgPool, id: i64) -> Result<TestQueued, WebhookError> {
+pub async fn send_test(
+    pool: &PgPool,
+    jobs: &JobClient,
+    id: i64,
+) -> Result<TestQueued, WebhookError> {
     let mut tx = pool.begin().await?;
     let delivery_id = sqlx::query_scalar!(
         "INSERT INTO webhook_deliveries (endpoint_id)
@@ -253,6 +265,7 @@ pub async fn send_test(pool: &PgPool, id: i64) -> Result<TestQueued, WebhookErro
     .ok_or(WebhookError::UnknownEndpoint(id))?;
     let job_id = queue_one(
         &mut tx,
+        jobs,
         delivery_id,
         InsertOptions {
             max_attempts: Some(1),
@@ -527,7 +540,7 @@ pub async fn redeliver(pool: &PgPool, jobs: &JobClient, id: i64) -> Result<JobId
         )),
         _ => {
             let mut tx = pool.begin().await?;
-            let job_id = queue_one(&mut tx, id, InsertOptions::default()).await?;
+            let job_id = queue_one(&mut tx, jobs, id, InsertOptions::default()).await?;
             tx.commit().await?;
             Ok(job_id)
         }

@@ -86,7 +86,7 @@ pub async fn start_app_engine(pool: &PgPool, state: &AppState) -> AppEngine {
     config.schedules = Some(state.settings.timezone.clone());
     // Connections of its own, as the app gives it: the app's queues' claims alone
     // need more than a test's pool has.
-    let engine_pool = standmeet::db::engine_pool(pool, standmeet_jobs::connections_needed(&config));
+    let engine_pool = standmeet::db::engine_pool(pool, config.connections_needed());
     let runtime = standmeet_jobs::JobRuntime::start(
         &engine_pool,
         state.registry.clone(),
@@ -180,7 +180,7 @@ impl TestAppBuilder {
         let state =
             AppState::new(self.pool.clone(), super::settings_with(&pairs)).expect("app state");
         // As `serve` does at start.
-        standmeet::domain::schedules::create_built_ins(&self.pool, state.settings.vault.is_some())
+        standmeet::domain::schedules::create_built_ins(&state.jobs, state.settings.vault.is_some())
             .await
             .expect("the built-in schedules");
 

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use sqlx::{PgConnection, PgExecutor, PgPool};
+use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, Transaction};
 
 use crate::JobId;
 
@@ -317,6 +317,74 @@ pub async fn job_claim_again(
     Ok((ours, claimed))
 }
 
+/// How a claim's transaction begins: `BEGIN` with `idle_limit` as its idle timeout, so
+/// that PostgreSQL ends the transaction of a process that stopped answering. Sent as
+/// simple text (no parameters) in the round trip of the `BEGIN` itself.
+pub fn job_claim_begin_sql(idle_limit: Duration) -> String {
+    format!(
+        "BEGIN; SET LOCAL idle_in_transaction_session_timeout = {}",
+        idle_limit.as_millis().max(1)
+    )
+}
+
+/// How long a claim waits for its slot before it goes ahead without it: far longer
+/// than a claim holds one (its window and a write, and a new process's first claims
+/// open their connections too: at 250 ms two fresh engines' claims overlapped), far
+/// shorter than a stuck holder could hold up the queue. (A frozen process keeps its
+/// slot until PostgreSQL ends its idle transaction, a lease later at most.)
+pub const SLOT_WAIT: Duration = Duration::from_secs(1);
+
+/// Begins a claim's transaction (`begin`: see [`job_claim_begin_sql`]) holding one
+/// of the claim slots of `queue` (there are `slots`; transaction-scoped advisory
+/// locks): the claims of a queue open at once are counted across every process on the
+/// database, not per process, so that N
+/// processes give PostgreSQL no more claims to juggle at once than one. (Each claim
+/// open beside another makes it skip its locked rows and contend for the same index
+/// pages: without this, four processes drained a sixth slower than one; README
+/// "Benchmarks".) The claim takes the first free slot; when all are taken it waits
+/// for slot `mine`, up to [`SLOT_WAIT`], then goes ahead without one (the SQL
+/// function `standmeet_claim_slot`, whose migration says why it is one). One round
+/// trip, like a plain `BEGIN`.
+pub async fn job_claim_begin_in_slot(
+    pool: &PgPool,
+    begin: &str,
+    queue: &str,
+    slots: usize,
+    mine: usize,
+) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+    // The statement goes as simple text, without parameters (that is what makes it
+    // one round trip with the `BEGIN`): integers, and the queue's name (for the
+    // warning) only when it needs no quoting.
+    let name = if queue
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    {
+        queue
+    } else {
+        "(unnamed)"
+    };
+    pool.begin_with(format!(
+        "{begin}; SELECT standmeet_claim_slot('{name}', {key}, {slots}, {mine}, {wait})",
+        key = slot_lock_key(queue),
+        slots = slots.max(1),
+        wait = SLOT_WAIT.as_millis(),
+    ))
+    .await
+}
+
+/// The first half of a queue's claim-slot advisory locks: a stable hash (FNV-1a) of
+/// the queue's name, so that every process, whatever its build, agrees on it.
+pub fn slot_lock_key(queue: &str) -> i32 {
+    let hash = b"standmeet.claim:"
+        .iter()
+        .copied()
+        .chain(queue.bytes())
+        .fold(0x811c_9dc5_u32, |hash, byte| {
+            (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+        });
+    hash as i32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,7 +394,8 @@ mod tests {
     /// A claim of one job whose own transaction ended without committing (its
     /// connection broke): its trace is left, under its transaction's id.
     async fn a_claim_that_did_not_commit(pool: &PgPool) -> String {
-        crate::insert::<Noop>(pool, &serde_json::json!({}))
+        crate::JobClient::new(pool.clone(), 1)
+            .insert::<Noop>(&serde_json::json!({}))
             .await
             .unwrap();
         let mut claim = pool.begin().await.unwrap();

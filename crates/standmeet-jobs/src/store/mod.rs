@@ -1,7 +1,8 @@
 //! Every SQL statement about jobs, one documented function each, named noun first, in
 //! a file per noun: `insert`, `claim` (the one pick), `outcome` (the one way an
 //! attempt's outcome is written), `maintenance` (leases, scheduling, rescue, cleaning),
-//! `operator` (cancel, retry, delete), `read`, `queue` and `worker`. The state machine
+//! `operator` (cancel, retry, delete), `read`, `queue`, `schedule` (periodic jobs) and
+//! `worker`. The state machine
 //! lives here: each statement says in its WHERE clause which states it moves jobs out
 //! of, so a job that moved meanwhile is simply not touched (fencing).
 
@@ -12,11 +13,13 @@ mod operator;
 mod outcome;
 mod queue;
 mod read;
+mod schedule;
 mod worker;
 
 pub use claim::{
-    ClaimFate, ClaimedRows, job_claim, job_claim_again, job_claim_running, job_claim_settle,
-    job_claim_trace, job_count_dead_claims,
+    ClaimFate, ClaimedRows, SLOT_WAIT, job_claim, job_claim_again, job_claim_begin_in_slot,
+    job_claim_begin_sql, job_claim_running, job_claim_settle, job_claim_trace,
+    job_count_dead_claims, slot_lock_key,
 };
 pub use insert::{
     job_insert, job_insert_many, job_insert_unique, job_release_unique_key, job_unique_holder,
@@ -44,6 +47,11 @@ pub use read::{
 pub use outcome::MAX_ERROR_CHARS;
 #[cfg(feature = "testing")]
 pub use read::FINISHED_PER_MINUTE_SQL;
+pub use schedule::{
+    NewSchedule, ScheduleUpdate, schedule_claim_slot, schedule_enabled, schedule_insert,
+    schedule_insert_missing, schedule_list, schedule_lock, schedule_lock_to_run,
+    schedule_record_run, schedule_update,
+};
 pub use worker::{worker_forget_silent, worker_heartbeat, worker_known_kinds, worker_remove};
 
 use serde::{Deserialize, Serialize};

@@ -30,7 +30,7 @@ pub fn current_attempt() -> Option<AttemptContext> {
 }
 
 /// Runs `future` as (part of) the attempt `context`.
-pub async fn in_attempt<F: Future>(context: AttemptContext, future: F) -> F::Output {
+pub(crate) async fn in_attempt<F: Future>(context: AttemptContext, future: F) -> F::Output {
     CURRENT.scope(context, future).await
 }
 
