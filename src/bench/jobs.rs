@@ -199,8 +199,8 @@ pub(super) async fn drain(pool: &PgPool, jobs: &JobClient, count: usize) -> anyh
 /// Queues `count` no-op jobs as for [`drain`], then runs the engine's claim and write
 /// on them with nothing else around (`standmeet_jobs::bare`), on as many connections
 /// as the engine claims on at once and in batches as large as its, with the terminal
-/// notification or without (`notify`); answers jobs/s.
-pub(super) async fn drain_bare(pool: &PgPool, count: usize, notify: bool) -> anyhow::Result<f64> {
+/// notification as the engine sends it; answers jobs/s.
+pub(super) async fn drain_bare(pool: &PgPool, count: usize) -> anyhow::Result<f64> {
     queue_noops(pool, count).await?;
     let config = bench_config();
     let queue = &config.queues[0];
@@ -226,7 +226,6 @@ pub(super) async fn drain_bare(pool: &PgPool, count: usize, notify: bool) -> any
         &kinds,
         queue.workers as i64,
         queue.claims_in_flight,
-        notify,
     )
     .await?;
     let took = started.elapsed();

@@ -15,8 +15,8 @@
 //! an untimed drain of a tenth as many on each side to warm up. Each
 //! round also drains the same jobs with the engine's claim and write alone, nothing
 //! else around them (`standmeet_jobs::bare`): the bare limit, what this database can do
-//! the engine's way, and how close the engine comes to it; twice with the terminal
-//! notification and twice without (A B B A), for what the notification costs.
+//! the engine's way, and how close the engine comes to it (twice, the mean; the terminal
+//! notification on, as the engine always sends it).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -115,29 +115,17 @@ pub async fn compare(cluster: &PrivateCluster, pool: &PgPool, quick: bool) -> an
             .execute(&graphile_pool)
             .await?;
         let ours = drain(pool, &jobs, sizes.drain).await?;
-        // The bare limit, with the notification and without, twice each in the order
-        // A B B A (B A A B in even rounds), each on an emptied table: the order and the
-        // table's age weigh on both sides alike, and the notification's cost is the
-        // mean of two pairs.
-        let mut with_notification = Vec::with_capacity(2);
-        let mut without = Vec::with_capacity(2);
-        let notify_first = round % 2 == 1;
-        for notify in [notify_first, !notify_first, !notify_first, notify_first] {
+        // The bare limit, twice, each on an emptied table; the mean.
+        let mut bare_rates = Vec::with_capacity(2);
+        for _ in 0..2 {
             eprintln!(
-                "bench: round {round}: the engine's claim and write alone drain {} no-op jobs ({} the terminal notification)",
+                "bench: round {round}: the engine's claim and write alone drain {} no-op jobs",
                 sizes.drain,
-                if notify { "with" } else { "without" }
             );
             sqlx::query("TRUNCATE jobs CASCADE").execute(pool).await?;
-            let rate = drain_bare(pool, sizes.drain, notify).await?;
-            if notify {
-                with_notification.push(rate);
-            } else {
-                without.push(rate);
-            }
+            bare_rates.push(drain_bare(pool, sizes.drain).await?);
         }
-        let mean = |rates: &[f64]| rates.iter().sum::<f64>() / rates.len() as f64;
-        let (bare, bare_silent) = (mean(&with_notification), mean(&without));
+        let bare = bare_rates.iter().sum::<f64>() / bare_rates.len() as f64;
         sqlx::query("TRUNCATE jobs CASCADE").execute(pool).await?;
         eprintln!(
             "bench: round {round}: graphile-worker drains {} no-op jobs",
@@ -149,12 +137,7 @@ pub async fn compare(cluster: &PrivateCluster, pool: &PgPool, quick: bool) -> an
             ours / theirs,
             ours / bare * 100.0
         );
-        rounds.push(Round {
-            ours,
-            theirs,
-            bare,
-            bare_silent,
-        });
+        rounds.push(Round { ours, theirs, bare });
     }
 
     graphile_pool.close().await;
@@ -178,12 +161,11 @@ struct GraphileLatency {
 }
 
 /// One round's drains, in jobs/s: StandMeet's engine, graphile-worker, and the engine's
-/// claim and write alone (the bare limit), with the terminal notification and without.
+/// claim and write alone (the bare limit).
 struct Round {
     ours: f64,
     theirs: f64,
     bare: f64,
-    bare_silent: f64,
 }
 
 fn report(
@@ -215,24 +197,11 @@ fn report(
     }
     let mut ratios: Vec<f64> = rounds.iter().map(|r| r.ours / r.theirs).collect();
     let mut reached: Vec<f64> = rounds.iter().map(|r| r.ours / r.bare * 100.0).collect();
-    let mut notification_cost: Vec<f64> = rounds
-        .iter()
-        .map(|r| (1.0 - r.bare / r.bare_silent) * 100.0)
-        .collect();
     let lowest = ratios.iter().copied().fold(f64::INFINITY, f64::min);
     let (median_ratio, median_reached) = (median(&mut ratios), median(&mut reached));
     println!(
         "median ratio {median_ratio:.2}× (target ≥ 1.5×), lowest of a round {lowest:.2}× (target ≥ 1.35×); \
          the engine reached {median_reached:.0} % of the bare limit (median; aim ≥ 85 %)"
-    );
-    let costs: Vec<String> = notification_cost
-        .iter()
-        .map(|c| format!("{c:.1} %"))
-        .collect();
-    let median_cost = median(&mut notification_cost);
-    println!(
-        "the terminal notification costs the bare claim path {median_cost:.1} % (median of paired rounds; {}; target ≤ 5 %)",
-        costs.join(" / ")
     );
     println!();
     let (our_p50, our_p99) = (ms(percentile(ours, 0.50)), ms(percentile(ours, 0.99)));
@@ -273,13 +242,11 @@ fn report(
                 "standmeet_jobs_per_sec": round.ours.round(),
                 "graphile_jobs_per_sec": round.theirs.round(),
                 "bare_limit_jobs_per_sec": round.bare.round(),
-                "bare_without_notification_jobs_per_sec": round.bare_silent.round(),
                 "ratio": (round.ours / round.theirs * 100.0).round() / 100.0,
             })).collect::<Vec<_>>(),
             "median_ratio": (median_ratio * 100.0).round() / 100.0,
             "lowest_ratio": (lowest * 100.0).round() / 100.0,
             "median_percent_of_bare_limit": median_reached.round(),
-            "notification_cost_percent": (median_cost * 10.0).round() / 10.0,
             "standmeet_woken_p50_ms": our_p50,
             "standmeet_woken_p99_ms": our_p99,
             "graphile_done_p50_ms": their_p50,

@@ -205,7 +205,8 @@ async fn another_database(pool: &PgPool, suffix: &str) -> PgPool {
 async fn drop_database(pool: &PgPool, other: PgPool) {
     let name = database_name(&other).await;
     other.close().await;
-    sqlx::query(&format!(r#"DROP DATABASE "{name}""#))
+    // FORCE: a connection the pool just closed may not have left the server yet.
+    sqlx::query(&format!(r#"DROP DATABASE "{name}" WITH (FORCE)"#))
         .execute(pool)
         .await
         .unwrap();

@@ -14,15 +14,13 @@ use crate::store::{self, Outcome};
 
 /// Takes every available job of `queue` (of `kinds`) and records it `completed` with a
 /// `null` output (a no-op's), `batch` at a time on each of `connections` connections,
-/// sending the terminal notification as the engine does, or not (`notify`: what the
-/// notification costs is the difference). Answers how many it recorded.
+/// sending the terminal notification as the engine does. Answers how many it recorded.
 pub async fn drain_bare(
     pool: &PgPool,
     queue: &str,
     kinds: &[String],
     batch: i64,
     connections: usize,
-    notify: bool,
 ) -> Result<u64, sqlx::Error> {
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..connections {
@@ -58,7 +56,6 @@ pub async fn drain_bare(
                     &rows,
                     &[],
                     None,
-                    notify,
                 )
                 .await?;
                 tx.commit().await?;

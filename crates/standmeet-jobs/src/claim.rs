@@ -55,9 +55,9 @@ use sqlx::{PgPool, Postgres, Transaction};
 use tokio::sync::{Notify, mpsc, watch};
 
 use super::JobId;
-use super::completer::refused_for_good;
 use super::listener::{Signals, StopReason};
 use super::store::{self, ClaimFate, ClaimedRows, FetchedJob, HeldAttempt, Outcome, RecordedJob};
+use super::try_again::TryAgain;
 
 /// Where the claim is in its life.
 enum Stage {
@@ -370,6 +370,7 @@ pub(crate) async fn finish(
 }
 
 /// What a claim's write came to.
+#[derive(Clone)]
 struct Written {
     /// The attempts now `running` under this process (its still-running ones, and, when
     /// the completer writes the outcomes, the ended ones until it has).
@@ -407,7 +408,6 @@ async fn write(
         rows,
         watched,
         Some(&rows.xact),
-        true,
     )
     .await
     {
@@ -429,14 +429,13 @@ async fn write(
             err
         }
     };
-    let mut running_only = refused_for_good(&first);
+    let mut running_only = store::refused_for_good(&first);
     if running_only {
         tracing::warn!(error = %first, jobs = ended.len(), "the database refused an outcome in a claim; the completer writes them");
     } else {
         tracing::warn!(error = %first, jobs = ended.len() + still_running.len(), "cannot write a claim of jobs; writing it again");
     }
-    let deadline = tokio::time::Instant::now() + context.lease;
-    let mut delay = Duration::from_millis(20);
+    let mut again = TryAgain::until(tokio::time::Instant::now() + context.lease);
     // Each second write tried so far, by its transaction id, with what it would have
     // come to: one whose commit went through but whose answer was lost (the primary
     // failed in between) is found by the next one, and its result stands.
@@ -453,16 +452,17 @@ async fn write(
         .await
         {
             Ok(written) => return Ok(written),
-            Err(err) if refused_for_good(&err) && !running_only => {
+            Err(err) if store::refused_for_good(&err) && !running_only => {
                 tracing::warn!(error = %err, jobs = ended.len(), "the database refused an outcome in a claim; the completer writes them");
                 running_only = true;
             }
-            Err(err) if tokio::time::Instant::now() < deadline => {
-                tracing::warn!(error = %err, retry_in = ?delay, "cannot write a claim of jobs; trying again");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(1));
+            Err(err) => {
+                let Some(pause) = again.next_pause() else {
+                    return Err(err);
+                };
+                tracing::warn!(error = %err, retry_in = ?pause, "cannot write a claim of jobs; trying again");
+                tokio::time::sleep(pause).await;
             }
-            Err(err) => return Err(err),
         }
     }
 }
@@ -492,7 +492,7 @@ async fn rewrite(
                 .iter()
                 .find(|rewrite| rewrite.xact == xact)
                 .expect("the settle answers one of the ids it was given");
-            return Ok(committed.written());
+            return Ok(committed.written.clone());
         }
         ClaimFate::Ours => {}
         ClaimFate::Committed => {
@@ -558,39 +558,27 @@ async fn rewrite(
         &rows,
         &[],
         None,
-        true,
     )
     .await?;
-    let this = Rewrite {
-        xact: this_xact,
+    let written = Written {
         running,
         recorded: outcomes.len(),
+        rows: None,
         for_completer,
     };
-    let written = this.written();
-    tried.push(this);
+    tried.push(Rewrite {
+        xact: this_xact,
+        written: written.clone(),
+    });
     tx.commit().await?;
     Ok(written)
 }
 
-/// A second write of a claim as tried: its transaction, and what it records.
+/// A second write of a claim as tried: its transaction, and what the claim's write came
+/// to should this try be the one that committed.
 struct Rewrite {
     xact: String,
-    running: Vec<HeldAttempt>,
-    recorded: usize,
-    for_completer: Vec<Outcome>,
-}
-
-impl Rewrite {
-    /// What the claim's write came to, should this try have committed.
-    fn written(&self) -> Written {
-        Written {
-            running: self.running.clone(),
-            recorded: self.recorded,
-            rows: None,
-            for_completer: self.for_completer.clone(),
-        }
-    }
+    written: Written,
 }
 
 /// After the commit: holds the attempts the write left `running` under this process

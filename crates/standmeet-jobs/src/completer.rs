@@ -9,7 +9,7 @@
 //!   so the lease renewal stops keeping them alive and the rescuer takes their jobs back
 //!   when the lease runs out (they run again: at least once, never lost);
 //! - an error that would come back on every try (data the database refuses, a broken
-//!   constraint, a limit, a statement timeout: see [`refused_for_good`]): one bad
+//!   constraint, a limit, a statement timeout: see `store::refused_for_good`): one bad
 //!   outcome must not hold up the others, so the batch is written one outcome at a
 //!   time, and an outcome the database refuses is recorded as a failed attempt with the
 //!   database's words instead.
@@ -25,6 +25,7 @@ use super::JobId;
 use super::listener::Signals;
 use super::retry;
 use super::store::{self, Outcome, RecordedJob};
+use super::try_again::TryAgain;
 
 /// The most outcomes written in one statement.
 const MAX_BATCH: usize = 1_000;
@@ -100,8 +101,7 @@ async fn run(
 /// how many jobs it changed.
 async fn write(context: &CompleterContext, batch: &[Outcome]) -> usize {
     let waiters = &context.signals.waiters;
-    let started = tokio::time::Instant::now();
-    let mut delay = Duration::from_millis(20);
+    let mut again = TryAgain::until(tokio::time::Instant::now() + GIVE_UP_AFTER);
     loop {
         // Every outcome, whatever its state: an admin's cancel can turn a retry into
         // the end.
@@ -120,23 +120,22 @@ async fn write(context: &CompleterContext, batch: &[Outcome]) -> usize {
                 rows_coming.done(changed, batch);
                 return count;
             }
-            Err(err) if refused_for_good(&err) => {
+            Err(err) if store::refused_for_good(&err) => {
                 tracing::warn!(error = %err, jobs = batch.len(), "the database refused a batch of job outcomes; writing them one by one");
                 let changed = write_one_by_one(context, batch, rows_coming.watched()).await;
                 let count = changed.len();
                 rows_coming.done(changed, batch);
                 return count;
             }
-            Err(err) if started.elapsed() < GIVE_UP_AFTER => {
+            Err(err) => {
                 // News of these jobs must not wait for the database to come back.
                 drop(rows_coming);
-                tracing::warn!(error = %err, retry_in = ?delay, jobs = batch.len(), "cannot record job outcomes; trying again");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(2));
-            }
-            Err(err) => {
-                tracing::error!(error = %err, jobs = batch.len(), "gave up recording job outcomes; their leases are no longer renewed, and the rescuer will take the jobs back");
-                return 0;
+                let Some(pause) = again.next_pause() else {
+                    tracing::error!(error = %err, jobs = batch.len(), "gave up recording job outcomes; their leases are no longer renewed, and the rescuer will take the jobs back");
+                    return 0;
+                };
+                tracing::warn!(error = %err, retry_in = ?pause, jobs = batch.len(), "cannot record job outcomes; trying again");
+                tokio::time::sleep(pause).await;
             }
         }
     }
@@ -184,7 +183,7 @@ async fn write_one_by_one(
         let single = std::slice::from_ref(outcome);
         match store::job_record_outcomes(&context.pool, &context.worker_id, single, watched).await {
             Ok(written) => changed.extend(written),
-            Err(err) if refused_for_good(&err) => {
+            Err(err) if store::refused_for_good(&err) => {
                 let reason = format!("the outcome of this attempt could not be recorded: {err}");
                 let failed = retry::unwritable(outcome, reason, context.retry_base);
                 let failed = std::slice::from_ref(&failed);
@@ -210,31 +209,6 @@ async fn write_one_by_one(
         }
     }
     changed
-}
-
-/// Whether the database refused the statement itself, so that the same write would
-/// fail again: any error it answered with, except those that say the connection, the
-/// server or the moment was at fault (see [`passing_sqlstate`]). Data it refuses (class
-/// 22), a broken constraint (23), a limit (54, e.g. an oversized jsonb), a role's
-/// `statement_timeout` (57014) all come back on every try; treated as passing, they
-/// would re-run the jobs forever.
-pub(crate) fn refused_for_good(err: &sqlx::Error) -> bool {
-    err.as_database_error()
-        .and_then(|db| db.code())
-        .is_some_and(|code| !passing_sqlstate(&code))
-}
-
-/// SQLSTATEs that say nothing about the statement: the connection broke (class 08), the
-/// transaction lost a race (40: serialization, deadlock), the server is short of
-/// something (53: disk, memory, connections) or going away (57P01–57P05: shutdown,
-/// cannot connect now, a session timeout), a system or I/O error (58), a lock not had
-/// in time (55P03), or the session's idle transaction was ended (25P03). Tried again,
-/// such a write may well go through.
-fn passing_sqlstate(code: &str) -> bool {
-    ["08", "40", "53", "58", "57P"]
-        .iter()
-        .any(|class| code.starts_with(class))
-        || matches!(code, "55P03" | "25P03")
 }
 
 fn log_skipped(batch: &[Outcome], changed: &[RecordedJob]) {

@@ -121,6 +121,7 @@
 //! - `listener`: the one LISTEN connection of the process, and what it wakes (waiters,
 //!   producers, running attempts, subscribers to finished jobs).
 //! - `waiters`: callers waiting for jobs to finish, up to a limit, then a receipt.
+//! - `try_again`: the pauses between tries of a statement, until a deadline.
 //! - `engine`, `runtime`: put it together: start, and a graceful stop.
 //! - [`periodic`]: schedules in `job_schedules`, fired once per slot across processes
 //!   (their statements in `store::schedule`).
@@ -173,6 +174,8 @@ mod runtime;
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+#[cfg(feature = "engine")]
+mod try_again;
 #[cfg(feature = "engine")]
 mod waiters;
 

@@ -60,7 +60,7 @@ impl<K: JobKind> ErasedHandler for Typed<K> {
 /// What a kind declares about its jobs, for inserting one by the kind's name (a
 /// schedule's firing) as its typed insert would.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KindDefaults {
+pub(crate) struct KindDefaults {
     pub queue: &'static str,
     pub max_attempts: i16,
     pub priority: i16,
@@ -97,7 +97,7 @@ impl Registry {
     }
 
     /// What kind `kind` declares, when this registry can run it.
-    pub fn defaults(&self, kind: &str) -> Option<KindDefaults> {
+    pub(crate) fn defaults(&self, kind: &str) -> Option<KindDefaults> {
         self.handlers.get(kind).map(|handler| handler.defaults())
     }
 

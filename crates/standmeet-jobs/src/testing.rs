@@ -33,18 +33,7 @@ pub async fn claim_as_ghost(
     let (jobs, rows) = store::job_claim(&mut tx, queue, limit, kinds).await?;
     let running: Vec<HeldAttempt> = jobs.iter().map(store::FetchedJob::attempt_held).collect();
     if !running.is_empty() {
-        store::job_record_claimed(
-            &mut tx,
-            worker,
-            lease,
-            &[],
-            &running,
-            &rows,
-            &[],
-            None,
-            true,
-        )
-        .await?;
+        store::job_record_claimed(&mut tx, worker, lease, &[], &running, &rows, &[], None).await?;
     }
     tx.commit().await?;
     Ok(running.into_iter().map(|attempt| attempt.id).collect())

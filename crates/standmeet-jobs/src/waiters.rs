@@ -30,6 +30,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 
 use super::store::{self, JobRow, Outcome, RecordedJob};
+use super::try_again::TryAgain;
 use super::{Error, JobId};
 
 /// What a wait ended with.
@@ -86,25 +87,18 @@ impl Waiter {
     }
 }
 
-/// How long a waiter whose jobs finished pauses before it reads them again after a
-/// failed read.
-const READ_AGAIN_AFTER: Duration = Duration::from_millis(50);
-
 /// Reads `ids` for a waiter told they finished, trying again after a failed read
 /// until `deadline`: a read that meets a broken connection (the pool still holds
 /// connections to a primary that just failed over) is no reason to hand out a
 /// receipt for jobs known to be finished. `None` when no read succeeded in time.
 async fn read_until(pool: &PgPool, ids: &[JobId], deadline: Instant) -> Option<Vec<JobRow>> {
+    let mut again = TryAgain::until(deadline);
     loop {
         match tokio::time::timeout_at(deadline, store::job_get_many(pool, ids)).await {
             Ok(Ok(rows)) => return Some(rows),
             Ok(Err(err)) => {
                 tracing::debug!(error = %err, "cannot read finished jobs for their waiter; reading again");
-                let again = Instant::now() + READ_AGAIN_AFTER;
-                if again >= deadline {
-                    return None;
-                }
-                tokio::time::sleep_until(again).await;
+                tokio::time::sleep(again.next_pause()?).await;
             }
             Err(_) => return None,
         }

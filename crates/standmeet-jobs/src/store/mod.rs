@@ -17,9 +17,9 @@ mod schedule;
 mod worker;
 
 pub use claim::{
-    ClaimFate, ClaimedRows, SLOT_WAIT, job_claim, job_claim_again, job_claim_begin_in_slot,
+    ClaimFate, ClaimedRows, job_claim, job_claim_again, job_claim_begin_in_slot,
     job_claim_begin_sql, job_claim_running, job_claim_settle, job_claim_trace,
-    job_count_dead_claims, slot_lock_key,
+    job_count_dead_claims,
 };
 pub use insert::{
     job_insert, job_insert_many, job_insert_unique, job_release_unique_key, job_unique_holder,
@@ -43,6 +43,8 @@ pub use read::{
     job_summaries, job_terminal_among,
 };
 // What only the engine's own tests read.
+#[cfg(feature = "testing")]
+pub use claim::{SLOT_WAIT, slot_lock_key};
 #[cfg(feature = "testing")]
 pub use outcome::MAX_ERROR_CHARS;
 #[cfg(feature = "testing")]
@@ -127,4 +129,29 @@ impl FetchedJob {
             attempt: self.attempt,
         }
     }
+}
+
+/// Whether the database refused the statement itself, so that the same write would
+/// fail again: any error it answered with, except those that say the connection, the
+/// server or the moment was at fault (see [`passing_sqlstate`]). Data it refuses (class
+/// 22), a broken constraint (23), a limit (54, e.g. an oversized jsonb), a role's
+/// `statement_timeout` (57014) all come back on every try; treated as passing, they
+/// would re-run the jobs forever.
+pub fn refused_for_good(err: &sqlx::Error) -> bool {
+    err.as_database_error()
+        .and_then(|db| db.code())
+        .is_some_and(|code| !passing_sqlstate(&code))
+}
+
+/// SQLSTATEs that say nothing about the statement: the connection broke (class 08), the
+/// transaction lost a race (40: serialization, deadlock), the server is short of
+/// something (53: disk, memory, connections) or going away (57P01–57P05: shutdown,
+/// cannot connect now, a session timeout), a system or I/O error (58), a lock not had
+/// in time (55P03), or the session's idle transaction was ended (25P03). Tried again,
+/// such a write may well go through.
+fn passing_sqlstate(code: &str) -> bool {
+    ["08", "40", "53", "58", "57P"]
+        .iter()
+        .any(|class| code.starts_with(class))
+        || matches!(code, "55P03" | "25P03")
 }

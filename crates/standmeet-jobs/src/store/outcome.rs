@@ -31,9 +31,6 @@ use super::{ClaimedRows, HeldAttempt, JobRow};
 /// aside: a function call per job instead of a queued trigger event, a second look at
 /// the row and a PL/pgSQL call.
 ///
-/// The engine always notifies (`notify`); only the benchmark's bare limit measures the
-/// claim path without the notification, to show what it costs.
-///
 /// The jobs of `watched` (some of `outcomes`: those a waiter of this process waits
 /// for) come back whole, as the write left them, so that their waiters have their
 /// answer without reading it again (a query after the commit, a quarter of the time
@@ -52,7 +49,6 @@ pub async fn job_record_claimed(
     claimed: &ClaimedRows,
     watched: &[JobId],
     trace: Option<&str>,
-    notify: bool,
 ) -> Result<Vec<RecordedJob>, sqlx::Error> {
     let mut c = OutcomeColumns::with_capacity(outcomes.len() + still_running.len());
     outcomes.iter().for_each(|o| c.push_outcome(o));
@@ -99,25 +95,18 @@ pub async fn job_record_claimed(
                       || set_config('standmeet.counts_itself', 'on', true)) IS NOT NULL
         RETURNING j.id, j.queue, j.kind, j.state, j.finalized_at,
                   -- pg_notify answers void, which `IS NULL` turns into a column.
-                  CASE WHEN $15 AND j.state IN ('completed', 'discarded', 'cancelled')
+                  CASE WHEN j.state IN ('completed', 'discarded', 'cancelled')
                        THEN pg_notify('standmeet_job_final', j.id::text) IS NULL END AS notified,
                   CASE WHEN j.id = ANY($11) THEN to_jsonb(j)::text END AS whole,
                   CASE WHEN j.id = ANY($11) THEN j.output IS NOT NULL END AS has_output
-        ), minutes AS (
-            INSERT INTO job_finished_minutes AS m (minute, queue, kind, state, writer, jobs)
-            SELECT job_minute_bucket(date_trunc('minute', finalized_at)), queue, kind, state,
-                   pg_backend_pid(), count(*)
-            FROM written WHERE finalized_at IS NOT NULL GROUP BY 1, 2, 3, 4
-            ON CONFLICT (minute, queue, kind, state, writer) DO UPDATE SET jobs = m.jobs + excluded.jobs
-        ), blocks AS (
-            INSERT INTO job_finished_blocks AS b (block, queue, kind, state, writer, jobs)
-            SELECT job_block(id), queue, kind, state, pg_backend_pid(), count(*)::integer
-            FROM written WHERE finalized_at IS NOT NULL GROUP BY 1, 2, 3, 4
-            ON CONFLICT (block, queue, kind, state, writer) DO UPDATE SET jobs = b.jobs + excluded.jobs
+        ), counted AS (
+            SELECT job_summaries_count(array_agg(id), array_agg(queue), array_agg(kind),
+                                       array_agg(state), array_agg(finalized_at), 1) AS rows
+            FROM written WHERE finalized_at IS NOT NULL
         )
         SELECT w.id AS "id!: JobId", w.notified, w.whole AS "whole?: String",
                w.has_output AS "has_output?: bool"
-        FROM written w
+        FROM written w, counted
         "#,
         &c.ids,
         &c.attempts,
@@ -133,7 +122,6 @@ pub async fn job_record_claimed(
         trace,
         max_delay_ms(),
         &c.backoff_units as &[Option<f64>],
-        notify,
     )
     .fetch_all(tx)
     .await
@@ -146,10 +134,10 @@ pub async fn job_record_claimed(
 
 /// How a statement of the engine keeps the summaries of finished jobs
 /// (`job_finished_minutes`, `job_finished_blocks`; see their migration): it counts the
-/// jobs it finishes (or, the cleaner, deletes) over its own `RETURNING`, with two
-/// upserts in the same statement (what `job_summaries_add` does for the triggers,
-/// written out: a PL/pgSQL call costs each new connection a compile, and every claim a
-/// call), and sets this setting for its transaction, so
+/// jobs it finishes (or, the cleaner, deletes) over its own `RETURNING` in the same
+/// statement, with the database's `job_summaries_count` (a SQL function, which the
+/// triggers use too: one definition of the counting), and sets this setting for its
+/// transaction, so
 /// that the triggers that count every other change row by row stand aside. A
 /// transaction that goes on after such a statement (a handler's, after `complete_tx`)
 /// turns it off again ([`job_counts_by_trigger_again`]).
@@ -166,7 +154,7 @@ pub async fn job_counts_by_trigger_again(tx: &mut PgConnection) -> Result<(), sq
 }
 
 /// A job an outcome's write changed; whole when it was watched.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct RecordedJob {
     pub id: JobId,
     pub whole: Option<JobRow>,
@@ -386,20 +374,13 @@ pub async fn job_record_outcomes(
         RETURNING j.id, j.queue, j.kind, j.state, j.finalized_at,
                   CASE WHEN j.id = ANY($9) THEN to_jsonb(j)::text END AS whole,
                   CASE WHEN j.id = ANY($9) THEN j.output IS NOT NULL END AS has_output
-        ), minutes AS (
-            INSERT INTO job_finished_minutes AS m (minute, queue, kind, state, writer, jobs)
-            SELECT job_minute_bucket(date_trunc('minute', finalized_at)), queue, kind, state,
-                   pg_backend_pid(), count(*)
-            FROM written WHERE finalized_at IS NOT NULL GROUP BY 1, 2, 3, 4
-            ON CONFLICT (minute, queue, kind, state, writer) DO UPDATE SET jobs = m.jobs + excluded.jobs
-        ), blocks AS (
-            INSERT INTO job_finished_blocks AS b (block, queue, kind, state, writer, jobs)
-            SELECT job_block(id), queue, kind, state, pg_backend_pid(), count(*)::integer
-            FROM written WHERE finalized_at IS NOT NULL GROUP BY 1, 2, 3, 4
-            ON CONFLICT (block, queue, kind, state, writer) DO UPDATE SET jobs = b.jobs + excluded.jobs
+        ), counted AS (
+            SELECT job_summaries_count(array_agg(id), array_agg(queue), array_agg(kind),
+                                       array_agg(state), array_agg(finalized_at), 1) AS rows
+            FROM written WHERE finalized_at IS NOT NULL
         )
         SELECT w.id AS "id!: JobId", w.whole AS "whole?: String", w.has_output AS "has_output?: bool"
-        FROM written w
+        FROM written w, counted
         "#,
         &c.ids,
         &c.attempts,
