@@ -32,12 +32,12 @@ use super::store::{self, NewSchedule, ScheduleUpdate};
 use super::{Error, JobId, JobState};
 
 /// The longest cron expression taken: the longest useful one is far shorter.
-pub const MAX_CRON_CHARS: usize = 200;
+pub(crate) const MAX_CRON_CHARS: usize = 200;
 
 /// A cron expression: five fields (minute, hour, day of month, month, day of week), or
 /// `@hourly`, `@daily`, `@weekly` (and croner's other nicknames).
 #[derive(Clone, Debug)]
-pub struct CronExpr {
+pub(crate) struct CronExpr {
     text: String,
     cron: croner::Cron,
 }
@@ -236,7 +236,7 @@ fn from_floating(floating: chrono::DateTime<chrono::Utc>) -> Option<civil::DateT
 }
 
 /// The unique key of a schedule's firing at `slot`.
-pub fn slot_key(name: &str, slot: Timestamp) -> String {
+pub(crate) fn slot_key(name: &str, slot: Timestamp) -> String {
     format!("schedule:{name}:{slot}")
 }
 

@@ -188,15 +188,21 @@ pub async fn job_delete_finished(
                                               ELSE $1::float8 END * interval '1 millisecond'
               AND (SELECT set_config('standmeet.counts_itself', 'on', true)) IS NOT NULL
             RETURNING id, queue, kind, state, finalized_at
-        ), counted AS (
-            SELECT job_summaries_count(array_agg(id), array_agg(queue), array_agg(kind),
-                                       array_agg(state), array_agg(finalized_at), -1) AS rows
-            FROM gone
+        ), minutes AS (
+            INSERT INTO job_finished_minutes AS m (minute, queue, kind, state, writer, jobs)
+            SELECT job_minute_bucket(date_trunc('minute', finalized_at)), queue, kind, state,
+                   pg_backend_pid(), -count(*)
+            FROM gone GROUP BY 1, 2, 3, 4
+            ON CONFLICT (minute, queue, kind, state, writer) DO UPDATE SET jobs = m.jobs + excluded.jobs
+        ), blocks AS (
+            INSERT INTO job_finished_blocks AS b (block, queue, kind, state, writer, jobs)
+            SELECT job_block(id), queue, kind, state, pg_backend_pid(), -count(*)::integer
+            FROM gone GROUP BY 1, 2, 3, 4
+            ON CONFLICT (block, queue, kind, state, writer) DO UPDATE SET jobs = b.jobs + excluded.jobs
         )
         SELECT (SELECT count(*) FROM gone) AS "deleted!",
                (SELECT count(*) FROM candidates) AS "looked_at!",
                (SELECT max(block) FROM candidates) AS newest
-        FROM counted
         "#,
         keep_completed.as_millis() as f64,
         keep_discarded.as_millis() as f64,
