@@ -107,16 +107,8 @@ impl AppError {
 
 impl From<sqlx::Error> for AppError {
     fn from(err: sqlx::Error) -> Self {
-        // Only an operator's job action waits for a row with a lock timeout: the job is
-        // held by a claim that does not answer (a frozen or cut-off process), which
-        // PostgreSQL ends within the lease.
-        let lock_not_available = err
-            .as_database_error()
-            .and_then(|db| db.code())
-            .is_some_and(|code| code == "55P03");
-        if lock_not_available {
-            return AppError::Conflict(JOB_HELD_MESSAGE.into());
-        }
+        // The app's own statements never wait for a lock with a timeout: only the
+        // engine's job actions do, and they answer `standmeet_jobs::Error::Busy`.
         AppError::Internal(err.into())
     }
 }

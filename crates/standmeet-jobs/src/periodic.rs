@@ -408,7 +408,7 @@ pub(crate) async fn set(
             queue: change.queue.as_deref().unwrap_or(defaults.queue),
             enabled: change.enabled.unwrap_or(true),
         };
-        store::schedule_insert(&mut tx, new).await?;
+        store::schedule_insert_missing(&mut *tx, new).await?;
     }
     tx.commit().await?;
     get(pool, tz, &change.name).await

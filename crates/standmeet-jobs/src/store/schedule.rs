@@ -2,7 +2,7 @@
 //! goes in and does the cron arithmetic), and the claim of a slot that lets one process
 //! of N fire it.
 
-use sqlx::{PgConnection, PgPool};
+use sqlx::{PgConnection, PgExecutor, PgPool};
 use time::OffsetDateTime;
 
 use crate::{JobId, JobState};
@@ -56,35 +56,14 @@ pub struct NewSchedule<'a> {
     pub enabled: bool,
 }
 
-/// Creates a schedule (the name is free: the caller holds the lock of its check).
-pub async fn schedule_insert(
-    tx: &mut PgConnection,
-    new: NewSchedule<'_>,
-) -> Result<(), sqlx::Error> {
-    sqlx::query!(
-        r#"
-            INSERT INTO job_schedules (name, cron, kind, args, queue, enabled)
-            VALUES ($1, $2, $3, $4, $5, $6)
-            "#,
-        new.name,
-        new.cron,
-        new.kind,
-        new.args,
-        new.queue,
-        new.enabled,
-    )
-    .execute(tx)
-    .await?;
-    Ok(())
-}
-
-/// Creates a schedule unless one of its name exists (a built-in one, which its admin
-/// may have changed since).
+/// Creates a schedule unless one of its name exists, and says whether it did. A caller
+/// that checked the name under the schedule's lock (an admin's new schedule) always
+/// creates it; a built-in one is left as its admin may have changed it since.
 pub async fn schedule_insert_missing(
-    pool: &PgPool,
+    conn: impl PgExecutor<'_>,
     new: NewSchedule<'_>,
-) -> Result<(), sqlx::Error> {
-    sqlx::query!(
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
         r#"
         INSERT INTO job_schedules (name, cron, kind, args, queue, enabled)
         VALUES ($1, $2, $3, $4, $5, $6)
@@ -97,9 +76,9 @@ pub async fn schedule_insert_missing(
         new.queue,
         new.enabled,
     )
-    .execute(pool)
+    .execute(conn)
     .await?;
-    Ok(())
+    Ok(done.rows_affected() == 1)
 }
 
 /// What a change to an existing schedule sets; `None` keeps the value.
