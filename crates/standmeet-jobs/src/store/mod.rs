@@ -50,9 +50,8 @@ pub use outcome::MAX_ERROR_CHARS;
 #[cfg(feature = "testing")]
 pub use read::FINISHED_PER_MINUTE_SQL;
 pub use schedule::{
-    NewSchedule, ScheduleUpdate, schedule_claim_slot, schedule_enabled,
-    schedule_insert_missing, schedule_list, schedule_lock, schedule_lock_to_run,
-    schedule_record_run, schedule_update,
+    NewSchedule, ScheduleUpdate, schedule_claim_slot, schedule_enabled, schedule_insert_missing,
+    schedule_list, schedule_lock, schedule_lock_to_run, schedule_record_run, schedule_update,
 };
 pub use worker::{worker_forget_silent, worker_heartbeat, worker_known_kinds, worker_remove};
 
