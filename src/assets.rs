@@ -33,6 +33,10 @@ pub struct SiteFiles {
     pkg_path: String,
     /// `standmeet.css` → `standmeet.<hash>.css`, and so on for the JS and the wasm.
     hashed_names: HashMap<String, String>,
+    /// Where they are on disk (`LEPTOS_SITE_ROOT` and the package directory), and the
+    /// names every page asks for (`standmeet.css`, `.js`, `.wasm`, hashed or not).
+    pkg_dir: PathBuf,
+    page_files: Vec<String>,
 }
 
 impl SiteFiles {
@@ -51,7 +55,7 @@ impl SiteFiles {
             Some(value) => value.trim() == "true",
             None => hashes.is_some(),
         };
-        let files = match (&hashes, options.hash_files) {
+        let mut files = match (&hashes, options.hash_files) {
             (Some(text), true) => SiteFiles::from_hash_file(
                 text,
                 &options.output_name,
@@ -59,8 +63,58 @@ impl SiteFiles {
             ),
             _ => SiteFiles::default(),
         };
+        files.pkg_dir =
+            PathBuf::from(options.site_root.as_ref()).join(options.site_pkg_dir.as_ref());
+        files.page_files = ["css", "js", "wasm"]
+            .iter()
+            .map(|kind| {
+                let plain = format!("{}.{kind}", options.output_name);
+                files.hashed_names.get(&plain).cloned().unwrap_or(plain)
+            })
+            .collect();
         files.warn_when_names_disagree(options, &hash_file);
         files
+    }
+
+    /// The files every page names that are not on disk: none when the site is where
+    /// `LEPTOS_SITE_ROOT` says (with the hash file of the same build beside the binary).
+    /// A few `stat`s: cheap enough for every health probe.
+    ///
+    /// Without a hash file (a binary run from where it was built, or the tests) a file
+    /// with a hash in its name stands in for its plain name: the site is there, only the
+    /// names the pages use are off, which the start warns about.
+    pub fn missing(&self) -> Vec<PathBuf> {
+        let listed: Vec<String> = if self.are_hashed() {
+            Vec::new()
+        } else {
+            std::fs::read_dir(&self.pkg_dir)
+                .map(|entries| {
+                    entries
+                        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        self.page_files
+            .iter()
+            .filter(|name| {
+                !self.pkg_dir.join(name).is_file()
+                    && !listed.iter().any(|other| is_hashed_name_of(other, name))
+            })
+            .map(|name| self.pkg_dir.join(name))
+            .collect()
+    }
+
+    /// What an operator is told when files are missing: which, and the remedy.
+    pub fn missing_words(missing: &[PathBuf]) -> String {
+        let names: Vec<String> = missing
+            .iter()
+            .map(|path| path.display().to_string())
+            .collect();
+        format!(
+            "the site's files are not there ({}): set LEPTOS_SITE_ROOT to the directory the `target/site` of `cargo leptos build --release` was copied to, with the `hash.txt` of the same build beside the binary",
+            names.join(", "),
+        )
     }
 
     /// The names in a hash file (`js: <hash>` lines, as cargo-leptos writes them) for
@@ -87,6 +141,7 @@ impl SiteFiles {
         SiteFiles {
             pkg_path: pkg_path.to_string(),
             hashed_names,
+            ..SiteFiles::default()
         }
     }
 
@@ -124,6 +179,18 @@ impl SiteFiles {
             );
         }
     }
+}
+
+/// Whether `name` is `plain` with a hash in it: `standmeet.<hash>.css` for `standmeet.css`.
+fn is_hashed_name_of(name: &str, plain: &str) -> bool {
+    let Some((stem, kind)) = plain.rsplit_once('.') else {
+        return false;
+    };
+    name.strip_prefix(stem)
+        .and_then(|rest| rest.strip_prefix('.'))
+        .and_then(|rest| rest.strip_suffix(kind))
+        .and_then(|rest| rest.strip_suffix('.'))
+        .is_some_and(|hash| !hash.is_empty() && !hash.contains('.'))
 }
 
 /// Serves a plain name as this release's hashed file (checked again before each use)
@@ -177,6 +244,46 @@ mod tests {
         assert!(!files.is_hashed_path("/pkg/standmeet.old.js"));
         assert_eq!(files.hashed_path("/favicon.svg"), None);
         assert_eq!(files.hashed_path("/pkg/other.css"), None);
+    }
+
+    #[test]
+    fn the_files_a_page_names_are_looked_for_under_the_site_root() {
+        let site = tempfile::tempdir().unwrap();
+        let mut options = LeptosOptions::builder()
+            .output_name("standmeet")
+            .site_root(site.path().to_string_lossy().to_string())
+            .site_pkg_dir("pkg")
+            .build();
+        let files = SiteFiles::configure(&mut options);
+        assert_eq!(files.missing().len(), 3, "an empty site lacks all three");
+        std::fs::create_dir(site.path().join("pkg")).unwrap();
+        // The plain name, or (without a hash file) a hashed one, will do.
+        for name in [
+            "standmeet.css",
+            "standmeet.AbC-12_x.js",
+            "standmeet.d.Zz9.ts",
+        ] {
+            std::fs::write(site.path().join("pkg").join(name), "x").unwrap();
+        }
+        assert_eq!(
+            files.missing(),
+            [site.path().join("pkg/standmeet.wasm")],
+            "the one still missing"
+        );
+        let words = SiteFiles::missing_words(&files.missing());
+        assert!(
+            words.contains("standmeet.wasm") && words.contains("LEPTOS_SITE_ROOT"),
+            "{words}"
+        );
+    }
+
+    #[test]
+    fn a_hashed_name_is_its_plain_name_with_one_more_part() {
+        assert!(is_hashed_name_of("standmeet.G44-w_.css", "standmeet.css"));
+        assert!(!is_hashed_name_of("standmeet.css", "standmeet.css"));
+        assert!(!is_hashed_name_of("standmeet.d.x.ts", "standmeet.wasm"));
+        assert!(!is_hashed_name_of("standmeet_bg.x.wasm", "standmeet.wasm"));
+        assert!(!is_hashed_name_of("standmeet.a.b.css", "standmeet.css"));
     }
 
     #[test]

@@ -83,18 +83,20 @@ settings! {
         "where the private cluster lives (<dir>/pg)";
     LEPTOS_SITE_ADDR: Value("127.0.0.1:3000"),
         "the address the server listens on";
+    LEPTOS_SITE_ROOT: Value("target/site"),
+        "where the site's files are (the target/site of the build, copied)";
     STANDMEET_PUBLIC_URL: Nothing("http://<LEPTOS_SITE_ADDR>"),
         "how people reach StandMeet (links in mail, cookies)";
     STANDMEET_MAIL: Value("log"),
         "log, none, smtp://host:port, smtps://host:port or smtp+insecure://user:password@host:port";
     STANDMEET_MAIL_FROM: Nothing("standmeet@<public host>"),
-        "the sender of every mail";
+        "the sender of every mail: an address, or Name <address>";
     STANDMEET_OWNER_EMAIL: Nothing("the first admin"),
         "the owner's address";
     STANDMEET_ADMIN_EMAIL: Nothing("unset"),
-        "an admin created or updated at start (with the password)";
+        "with the password, an admin created or given it at every start; alone, the first admin's address";
     STANDMEET_ADMIN_PASSWORD: Nothing("unset"),
-        "that admin's password (8 characters or more)";
+        "that admin's password (8 characters or more); while set, it wins over one changed elsewhere";
     STANDMEET_MCP_TOKEN: Nothing("unset: MCP off"),
         "the bearer token of /mcp, 32 characters or more";
     STANDMEET_APPROVE_WAIT_MS: Value("2000"),
@@ -139,6 +141,8 @@ settings! {
         "the bearer token of /metrics";
     STANDMEET_DB_POOL_SIZE: Value("16"),
         "database connections for requests (the job engine and the listener have their own)";
+    STANDMEET_DATABASE_WAIT_MS: Value("60000"),
+        "how long a start waits for DATABASE_URL's server to answer (0: not at all)";
     STANDMEET_TRUSTED_PROXIES: Nothing("unset: none"),
         "reverse proxies (CIDRs) whose forwarded header names the client";
     STANDMEET_TRUSTED_PROXY_HEADER: Value("x-forwarded-for"),
@@ -242,10 +246,10 @@ pub struct Settings {
     /// `STANDMEET_MAIL`.
     pub mail: MailSupplier,
     /// `STANDMEET_MAIL_FROM`: the sender of every mail.
-    pub mail_from: EmailAddress,
+    pub mail_from: MailFrom,
     /// `STANDMEET_OWNER_EMAIL`: who is told about new access requests (else the first admin).
     pub owner_email: Option<EmailAddress>,
-    /// `STANDMEET_ADMIN_EMAIL` + `STANDMEET_ADMIN_PASSWORD`: an admin created or updated at start.
+    /// `STANDMEET_ADMIN_EMAIL` (+ `STANDMEET_ADMIN_PASSWORD`): see [`AdminBootstrap`].
     pub admin: Option<AdminBootstrap>,
     /// `STANDMEET_MCP_TOKEN`: the bearer token of `/mcp`; `None` disables MCP.
     pub mcp_token: Option<String>,
@@ -255,6 +259,9 @@ pub struct Settings {
     pub fetch_wait: Duration,
     /// `STANDMEET_INDEX_WAIT_MS`: how long a corpus write waits for its index job.
     pub index_wait: Duration,
+    /// `STANDMEET_DATABASE_WAIT_MS`: how long a start waits for the operator's
+    /// PostgreSQL to answer (one booting with the machine), trying again with backoff.
+    pub database_wait: Duration,
     /// `STANDMEET_MAX_WAITERS`: how many callers may wait for jobs at once.
     pub max_waiters: usize,
     /// `STANDMEET_MAX_LIVE_CLIENTS`: how many live streams (`/api/live`) one process
@@ -319,12 +326,17 @@ pub struct Settings {
     pub log_filter: String,
 }
 
-/// The admin that `STANDMEET_ADMIN_EMAIL` and `STANDMEET_ADMIN_PASSWORD` ask for.
+/// The admin that `STANDMEET_ADMIN_EMAIL` and `STANDMEET_ADMIN_PASSWORD` ask for: with
+/// a password, created or given that password at every start; without one, the address
+/// of the first admin, made with a generated password while there is no admin at all.
 #[derive(Clone)]
 pub struct AdminBootstrap {
     pub email: EmailAddress,
-    pub password: String,
+    pub password: Option<String>,
 }
+
+/// The shortest admin password StandMeet takes, from the settings or the command line.
+pub const MIN_PASSWORD_CHARS: usize = 8;
 
 impl std::fmt::Debug for AdminBootstrap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -358,11 +370,17 @@ impl ConfigError {
 /// dependencies only when they warn.
 pub const DEFAULT_LOG_FILTER: &str = "info,sqlx=warn,tower_http=info";
 
-/// Added to every filter that does not name `sqlx::pool`: the warning sqlx's pool gives for
-/// each connection it finds broken when it takes it back (dozens while PostgreSQL
-/// restarts) says what StandMeet reports itself, once, in its own words (a failed
-/// request, the listener reconnecting, a job retried).
-pub const QUIET_SQLX_POOL: &str = "sqlx::pool::connection=error";
+/// Directives added to every filter that does not name their target itself:
+/// - `sqlx::pool`: the warning sqlx's pool gives for each connection it finds broken when
+///   it takes it back (dozens while PostgreSQL restarts) says what StandMeet reports
+///   itself, once, in its own words (a failed request, the listener reconnecting, a job
+///   retried);
+/// - `rmcp`: the MCP library writes three info lines for every tool call, one of them
+///   the client's whole request; StandMeet's access log already has the call.
+pub const QUIET_DEPENDENCIES: [(&str, &str); 2] = [
+    ("sqlx::pool", "sqlx::pool::connection=error"),
+    ("rmcp", "rmcp=warn"),
+];
 
 /// How StandMeet runs a queue: how many of its jobs at once in each process, and how
 /// often it looks for work when no notification came. Callers wait on `mail`, `index`
@@ -423,8 +441,11 @@ impl Settings {
         let mail = parse_mail_supplier(&read(&env::STANDMEET_MAIL).unwrap_or_default())?;
 
         let mail_from = match given(&env::STANDMEET_MAIL_FROM) {
-            Some(raw) => parse_email(env::STANDMEET_MAIL_FROM.name, &raw)?,
-            None => default_mail_from(&public_url),
+            Some(raw) => parse_mail_from(&raw)?,
+            None => MailFrom {
+                name: DEFAULT_SENDER_NAME.to_string(),
+                address: default_mail_from(&public_url),
+            },
         };
 
         let owner_email = given(&env::STANDMEET_OWNER_EMAIL)
@@ -438,22 +459,24 @@ impl Settings {
             (None, None) => None,
             (Some(email), Some(password)) if !password.is_empty() => {
                 let email = parse_email(env::STANDMEET_ADMIN_EMAIL.name, &email)?;
-                if password.chars().count() < 8 {
+                if password.chars().count() < MIN_PASSWORD_CHARS {
                     return Err(ConfigError {
                         setting: env::STANDMEET_ADMIN_PASSWORD.name,
                         value: None,
                         problem: "the password must be at least 8 characters long".into(),
                     });
                 }
-                Some(AdminBootstrap { email, password })
+                Some(AdminBootstrap {
+                    email,
+                    password: Some(password),
+                })
             }
-            (Some(_), _) => {
-                return Err(ConfigError {
-                    setting: env::STANDMEET_ADMIN_PASSWORD.name,
-                    value: None,
-                    problem: "it must be set when STANDMEET_ADMIN_EMAIL is set".into(),
-                });
-            }
+            // The address alone names the first admin, made with a generated password
+            // while there is no admin at all.
+            (Some(email), _) => Some(AdminBootstrap {
+                email: parse_email(env::STANDMEET_ADMIN_EMAIL.name, &email)?,
+                password: None,
+            }),
             (None, Some(_)) => {
                 return Err(ConfigError {
                     setting: env::STANDMEET_ADMIN_EMAIL.name,
@@ -483,6 +506,7 @@ impl Settings {
         let approve_wait = parse_millis(&read, &env::STANDMEET_APPROVE_WAIT_MS)?;
         let fetch_wait = parse_millis(&read, &env::STANDMEET_FETCH_WAIT_MS)?;
         let index_wait = parse_millis(&read, &env::STANDMEET_INDEX_WAIT_MS)?;
+        let database_wait = parse_millis(&read, &env::STANDMEET_DATABASE_WAIT_MS)?;
         let max_waiters = parse_count(&read, &env::STANDMEET_MAX_WAITERS, 0..=100_000)?;
         let max_live_clients = parse_count(&read, &env::STANDMEET_MAX_LIVE_CLIENTS, 0..=100_000)?;
         let max_body_bytes = parse_count(
@@ -656,6 +680,7 @@ impl Settings {
             approve_wait,
             fetch_wait,
             index_wait,
+            database_wait,
             max_waiters,
             max_live_clients,
             max_body_bytes,
@@ -901,6 +926,61 @@ fn parse_email(setting: &'static str, raw: &str) -> Result<EmailAddress, ConfigE
     })
 }
 
+/// The sender of every mail: the name people see (`StandMeet` unless the setting names
+/// one) and the address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MailFrom {
+    pub name: String,
+    pub address: EmailAddress,
+}
+
+/// The sender's name when `STANDMEET_MAIL_FROM` gives an address alone.
+pub const DEFAULT_SENDER_NAME: &str = "StandMeet";
+
+/// `desk@example.com`, or with a display name `Front desk <desk@example.com>` (the name
+/// may be in double quotes). A name with a line break or another control character is
+/// refused: it would end the header it is written into.
+fn parse_mail_from(raw: &str) -> Result<MailFrom, ConfigError> {
+    let setting = env::STANDMEET_MAIL_FROM.name;
+    let refuse = |problem: &str| ConfigError {
+        setting,
+        value: Some(raw.to_string()),
+        problem: problem.to_string(),
+    };
+    let raw_trimmed = raw.trim();
+    let Some(open) = raw_trimmed.find('<') else {
+        return Ok(MailFrom {
+            name: DEFAULT_SENDER_NAME.to_string(),
+            address: parse_email(setting, raw_trimmed)?,
+        });
+    };
+    let Some(address) = raw_trimmed[open + 1..].strip_suffix('>') else {
+        return Err(refuse(
+            "a sender with a name is written `Name <address>`, ending with `>`",
+        ));
+    };
+    let name = raw_trimmed[..open].trim();
+    let name = name
+        .strip_prefix('"')
+        .and_then(|name| name.strip_suffix('"'))
+        .unwrap_or(name)
+        .trim();
+    if name.chars().any(char::is_control) {
+        return Err(refuse(
+            "the sender's name holds a line break or another control character",
+        ));
+    }
+    Ok(MailFrom {
+        name: if name.is_empty() {
+            DEFAULT_SENDER_NAME
+        } else {
+            name
+        }
+        .to_string(),
+        address: parse_email(setting, address.trim())?,
+    })
+}
+
 /// `standmeet@<public host>`, or `standmeet@localhost` when the host is an IP address.
 fn default_mail_from(public_url: &Url) -> EmailAddress {
     let host = match public_url.host() {
@@ -932,7 +1012,7 @@ mod tests {
         assert_eq!(s.site_addr.to_string(), "127.0.0.1:3000");
         assert_eq!(s.public_url.as_str(), "http://127.0.0.1:3000/");
         assert_eq!(s.mail, MailSupplier::Log);
-        assert_eq!(s.mail_from.as_str(), "standmeet@localhost");
+        assert_eq!(s.mail_from.address.as_str(), "standmeet@localhost");
         assert_eq!(s.approve_wait, Duration::from_millis(2_000));
         assert_eq!(s.fetch_wait, Duration::from_millis(20_000));
         assert_eq!(s.index_wait, Duration::from_millis(2_000));
@@ -1124,13 +1204,13 @@ mod tests {
     }
 
     #[test]
-    fn admin_email_and_password_come_together() {
-        assert_eq!(
-            settings(&[("STANDMEET_ADMIN_EMAIL", "a@b.example")])
-                .unwrap_err()
-                .setting,
-            "STANDMEET_ADMIN_PASSWORD"
-        );
+    fn an_admin_password_needs_its_address_and_the_address_alone_names_the_first_admin() {
+        let first = settings(&[("STANDMEET_ADMIN_EMAIL", "a@b.example")])
+            .unwrap()
+            .admin
+            .unwrap();
+        assert_eq!(first.email.as_str(), "a@b.example");
+        assert_eq!(first.password, None);
         assert_eq!(
             settings(&[("STANDMEET_ADMIN_PASSWORD", "long enough")])
                 .unwrap_err()
@@ -1163,6 +1243,36 @@ mod tests {
     }
 
     #[test]
+    fn the_sender_may_carry_a_display_name() {
+        let from = |raw: &str| settings(&[("STANDMEET_MAIL_FROM", raw)]).map(|s| s.mail_from);
+        let plain = from("desk@example.com").unwrap();
+        assert_eq!(
+            (plain.name.as_str(), plain.address.as_str()),
+            ("StandMeet", "desk@example.com")
+        );
+        for raw in [
+            "Front desk <desk@example.com>",
+            "\"Front desk\" <desk@example.com>",
+            "  Front desk   < desk@example.com > ",
+        ] {
+            let named = from(raw).unwrap();
+            assert_eq!(
+                (named.name.as_str(), named.address.as_str()),
+                ("Front desk", "desk@example.com"),
+                "{raw}"
+            );
+        }
+        for raw in [
+            "Front desk <desk@example.com",
+            "Front\r\nBcc: x@example.com <desk@example.com>",
+            "Front desk <not an address>",
+        ] {
+            let refused = from(raw).unwrap_err();
+            assert_eq!(refused.setting, "STANDMEET_MAIL_FROM", "{raw}");
+        }
+    }
+
+    #[test]
     fn bad_addresses_urls_and_filters_are_refused_by_name() {
         for (name, value) in [
             ("LEPTOS_SITE_ADDR", "localhost"),
@@ -1191,7 +1301,7 @@ mod tests {
     #[test]
     fn the_public_url_names_the_sender_domain_by_default() {
         let s = settings(&[("STANDMEET_PUBLIC_URL", "https://desk.example.org")]).unwrap();
-        assert_eq!(s.mail_from.as_str(), "standmeet@desk.example.org");
+        assert_eq!(s.mail_from.address.as_str(), "standmeet@desk.example.org");
     }
 
     #[test]

@@ -91,13 +91,16 @@ impl AppError {
         match self {
             AppError::Internal(err) if is_unstorable_text(err) => {
                 tracing::info!(
-                    error = format!("{err:#}"),
+                    error = standmeet_jobs::error_chain(err.as_ref()),
                     "refused text that cannot be stored"
                 );
                 UNSTORABLE_TEXT_MESSAGE.into()
             }
             AppError::Internal(err) => {
-                tracing::error!(error = format!("{err:#}"), "a request failed");
+                tracing::error!(
+                    error = standmeet_jobs::error_chain(err.as_ref()),
+                    "a request failed"
+                );
                 INTERNAL_MESSAGE.into()
             }
             other => other.to_string(),

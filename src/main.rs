@@ -72,6 +72,15 @@ enum Command {
 
 #[derive(Subcommand)]
 enum AdminAction {
+    /// Create an admin with the password read as one line from standard input (8
+    /// characters or more), or with --generate one made here and printed once.
+    Create {
+        /// The admin's email address.
+        email: String,
+        /// Make up a password and print it, instead of reading one.
+        #[arg(long)]
+        generate: bool,
+    },
     /// Set an admin's password, read as one line from standard input, and end every
     /// session of that admin.
     SetPassword {
@@ -131,10 +140,29 @@ fn main() -> ExitCode {
                 ))
             })
         }),
-        Command::CheckConfig => {
-            println!("standmeet: every setting is valid");
-            Ok(())
-        }
+        Command::Admin {
+            action: AdminAction::Create { email, generate },
+        } => (if generate {
+            Ok(None)
+        } else {
+            read_password().map(Some)
+        })
+        .and_then(|password| {
+            runtime().and_then(|rt| {
+                rt.block_on(standmeet::startup::create_admin(settings, &email, password))
+            })
+        }),
+        Command::CheckConfig => match standmeet::startup::check_config(settings) {
+            Ok(budget) => {
+                println!("standmeet: every setting is valid");
+                println!("standmeet: {budget}");
+                Ok(())
+            }
+            Err(err) => {
+                eprintln!("standmeet: {}", standmeet_jobs::error_chain(err.as_ref()));
+                return ExitCode::from(2);
+            }
+        },
         Command::Bench { quick, only, peer } => runtime().and_then(|rt| {
             rt.block_on(standmeet::bench::run(standmeet::bench::BenchOptions {
                 quick,
@@ -159,7 +187,7 @@ fn main() -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("standmeet: {err:#}");
+            eprintln!("standmeet: {}", standmeet_jobs::error_chain(err.as_ref()));
             ExitCode::FAILURE
         }
     }

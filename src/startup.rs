@@ -17,7 +17,7 @@ use tower_http::compression::predicate::{NotForContentType, Predicate};
 use tower_http::compression::{CompressionLayer, DefaultPredicate};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::timeout::TimeoutLayer;
-use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use tower_http::trace::TraceLayer;
 use tower_sessions::cookie::SameSite;
 use tower_sessions::{Expiry, SessionManagerLayer};
 use tower_sessions_sqlx_store::PostgresStore;
@@ -71,7 +71,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(mcp)
         .route("/healthz", get(crate::api::health::healthz))
-        .route("/readyz", get(crate::api::health::healthz))
+        .route("/readyz", get(crate::api::health::readyz))
         .route("/livez", get(crate::api::health::livez))
         .route("/metrics", get(crate::api::metrics::metrics))
         .route("/api/jobs/status", get(crate::api::tasks::job_status))
@@ -139,15 +139,14 @@ pub fn router(state: AppState) -> Router {
             DefaultPredicate::new().and(NotForContentType::const_new("application/wasm")),
         ))
         // The access log: one line per request at info, with its status and latency,
-        // in the request's span (method, path, request id).
+        // in the request's span (method, path, request id, client address).
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(crate::telemetry::request_span)
-                .on_response(
-                    DefaultOnResponse::new()
-                        .level(tracing::Level::INFO)
-                        .latency_unit(tower_http::LatencyUnit::Millis),
-                ),
+                .on_response(crate::telemetry::access_log)
+                // The access log line says it; tower-http would add an ERROR line for
+                // every 5xx, a health probe's 503 during an outage too.
+                .on_failure(()),
         )
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
@@ -182,7 +181,8 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
 pub async fn migrate_only(settings: Settings) -> anyhow::Result<()> {
     let source = open_database(&settings).await?;
     let migrated = async {
-        let pool = db::connect(&source.url()).await?;
+        let pool =
+            db::connect_waiting(&source.url(), db::APP_POOL_SIZE, settings.database_wait).await?;
         db::migrate(&pool).await?;
         pool.close().await;
         anyhow::Ok(())
@@ -194,6 +194,95 @@ pub async fn migrate_only(settings: Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The most connections to PostgreSQL one copy holds at once, by what holds them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectionBudget {
+    /// Pages, server functions and MCP (`STANDMEET_DB_POOL_SIZE`).
+    pub requests: u32,
+    /// The job engine: its queues' claims and handlers, and its own chores.
+    pub jobs: u32,
+    /// The one LISTEN connection.
+    pub listener: u32,
+}
+
+impl ConnectionBudget {
+    pub fn of(settings: &Settings, registry: &standmeet_jobs::Registry) -> ConnectionBudget {
+        let engine = settings.engine_config(registry);
+        let given = db::engine_pool_size(engine.connections_needed());
+        ConnectionBudget {
+            requests: settings.db_pool_size,
+            jobs: engine.connections_at_most(given),
+            listener: 1,
+        }
+    }
+
+    pub fn total(&self) -> u32 {
+        self.requests + self.jobs + self.listener
+    }
+}
+
+/// `standmeet check-config`, past the settings themselves (which `Settings::from_env`
+/// checked): the site's files are where `LEPTOS_SITE_ROOT` says, and what the copy
+/// will ask of PostgreSQL. Connects nowhere. The error names the setting.
+pub fn check_config(settings: Settings) -> anyhow::Result<String> {
+    let registry = crate::domain::job_registry(crate::domain::mail::MailContext {
+        mailer: crate::domain::mail::Mailer::from_supplier(&settings.mail)?,
+        settings: Arc::new(settings.clone()),
+    })?;
+    let mut options = leptos::config::get_configuration(None)
+        .context("cannot read the Leptos configuration")?
+        .leptos_options;
+    let missing = crate::assets::SiteFiles::configure(&mut options).missing();
+    if !missing.is_empty() {
+        anyhow::bail!(
+            "invalid setting LEPTOS_SITE_ROOT={:?}: {}",
+            options.site_root.as_ref(),
+            crate::assets::SiteFiles::missing_words(&missing)
+        );
+    }
+    let budget = ConnectionBudget::of(&settings, &registry);
+    Ok(format!(
+        "this copy uses up to {} PostgreSQL connections ({} for requests, STANDMEET_DB_POOL_SIZE; {} for the job engine; {} for the listener): N copies need N × {} within the server's max_connections (100 by default, of which superuser_reserved_connections, 3, are not for StandMeet)",
+        budget.total(),
+        budget.requests,
+        budget.jobs,
+        budget.listener,
+        budget.total()
+    ))
+}
+
+/// An admin's address and password as given on the command line, checked.
+fn admin_credentials(email: &str, password: &str) -> anyhow::Result<crate::types::EmailAddress> {
+    let email = crate::types::EmailAddress::parse(email)
+        .map_err(|err| anyhow::anyhow!("{email:?} is not an email address: {err}"))?;
+    if password.chars().count() < crate::config::MIN_PASSWORD_CHARS {
+        anyhow::bail!(
+            "the password must be at least {} characters long (read from standard input)",
+            crate::config::MIN_PASSWORD_CHARS
+        );
+    }
+    Ok(email)
+}
+
+/// Runs `work` on the migrated database the settings name (the private cluster,
+/// started and stopped again, when `DATABASE_URL` is unset).
+async fn with_database<T>(
+    settings: &Settings,
+    work: impl AsyncFnOnce(&PgPool) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let source = open_database(settings).await?;
+    let done = async {
+        let pool = db::connect(&source.url()).await?;
+        db::migrate(&pool).await?;
+        let done = work(&pool).await;
+        pool.close().await;
+        done
+    }
+    .await;
+    close_database(source).await?;
+    done
+}
+
 /// `standmeet admin set-password <email>`: sets the password of that admin (8
 /// characters or more) and ends every session of it.
 pub async fn set_admin_password(
@@ -201,27 +290,56 @@ pub async fn set_admin_password(
     email: &str,
     password: &str,
 ) -> anyhow::Result<()> {
-    let email = crate::types::EmailAddress::parse(email)
-        .map_err(|err| anyhow::anyhow!("{email:?} is not an email address: {err}"))?;
-    if password.chars().count() < 8 {
-        anyhow::bail!("the password must be at least 8 characters long (read from standard input)");
-    }
-    let source = open_database(&settings).await?;
-    let changed = async {
-        let pool = db::connect(&source.url()).await?;
-        db::migrate(&pool).await?;
-        let found = crate::domain::admins::set_password(&pool, &email, password).await?;
-        pool.close().await;
-        anyhow::Ok(found)
-    }
-    .await;
-    close_database(source).await?;
-    if !changed? {
-        anyhow::bail!(
-            "there is no admin {email}; STANDMEET_ADMIN_EMAIL and STANDMEET_ADMIN_PASSWORD create one at start"
-        );
+    let email = admin_credentials(email, password)?;
+    let found = with_database(&settings, async |pool| {
+        crate::domain::admins::set_password(pool, &email, password).await
+    })
+    .await?;
+    if !found {
+        anyhow::bail!("there is no admin {email}; `standmeet admin create {email}` makes one");
     }
     println!("standmeet: the password of {email} is set; its sessions are ended");
+    if let Some(admin) = &settings.admin
+        && admin.password.is_some()
+        && admin.email.as_str().eq_ignore_ascii_case(email.as_str())
+    {
+        println!(
+            "standmeet: STANDMEET_ADMIN_PASSWORD is set for {email}, so the next start sets its password back to that one; remove the setting to keep this password"
+        );
+    }
+    Ok(())
+}
+
+/// `standmeet admin create <email>`: makes an admin with the password given (read from
+/// standard input), or with `None` one generated here and printed once, to this
+/// command's own output.
+pub async fn create_admin(
+    settings: Settings,
+    email: &str,
+    password: Option<String>,
+) -> anyhow::Result<()> {
+    let generated = password.is_none();
+    let password = password.unwrap_or_else(crate::domain::admins::generate_password);
+    let email = admin_credentials(email, &password)?;
+    let created = with_database(&settings, async |pool| {
+        crate::domain::admins::create(pool, &email, &password).await
+    })
+    .await?;
+    if !created {
+        anyhow::bail!(
+            "there is an admin {email} already; `standmeet admin set-password {email}` changes its password"
+        );
+    }
+    let login = settings
+        .public_url
+        .join("login")
+        .map(String::from)
+        .unwrap_or_else(|_| "/login".into());
+    println!("standmeet: admin {email} is created; sign in at {login}");
+    if generated {
+        println!("  password: {password}");
+        println!("  It is shown only now.");
+    }
     Ok(())
 }
 
@@ -246,7 +364,7 @@ async fn close_database(source: DatabaseSource) -> anyhow::Result<()> {
         .context("the private cluster's shut-down task failed")?;
     if let Err(err) = stopped {
         tracing::error!(
-            error = format!("{err:#}"),
+            error = standmeet_jobs::error_chain(err.as_ref()),
             "could not stop the private PostgreSQL cluster"
         );
     }
@@ -254,9 +372,13 @@ async fn close_database(source: DatabaseSource) -> anyhow::Result<()> {
 }
 
 async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
-    let pool = db::connect_sized(&database_url, settings.db_pool_size).await?;
+    let pool =
+        db::connect_waiting(&database_url, settings.db_pool_size, settings.database_wait).await?;
     db::migrate(&pool).await?;
-    if let Some(generated) = crate::domain::admins::bootstrap(&pool, &settings).await? {
+    let can_show_password = !stdout_is_the_journal();
+    if let Some(generated) =
+        crate::domain::admins::bootstrap_showing(&pool, &settings, can_show_password).await?
+    {
         announce_generated_admin(&generated, &settings.public_url);
     }
 
@@ -272,6 +394,20 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
     let addr = settings.site_addr;
     let (settings_vault, vault_watch) = (settings.vault.clone(), settings.vault_watch);
     let state = AppState::new(pool.clone(), settings)?;
+    let missing = state.site_files.missing();
+    if !missing.is_empty() {
+        // Served anyway: the API, MCP and the jobs work without the site, and /readyz
+        // keeps a load balancer away from the pages until the files are there.
+        tracing::error!("{}", crate::assets::SiteFiles::missing_words(&missing));
+    }
+    let budget = ConnectionBudget::of(&state.settings, &state.registry);
+    tracing::info!(
+        connections = budget.total(),
+        requests = budget.requests,
+        jobs = budget.jobs,
+        listener = budget.listener,
+        "this copy uses up to this many PostgreSQL connections: N copies need N times it, within the server's max_connections"
+    );
     let state_for_housekeeping = state.clone();
     let jobs_for_the_watch = state.jobs.clone();
 
@@ -356,6 +492,27 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
 
 /// Shows the generated admin's password on the console, once: on stdout, not through
 /// tracing, so it never lands in a log collector.
+/// Whether this process's standard output is systemd's journal (`JOURNAL_STREAM` names
+/// its device and inode, as systemd sets it for a unit whose output goes there): what
+/// is printed there is kept in a log.
+fn stdout_is_the_journal() -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    let Ok(stream) = std::env::var("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Some((device, inode)) = stream.split_once(':') else {
+        return false;
+    };
+    let Ok(stdout) = std::io::stdout().as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    let Ok(meta) = std::fs::File::from(stdout).metadata() else {
+        return false;
+    };
+    device.parse() == Ok(meta.dev()) && inode.parse() == Ok(meta.ino())
+}
+
 fn announce_generated_admin(admin: &crate::domain::admins::GeneratedAdmin, public_url: &url::Url) {
     let login = public_url
         .join("login")

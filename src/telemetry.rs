@@ -19,13 +19,14 @@ use tracing_subscriber::registry::LookupSpan;
 /// (`standmeet postgres start` prints a URL). Safe to call more than once (tests):
 /// later calls leave the first subscriber.
 pub fn init(filter: &str, format: LogFormat) {
-    // sqlx's pool warnings about broken connections are expected noise (see
-    // `config::QUIET_SQLX_POOL`), unless the filter names sqlx's pool itself.
-    let filter = if filter.contains("sqlx::pool") {
-        filter.to_string()
-    } else {
-        format!("{filter},{}", crate::config::QUIET_SQLX_POOL)
-    };
+    // Chatty dependencies stay quiet (`config::QUIET_DEPENDENCIES`), unless the filter
+    // names them itself.
+    let mut filter = filter.to_string();
+    for (target, directive) in crate::config::QUIET_DEPENDENCIES {
+        if !filter.contains(target) {
+            filter = format!("{filter},{directive}");
+        }
+    }
     let filter = EnvFilter::builder()
         .parse(&filter)
         .unwrap_or_else(|_| EnvFilter::new(crate::config::DEFAULT_LOG_FILTER));
@@ -118,8 +119,9 @@ fn with_attempt(
 
 pub use crate::config::LogFormat;
 
-/// The span of one HTTP request: method, path and the request id that
-/// `SetRequestIdLayer` put on it. The query string is left out: it can hold tokens.
+/// The span of one HTTP request: method, path, the request id that `SetRequestIdLayer`
+/// put on it, and the client's address (recorded by `security::client`, once it knows
+/// which proxies to believe). The query string is left out: it can hold tokens.
 pub fn request_span<B>(request: &Request<B>) -> Span {
     let request_id = request
         .headers()
@@ -131,7 +133,29 @@ pub fn request_span<B>(request: &Request<B>) -> Span {
         method = %request.method(),
         path = %request.uri().path(),
         request_id = %request_id,
+        client = tracing::field::Empty,
     )
+}
+
+/// Marks a health probe's answer (`/readyz`, `/healthz`), whose 503 while the database
+/// is down is the answer asked for, not a failure to log at every probe.
+#[derive(Clone, Copy, Debug)]
+pub struct HealthProbe;
+
+/// The access log: one line per answered request, in the request's span, with its
+/// status and its latency in milliseconds as numbers (a log collector sums and compares
+/// them; tower-http's own line writes the latency as a string, "3 ms"). At info, or at
+/// warn for a 5xx (the cause of a 500 is logged at error where it happened), but a
+/// health probe's.
+pub fn access_log<B>(response: &axum::http::Response<B>, latency: std::time::Duration, _: &Span) {
+    let status = response.status().as_u16();
+    let latency_ms = latency.as_secs_f64() * 1000.0;
+    let probe = response.extensions().get::<HealthProbe>().is_some();
+    if response.status().is_server_error() && !probe {
+        tracing::warn!(status, latency_ms, "finished processing request");
+    } else {
+        tracing::info!(status, latency_ms, "finished processing request");
+    }
 }
 
 #[cfg(test)]

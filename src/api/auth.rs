@@ -84,7 +84,6 @@ mod server {
             Ok(admission) => admission,
             Err(wait) => {
                 tracing::warn!(
-                    ?address,
                     wait_secs = wait.as_secs(),
                     "sign-in refused: too many failures from this address"
                 );
@@ -100,11 +99,14 @@ mod server {
             }
             Ok(None) => {
                 admission.failed(&form.email);
-                tracing::info!(?address, "a sign-in failed");
+                tracing::info!("a sign-in failed");
                 return again("invalid");
             }
             Err(err) => {
-                tracing::error!(error = format!("{err:#}"), "sign-in could not be checked");
+                tracing::error!(
+                    error = standmeet_jobs::error_chain(err.as_ref()),
+                    "sign-in could not be checked"
+                );
                 return again("unavailable");
             }
         };

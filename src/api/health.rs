@@ -4,7 +4,7 @@
 //!   gets a process restarted, and a restart does not bring a database back.
 //! - `GET /readyz` and `GET /healthz`: whether this process can serve requests now, as
 //!   JSON: 200 when the database answers, 503 when it does not (send traffic
-//!   elsewhere). The job listener's state and the waiters are shown too; a listener that
+//!   elsewhere); `/readyz` also answers 503 while the site's files are missing. The job listener's state and the waiters are shown too; a listener that
 //!   is reconnecting does not make the process unready (waits fall back to re-reading
 //!   once a second).
 
@@ -14,6 +14,7 @@ use axum::http::StatusCode;
 use serde::Serialize;
 
 use crate::state::AppState;
+use crate::telemetry::HealthProbe;
 
 #[derive(Debug, Serialize)]
 pub struct Health {
@@ -28,6 +29,10 @@ pub struct Health {
     /// Callers waiting for jobs right now, and how many may.
     pub waiters: usize,
     pub max_waiters: usize,
+    /// `ok` when the files every page names (the CSS, the JS and the wasm) are under
+    /// `LEPTOS_SITE_ROOT`, else `missing`: the pages would come without style or
+    /// script, so `/readyz` answers 503 (`/healthz` stays about the database).
+    pub site: &'static str,
     /// The version of this binary.
     pub version: &'static str,
 }
@@ -40,12 +45,50 @@ pub async fn livez() -> (StatusCode, Json<serde_json::Value>) {
     )
 }
 
-/// `GET /readyz` and `GET /healthz`.
-pub async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
+/// `GET /healthz`: 503 while the database does not answer.
+pub async fn healthz(
+    State(state): State<AppState>,
+) -> (StatusCode, axum::Extension<HealthProbe>, Json<Health>) {
+    let (health, database_ok, _) = health(&state).await;
+    (
+        answer_code(database_ok),
+        axum::Extension(HealthProbe),
+        Json(health),
+    )
+}
+
+/// `GET /readyz`: 503 while the database does not answer or the site's files are
+/// missing (send traffic elsewhere).
+pub async fn readyz(
+    State(state): State<AppState>,
+) -> (StatusCode, axum::Extension<HealthProbe>, Json<Health>) {
+    let (health, database_ok, site_ok) = health(&state).await;
+    (
+        answer_code(database_ok && site_ok),
+        axum::Extension(HealthProbe),
+        Json(health),
+    )
+}
+
+fn answer_code(ok: bool) -> StatusCode {
+    if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    }
+}
+
+/// The process's health, and whether its database and its site are ok.
+async fn health(state: &AppState) -> (Health, bool, bool) {
     let database_ok = crate::db::ping(&state.pool).await;
+    let site_ok = state.site_files.missing().is_empty();
     let waiters = state.jobs.waiters();
     let health = Health {
-        status: if database_ok { "ok" } else { "degraded" },
+        status: if database_ok && site_ok {
+            "ok"
+        } else {
+            "degraded"
+        },
         database: if database_ok { "ok" } else { "unavailable" },
         listener: match state.jobs.listener_state() {
             standmeet_jobs::listener::ListenerState::Connected => "connected",
@@ -54,12 +97,8 @@ pub async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Health>
         },
         waiters: waiters.waiting,
         max_waiters: waiters.max,
+        site: if site_ok { "ok" } else { "missing" },
         version: env!("CARGO_PKG_VERSION"),
     };
-    let status = if database_ok {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    (status, Json(health))
+    (health, database_ok, site_ok)
 }

@@ -82,9 +82,35 @@ pub async fn connect(url: &str) -> anyhow::Result<PgPool> {
 
 /// [`connect`] with a pool of at most `size` connections (`STANDMEET_DB_POOL_SIZE`).
 pub async fn connect_sized(url: &str, size: u32) -> anyhow::Result<PgPool> {
-    let exists = Postgres::database_exists(url)
-        .await
-        .context("cannot reach PostgreSQL")?;
+    connect_waiting(url, size, Duration::ZERO).await
+}
+
+/// [`connect_sized`], waiting up to `patience` for a server that does not answer yet
+/// (`STANDMEET_DATABASE_WAIT_MS`): at boot PostgreSQL may come up after StandMeet, and
+/// a unit that fails at once is soon given up by its service manager. It tries again
+/// with backoff (a quarter second, doubling to five), saying so in the log each time;
+/// what is not a matter of waiting (a wrong password, a role that may not create the
+/// database) fails at once.
+pub async fn connect_waiting(url: &str, size: u32, patience: Duration) -> anyhow::Result<PgPool> {
+    let deadline = tokio::time::Instant::now() + patience;
+    let mut pause = Duration::from_millis(250);
+    let exists = loop {
+        match Postgres::database_exists(url).await {
+            Ok(exists) => break exists,
+            Err(err)
+                if not_answering_yet(&err) && tokio::time::Instant::now() + pause <= deadline =>
+            {
+                tracing::warn!(
+                    error = standmeet_jobs::error_chain(&err),
+                    retry_in_ms = pause.as_millis() as u64,
+                    "PostgreSQL does not answer yet; trying again"
+                );
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+            Err(err) => return Err(err).context("cannot reach PostgreSQL"),
+        }
+    };
     if !exists {
         tracing::info!("creating the database, which does not exist yet");
         Postgres::create_database(url)
@@ -110,6 +136,16 @@ pub async fn connect_sized(url: &str, size: u32) -> anyhow::Result<PgPool> {
         .connect_with(options)
         .await
         .context("cannot connect to PostgreSQL")
+}
+
+/// Whether `err` is a server that is not there yet or not ready yet (refused, timed
+/// out, starting up or shutting down: SQLSTATE 57P03), rather than one that said no.
+fn not_answering_yet(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut => true,
+        sqlx::Error::Database(db) => db.code().as_deref() == Some("57P03"),
+        _ => false,
+    }
 }
 
 /// A request's statement slower than this is logged as a warning (an operator's job
@@ -139,7 +175,7 @@ const ENGINE_HANDLER_CONNECTIONS: u32 = 6;
 pub fn engine_pool(app: &PgPool, needed: u32) -> PgPool {
     // Tried before use only after a quiet second (`standmeet_jobs::pool_options`).
     standmeet_jobs::JobRuntime::pool_options()
-        .max_connections(needed + ENGINE_HANDLER_CONNECTIONS)
+        .max_connections(engine_pool_size(needed))
         .acquire_timeout(Duration::from_secs(5))
         .acquire_slow_level(log::LevelFilter::Info)
         .connect_lazy_with(
@@ -155,6 +191,11 @@ pub fn engine_pool(app: &PgPool, needed: u32) -> PgPool {
         )
 }
 
+/// The size of the pool [`engine_pool`] makes for an engine that needs `needed`.
+pub fn engine_pool_size(needed: u32) -> u32 {
+    needed + ENGINE_HANDLER_CONNECTIONS
+}
+
 /// Brings the schema up to date. Several copies of StandMeet may start at once: sqlx
 /// takes an advisory lock so that only one applies the migrations.
 ///
@@ -163,10 +204,30 @@ pub fn engine_pool(app: &PgPool, needed: u32) -> PgPool {
 /// would refuse it for a single list.
 pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
     refuse_unknown_migrations(pool).await?;
-    MIGRATOR
-        .run(pool)
-        .await
-        .context("cannot apply the database migrations")
+    let Err(err) = MIGRATOR.run(pool).await else {
+        return Ok(());
+    };
+    let err = anyhow::Error::from(err);
+    let denied = err
+        .chain()
+        .filter_map(|cause| cause.downcast_ref::<sqlx::Error>())
+        .filter_map(|sqlx| sqlx.as_database_error())
+        .any(|db| db.code().as_deref() == Some("42501"));
+    if !denied {
+        return Err(err.context("cannot apply the database migrations"));
+    }
+    // PostgreSQL 15 lets only a database's owner create tables in its public schema: a
+    // database made by someone else for the role is the usual cause.
+    let (role, database): (String, String) =
+        sqlx::query_as("SELECT current_user::text, current_database()::text")
+            .fetch_one(pool)
+            .await
+            .unwrap_or_else(|_| ("the role".into(), "the database".into()));
+    Err(err.context(format!(
+        "cannot apply the database migrations: the role {role} may not create tables in \
+         {database}'s public schema; make it the database's owner (as a superuser: \
+         ALTER DATABASE {database} OWNER TO {role}), as docs/operating.md shows"
+    )))
 }
 
 async fn refuse_unknown_migrations(pool: &PgPool) -> anyhow::Result<()> {

@@ -471,7 +471,10 @@ impl PrivateCluster {
 impl Drop for PrivateCluster {
     fn drop(&mut self) {
         if let Err(err) = self.stop_inner() {
-            eprintln!("standmeet: could not stop the private PostgreSQL cluster: {err:#}");
+            eprintln!(
+                "standmeet: could not stop the private PostgreSQL cluster: {}",
+                standmeet_jobs::error_chain(err.as_ref())
+            );
         }
     }
 }

@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 use anyhow::Context;
 use sqlx::PgPool;
 
-use crate::config::Settings;
+use crate::config::{AdminBootstrap, Settings};
 use crate::types::EmailAddress;
 
 /// A signed-in admin, as the request guard finds it.
@@ -140,9 +140,29 @@ pub async fn set_password(
     Ok(changed.rows_affected() == 1)
 }
 
+/// Creates admin `email` with `password`; answers `false`, changing nothing, when there
+/// is one already.
+pub async fn create(pool: &PgPool, email: &EmailAddress, password: &str) -> anyhow::Result<bool> {
+    let hash = hash_password(password.to_string()).await?;
+    let created = sqlx::query_scalar!(
+        r#"
+        INSERT INTO admins (email, password_hash) VALUES ($1, $2)
+        ON CONFLICT ((lower(email))) DO NOTHING
+        RETURNING id
+        "#,
+        email.as_str(),
+        hash
+    )
+    .fetch_optional(pool)
+    .await
+    .context("cannot create the admin")?;
+    Ok(created.is_some())
+}
+
 /// Creates the admin `email`, or sets its password when it exists and the password is
-/// a different one (which ends that admin's sessions; the same password, given again at
-/// every start, changes nothing). Answers its id.
+/// a different one (which ends that admin's sessions, and is said in the log: a
+/// password changed elsewhere does not last while the setting gives another; the same
+/// password, given again at every start, changes nothing). Answers its id.
 pub async fn admin_upsert(
     pool: &PgPool,
     email: &EmailAddress,
@@ -158,6 +178,10 @@ pub async fn admin_upsert(
     if let Some(existing) = existing {
         if !password_matches(password.to_string(), existing.password_hash).await {
             set_password(pool, email, password).await?;
+            tracing::warn!(
+                %email,
+                "STANDMEET_ADMIN_PASSWORD replaced this admin's password, which was a different one (changed by `standmeet admin set-password`, or the setting changed) and ended its sessions; while the setting is set it wins at every start: remove it to keep a password changed elsewhere"
+            );
         }
         return Ok(existing.id);
     }
@@ -188,8 +212,9 @@ pub struct GeneratedAdmin {
 /// Makes sure someone can sign in:
 /// - with `STANDMEET_ADMIN_EMAIL` and `STANDMEET_ADMIN_PASSWORD`, that admin is created
 ///   or its password set;
-/// - with neither, and no admin at all yet, `admin@localhost` is created with a
-///   generated password, which is returned so the caller can show it once.
+/// - otherwise, while there is no admin at all, the first one is created
+///   (`STANDMEET_ADMIN_EMAIL`, else `admin@localhost`) with a generated password, which
+///   is returned so the caller can show it once.
 ///
 /// Several copies starting at once create at most one admin: the insert only happens
 /// while the table is empty, and the unique email index settles a tie.
@@ -197,17 +222,44 @@ pub async fn bootstrap(
     pool: &PgPool,
     settings: &Settings,
 ) -> anyhow::Result<Option<GeneratedAdmin>> {
-    if let Some(admin) = &settings.admin {
-        admin_upsert(pool, &admin.email, &admin.password).await?;
-        tracing::info!(email = %admin.email, "the admin from STANDMEET_ADMIN_EMAIL is ready");
-        return Ok(None);
-    }
+    bootstrap_showing(pool, settings, true).await
+}
+
+/// [`bootstrap`], making a first admin with a generated password only when
+/// `can_show_password` (the caller has somewhere to show it that is not a log); without,
+/// an empty table is left empty and the log says how to create an admin.
+pub async fn bootstrap_showing(
+    pool: &PgPool,
+    settings: &Settings,
+    can_show_password: bool,
+) -> anyhow::Result<Option<GeneratedAdmin>> {
+    let first_email = match &settings.admin {
+        Some(AdminBootstrap {
+            email,
+            password: Some(password),
+        }) => {
+            admin_upsert(pool, email, password).await?;
+            tracing::info!(%email, "the admin from STANDMEET_ADMIN_EMAIL is ready");
+            return Ok(None);
+        }
+        Some(AdminBootstrap {
+            email,
+            password: None,
+        }) => email.as_str(),
+        None => DEFAULT_ADMIN_EMAIL,
+    };
 
     let any_admin = sqlx::query_scalar!(r#"SELECT EXISTS (SELECT FROM admins) AS "exists!""#)
         .fetch_one(pool)
         .await
         .context("cannot count the admins")?;
     if any_admin {
+        return Ok(None);
+    }
+    if !can_show_password {
+        tracing::warn!(
+            "no admin can sign in yet, and a generated password would be written where the log goes: create one with `standmeet admin create {first_email}` (it reads the password from standard input), or set STANDMEET_ADMIN_EMAIL and STANDMEET_ADMIN_PASSWORD"
+        );
         return Ok(None);
     }
     let password = generate_password();
@@ -219,20 +271,20 @@ pub async fn bootstrap(
         ON CONFLICT DO NOTHING
         RETURNING id
         "#,
-        DEFAULT_ADMIN_EMAIL,
+        first_email,
         hash
     )
     .fetch_optional(pool)
     .await
     .context("cannot create the first admin")?;
     Ok(created.map(|_| GeneratedAdmin {
-        email: DEFAULT_ADMIN_EMAIL.to_string(),
+        email: first_email.to_string(),
         password,
     }))
 }
 
 /// 20 characters from an alphabet without look-alikes (no 0/O, 1/l/I): about 115 bits.
-fn generate_password() -> String {
+pub fn generate_password() -> String {
     use rand::seq::IndexedRandom;
     const ALPHABET: &[u8] = b"abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
     let mut rng = rand::rng();

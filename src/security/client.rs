@@ -157,6 +157,8 @@ pub async fn find_client_address(
             }
         }
         let client = proxies.client(peer, request.headers());
+        // Every line of the request's span names its client, the access log's too.
+        tracing::Span::current().record("client", tracing::field::display(client));
         request.extensions_mut().insert(ClientAddress(client));
     }
     next.run(request).await

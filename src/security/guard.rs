@@ -90,7 +90,10 @@ pub async fn require_admin_where_needed(
     let admin = match signed_in_admin(&pool, &session).await {
         Ok(admin) => admin,
         Err(err) if area != Area::Public => {
-            tracing::error!(error = format!("{err:#}"), "cannot check the session");
+            tracing::error!(
+                error = standmeet_jobs::error_chain(err.as_ref()),
+                "cannot check the session"
+            );
             return (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "StandMeet cannot check your sign-in right now; try again shortly.",

@@ -4,6 +4,7 @@
 
 use crate::common;
 
+use std::io::Write;
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -74,10 +75,20 @@ struct Server {
 }
 
 impl Server {
-    fn start(mut cmd: Command) -> Server {
+    fn start(cmd: Command) -> Server {
+        Server::start_with(cmd, |_| Vec::new())
+    }
+
+    /// [`Server::start`], with settings that depend on the file its standard output
+    /// goes to.
+    fn start_with(
+        mut cmd: Command,
+        more_env: impl FnOnce(&Path) -> Vec<(&'static str, String)>,
+    ) -> Server {
         let port = free_port();
         let stdout = tempfile::NamedTempFile::new().unwrap();
         let stderr = tempfile::NamedTempFile::new().unwrap();
+        cmd.envs(more_env(stdout.path()));
         let child = cmd
             .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))
             .stdout(Stdio::from(stdout.reopen().unwrap()))
@@ -253,7 +264,7 @@ fn the_systemd_unit_verifies() {
     ))
     .unwrap();
     // The unit names the installed binary; here, this build's.
-    let unit = unit.replace("/opt/standmeet/standmeet", BIN);
+    let unit = unit.replace("/opt/standmeet/current/standmeet", BIN);
     let dir = scratch_dir();
     let path = dir.path().join("standmeet.service");
     std::fs::write(&path, unit).unwrap();
@@ -327,7 +338,14 @@ async fn json_logs_are_one_object_a_line_with_an_access_line_per_request() {
         .unwrap_or_else(|| panic!("an access line for /livez in {log}"));
     assert_eq!(access["level"], "INFO");
     assert_eq!(access["span"]["method"], "GET");
-    assert!(access["fields"]["latency"].is_string(), "{access}");
+    // The latency is a number of milliseconds, and the client is named, as an address.
+    assert!(
+        access["fields"]["latency_ms"]
+            .as_f64()
+            .is_some_and(|ms| ms >= 0.0),
+        "{access}"
+    );
+    assert_eq!(access["span"]["client"], "127.0.0.1", "{access}");
     let mail = lines
         .iter()
         .find(|line| {
@@ -349,7 +367,6 @@ async fn json_logs_are_one_object_a_line_with_an_access_line_per_request() {
 
 #[tokio::test]
 async fn admin_set_password_reads_stdin_and_ends_the_sessions() {
-    use std::io::Write;
     let (url, admin_url) = scratch_database("password");
     let pool = standmeet::db::connect(url.as_str()).await.unwrap();
     standmeet::db::migrate(&pool).await.unwrap();
@@ -402,6 +419,271 @@ async fn admin_set_password_reads_stdin_and_ends_the_sessions() {
     let short = run("owner@example.com", "short\n");
     assert!(!short.status.success());
     pool.close().await;
+    drop_database(&admin_url, &url).await;
+}
+
+/// Runs `standmeet <args>` on `url`'s database with `stdin` as its standard input.
+fn run_with_input(args: &[&str], url: &url::Url, stdin: &str) -> std::process::Output {
+    let mut child = standmeet()
+        .args(args)
+        .env("DATABASE_URL", url.as_str())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[tokio::test]
+async fn admin_create_makes_an_admin_once_from_stdin_or_with_a_generated_password() {
+    let (url, admin_url) = scratch_database("create");
+    let made = run_with_input(
+        &["admin", "create", "boss@example.com"],
+        &url,
+        "long enough\n",
+    );
+    let said = String::from_utf8_lossy(&made.stdout);
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    assert!(
+        said.contains("boss@example.com") && said.contains("/login"),
+        "{said}"
+    );
+    assert!(
+        !said.contains("long enough"),
+        "a password read is not printed: {said}"
+    );
+
+    let again = run_with_input(
+        &["admin", "create", "Boss@Example.com"],
+        &url,
+        "another one\n",
+    );
+    assert!(!again.status.success());
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        stderr.contains("already") && stderr.contains("set-password"),
+        "{stderr}"
+    );
+
+    let short = run_with_input(&["admin", "create", "short@example.com"], &url, "short\n");
+    assert!(!short.status.success());
+    assert!(String::from_utf8_lossy(&short.stderr).contains("8 characters"));
+
+    let generated = run_with_input(
+        &["admin", "create", "--generate", "ops@example.com"],
+        &url,
+        "",
+    );
+    assert!(
+        generated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&generated.stderr)
+    );
+    let console = String::from_utf8_lossy(&generated.stdout);
+    let password = generated_password(&console).expect("the generated password is printed");
+
+    let pool = standmeet::db::connect(url.as_str()).await.unwrap();
+    for (email, password) in [
+        ("boss@example.com", "long enough"),
+        ("ops@example.com", &password),
+    ] {
+        let admin = standmeet::domain::admins::authenticate(&pool, email, password)
+            .await
+            .unwrap();
+        assert!(admin.is_some(), "{email} signs in");
+    }
+    assert!(
+        standmeet::domain::admins::authenticate(&pool, "boss@example.com", "another one")
+            .await
+            .unwrap()
+            .is_none(),
+        "the second create changed nothing"
+    );
+    assert_eq!(common::count(&pool, "SELECT count(*) FROM admins").await, 2);
+    pool.close().await;
+    drop_database(&admin_url, &url).await;
+}
+
+#[tokio::test]
+async fn a_password_the_setting_replaces_is_said_by_the_command_and_the_start() {
+    let (url, admin_url) = scratch_database("wins");
+    let made = run_with_input(
+        &["admin", "create", "boss@example.com"],
+        &url,
+        "from the settings\n",
+    );
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    // The operator changes it by hand while the environment still names the old one.
+    let mut cmd = standmeet();
+    let changed = cmd
+        .args(["admin", "set-password", "boss@example.com"])
+        .env("DATABASE_URL", url.as_str())
+        .env("STANDMEET_ADMIN_EMAIL", "boss@example.com")
+        .env("STANDMEET_ADMIN_PASSWORD", "from the settings")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut changed = changed;
+    changed
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"changed by hand\n")
+        .unwrap();
+    let changed = changed.wait_with_output().unwrap();
+    assert!(changed.status.success());
+    let said = String::from_utf8_lossy(&changed.stdout);
+    assert!(
+        said.contains("STANDMEET_ADMIN_PASSWORD") && said.contains("next start"),
+        "{said}"
+    );
+
+    let mut cmd = standmeet();
+    cmd.env("DATABASE_URL", url.as_str())
+        .env("STANDMEET_ADMIN_EMAIL", "boss@example.com")
+        .env("STANDMEET_ADMIN_PASSWORD", "from the settings");
+    let mut server = Server::start(cmd);
+    server.wait_healthy().await;
+    let (_, log) = server.stop();
+    assert!(
+        log.contains("STANDMEET_ADMIN_PASSWORD replaced this admin's password"),
+        "{log}"
+    );
+    drop_database(&admin_url, &url).await;
+}
+
+#[tokio::test]
+async fn under_the_journal_no_password_is_made_up_and_the_log_says_how_to_make_an_admin() {
+    use std::os::unix::fs::MetadataExt;
+    let (url, admin_url) = scratch_database("journal");
+    let mut cmd = standmeet();
+    cmd.env("DATABASE_URL", url.as_str());
+    // systemd names the journal's stream by its device and inode; here the file the
+    // server's standard output goes to stands in for it.
+    let mut server = Server::start_with(cmd, |stdout| {
+        let meta = std::fs::metadata(stdout).unwrap();
+        vec![("JOURNAL_STREAM", format!("{}:{}", meta.dev(), meta.ino()))]
+    });
+    server.wait_healthy().await;
+    let (console, log) = server.stop();
+    assert_eq!(generated_password(&console), None, "{console}");
+    assert!(log.contains("standmeet admin create"), "{log}");
+    let pool = standmeet::db::connect(url.as_str()).await.unwrap();
+    assert_eq!(common::count(&pool, "SELECT count(*) FROM admins").await, 0);
+    pool.close().await;
+    drop_database(&admin_url, &url).await;
+}
+
+// Two threads: the relay below runs on the runtime while `Server::stop` blocks one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_waits_for_a_database_that_answers_later() {
+    let (url, admin_url) = scratch_database("late");
+    let database: std::net::SocketAddr =
+        format!("{}:{}", url.host_str().unwrap(), url.port().unwrap_or(5432))
+            .parse()
+            .unwrap();
+    // Nothing listens on this port yet: connections are refused, as while PostgreSQL
+    // boots.
+    let port = free_port();
+    let mut late = url.clone();
+    late.set_port(Some(port)).unwrap();
+    let mut cmd = standmeet();
+    cmd.env("DATABASE_URL", late.as_str())
+        .env("STANDMEET_DATABASE_WAIT_MS", "60000");
+    let mut server = Server::start(cmd);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !server.log().contains("PostgreSQL does not answer yet") {
+        assert!(
+            Instant::now() < deadline,
+            "no word of waiting: {}",
+            server.log()
+        );
+        assert!(
+            server.child.try_wait().unwrap().is_none(),
+            "it gave up: {}",
+            server.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Now the database answers on that port (through a relay to the test server).
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(database).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    assert_eq!(server.wait_healthy().await["database"], "ok");
+    server.stop();
+    drop_database(&admin_url, &url).await;
+}
+
+#[test]
+fn an_error_says_each_cause_once() {
+    let output = standmeet()
+        .arg("migrate")
+        .env(
+            "DATABASE_URL",
+            format!("postgres://nobody@127.0.0.1:{}/none", free_port()),
+        )
+        .env("STANDMEET_DATABASE_WAIT_MS", "0")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cannot reach PostgreSQL"), "{stderr}");
+    assert_eq!(stderr.matches("Connection refused").count(), 1, "{stderr}");
+}
+
+#[tokio::test]
+async fn a_site_root_without_the_site_is_refused_by_check_config_and_readyz() {
+    let checked = standmeet()
+        .arg("check-config")
+        .env("LEPTOS_SITE_ROOT", "/does/not/exist")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&checked.stderr);
+    assert_eq!(checked.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("LEPTOS_SITE_ROOT") && stderr.contains("/does/not/exist"),
+        "{stderr}"
+    );
+
+    let (url, admin_url) = scratch_database("site");
+    let mut cmd = standmeet();
+    cmd.env("DATABASE_URL", url.as_str())
+        .env("LEPTOS_SITE_ROOT", "/does/not/exist");
+    let mut server = Server::start(cmd);
+    let health = server.wait_healthy().await;
+    assert_eq!(health["site"], "missing", "{health}");
+    let ready = reqwest::get(format!("http://127.0.0.1:{}/readyz", server.port))
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 503);
+    let (_, log) = server.stop();
+    assert!(log.contains("the site's files are not there"), "{log}");
     drop_database(&admin_url, &url).await;
 }
 

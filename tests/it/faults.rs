@@ -188,7 +188,10 @@ async fn the_log_supplier_keeps_mail_bodies_out_of_the_process_log() {
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
 
-    let from = standmeet::types::EmailAddress::parse("desk@example.com").unwrap();
+    let from = standmeet::config::MailFrom {
+        name: "StandMeet".into(),
+        address: standmeet::types::EmailAddress::parse("desk@example.com").unwrap(),
+    };
     let mail = standmeet::domain::mail::Mail {
         to: standmeet::types::EmailAddress::parse("visitor@example.com").unwrap(),
         subject: "Your access to StandMeet".into(),

@@ -6,7 +6,7 @@
 use crate::common;
 
 use common::smtp::SmtpPeer;
-use standmeet::config::MailSupplier;
+use standmeet::config::{MailFrom, MailSupplier};
 use standmeet::domain::mail::{Mail, Mailer};
 use standmeet::types::EmailAddress;
 
@@ -23,8 +23,11 @@ fn mail() -> Mail {
     }
 }
 
-fn sender() -> EmailAddress {
-    EmailAddress::parse("standmeet@desk.example").unwrap()
+fn sender() -> MailFrom {
+    MailFrom {
+        name: "Front desk".into(),
+        address: EmailAddress::parse("standmeet@desk.example").unwrap(),
+    }
 }
 
 #[tokio::test]
@@ -64,4 +67,38 @@ async fn smtp_without_a_password_works_in_plain_text_as_before() {
         .expect("the mail goes out");
     assert!(peer.logins().is_empty());
     assert_eq!(peer.received().len(), 1);
+}
+
+#[tokio::test]
+async fn a_mail_carries_a_message_id_in_the_senders_domain_and_the_senders_name() {
+    let peer = SmtpPeer::start().await.expect("an SMTP peer on loopback");
+    let mailer = mailer(&peer.url());
+    for _ in 0..2 {
+        mailer
+            .send(&sender(), &mail())
+            .await
+            .expect("the mail goes out");
+    }
+    let received = peer.received();
+    let header = |data: &str, name: &str| {
+        data.lines()
+            .find_map(|line| line.strip_prefix(name))
+            .map(|value| value.trim().to_string())
+            .unwrap_or_else(|| panic!("no {name} header in {data}"))
+    };
+    let ids: Vec<String> = received
+        .iter()
+        .map(|mail| header(&mail.data, "Message-ID:"))
+        .collect();
+    for id in &ids {
+        assert!(
+            id.starts_with('<') && id.ends_with("@desk.example>"),
+            "{id}"
+        );
+    }
+    assert_ne!(ids[0], ids[1], "each mail its own");
+    assert_eq!(
+        header(&received[0].data, "From:"),
+        "\"Front desk\" <standmeet@desk.example>"
+    );
 }

@@ -138,6 +138,14 @@ impl EngineConfig {
         let claims: usize = self.queues.iter().map(|q| q.claims_in_flight).sum();
         claims as u32 + crate::engine::CONNECTIONS_BESIDE_CLAIMS
     }
+
+    /// The most connections an engine with this configuration holds at once when it is
+    /// given a pool of `given_pool` connections: those, and the few of its own pool (for
+    /// the completer and the chores, which never wait behind handlers). The process's
+    /// one LISTEN connection comes on top.
+    pub fn connections_at_most(&self, given_pool: u32) -> u32 {
+        given_pool + crate::engine::CONTROL_CONNECTIONS
+    }
 }
 
 /// A claim's usual window: long enough for a quick job (a local mail, an index update,

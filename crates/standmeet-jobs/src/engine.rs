@@ -232,7 +232,10 @@ fn periodic_chore(
         async move {
             let now = jiff::Timestamp::now();
             if let Err(err) = super::periodic::fire_due(&pool, &registry, &tz, now).await {
-                tracing::warn!(error = %format!("{err:#}"), "cannot fire the schedules that are due");
+                tracing::warn!(
+                    error = crate::error_chain(&err),
+                    "cannot fire the schedules that are due"
+                );
             }
         }
     })

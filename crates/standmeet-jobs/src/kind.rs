@@ -210,6 +210,7 @@ impl JobError {
 
 impl<E: Into<anyhow::Error>> From<E> for JobError {
     fn from(err: E) -> Self {
-        JobError::retry(format!("{:#}", err.into()))
+        let err: anyhow::Error = err.into();
+        JobError::retry(crate::error_chain(err.as_ref()))
     }
 }

@@ -183,7 +183,7 @@ mod waiters;
 #[cfg(feature = "engine")]
 pub use client::{JobClient, WaiterFigures};
 #[cfg(feature = "engine")]
-pub use error::Error;
+pub use error::{Error, error_chain};
 #[cfg(feature = "engine")]
 pub use insert::{InsertOptions, Inserted};
 #[cfg(feature = "engine")]

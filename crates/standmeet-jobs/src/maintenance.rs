@@ -134,7 +134,7 @@ pub(crate) fn spawn_all(
                             )
                         }
                         Err(err) => tracing::warn!(
-                            error = format!("{err:#}"),
+                            error = crate::error_chain(&err),
                             what = chore.name,
                             "the cleaner failed"
                         ),

@@ -145,7 +145,7 @@ impl MailJob for Confirmation {
         let to = visitor_address(&booking)?;
         let organizer = owner(mail, job)
             .await?
-            .unwrap_or_else(|| mail.settings.mail_from.clone());
+            .unwrap_or_else(|| mail.settings.mail_from.address.clone());
         // The link's token, minted only while the booking still stands: a cancel that
         // came in since the check above makes this attempt send nothing after all.
         let token = new_token();
@@ -246,7 +246,7 @@ impl JobKind for Cancellation {
         let owner = owner(&self.0, &job).await?;
         let organizer = owner
             .clone()
-            .unwrap_or_else(|| self.0.settings.mail_from.clone());
+            .unwrap_or_else(|| self.0.settings.mail_from.address.clone());
         let summary = format!("Cancelled: meeting with {}", booking.name);
         let calendar = ics::calendar(
             &meeting(&booking, organizer.as_str(), &summary),

@@ -1232,7 +1232,10 @@ pub fn watch(
                     tracing::info!(job.id = %inserted.id, duplicate = inserted.duplicate, "a change under the vault queued a rebuild")
                 }
                 Err(err) => {
-                    tracing::warn!(error = %format!("{err:#}"), "cannot queue the rebuild a change under the vault asked for")
+                    tracing::warn!(
+                        error = standmeet_jobs::error_chain(&err),
+                        "cannot queue the rebuild a change under the vault asked for"
+                    )
                 }
             }
         }

@@ -6,6 +6,7 @@ use sqlx::PgPool;
 use time::OffsetDateTime;
 
 use super::{Mail, Mailer, SendError};
+use crate::config::MailFrom;
 use crate::types::EmailAddress;
 use standmeet_jobs::{JobError, JobId};
 
@@ -28,7 +29,7 @@ pub enum Delivery {
 pub async fn deliver(
     pool: &PgPool,
     mailer: &Mailer,
-    from: &EmailAddress,
+    from: &MailFrom,
     mail: &Mail,
     job: Option<JobId>,
     per_hour: u32,

@@ -13,8 +13,7 @@ use lettre::transport::smtp::client::{Tls, TlsParameters};
 use lettre::{AsyncTransport, Message, Tokio1Executor};
 
 use super::Mail;
-use crate::config::MailSupplier;
-use crate::types::EmailAddress;
+use crate::config::{MailFrom, MailSupplier};
 use standmeet_jobs::JobError;
 
 /// How long one SMTP conversation may take before it counts as a passing failure.
@@ -83,7 +82,7 @@ impl Mailer {
     }
 
     /// Sends `mail` from `from`.
-    pub async fn send(&self, from: &EmailAddress, mail: &Mail) -> Result<(), SendError> {
+    pub async fn send(&self, from: &MailFrom, mail: &Mail) -> Result<(), SendError> {
         match self {
             Mailer::None => Err(SendError::NotConfigured),
             Mailer::Log => {
@@ -151,16 +150,24 @@ fn percent_decode(text: &str) -> String {
         .into_owned()
 }
 
-fn build_message(from: &EmailAddress, mail: &Mail) -> Result<Message, String> {
-    let from: Mailbox = format!("StandMeet <{from}>")
+fn build_message(from: &MailFrom, mail: &Mail) -> Result<Message, String> {
+    let address: lettre::Address = from
+        .address
+        .as_str()
         .parse()
         .map_err(|err| format!("bad sender: {err}"))?;
+    let message_id = message_id(&address);
+    let from = Mailbox::new(Some(from.name.clone()), address);
     let to: Mailbox = mail
         .to
         .as_str()
         .parse()
         .map_err(|err| format!("bad recipient: {err}"))?;
-    let builder = Message::builder().from(from).to(to).subject(&mail.subject);
+    let builder = Message::builder()
+        .message_id(Some(message_id))
+        .from(from)
+        .to(to)
+        .subject(&mail.subject);
     let built = match &mail.calendar {
         None => builder.body(mail.body.clone()),
         // iMIP (RFC 6047), as calendar programs look for it: the text and, as its
@@ -195,6 +202,14 @@ fn build_message(from: &EmailAddress, mail: &Mail) -> Result<Message, String> {
         }
     };
     built.map_err(|err| format!("cannot build the mail: {err}"))
+}
+
+/// A `Message-ID` (RFC 5322 §3.6.4) unique to this mail, in the sender's domain:
+/// receiving servers score a mail without one as likely spam, and lettre adds one only
+/// when asked (then in the machine's host name, which says nothing to the receiver).
+fn message_id(sender: &lettre::Address) -> String {
+    let unique: u128 = rand::random();
+    format!("<{unique:032x}@{}>", sender.domain())
 }
 
 /// The server's reply (code and words) when there is one, else what went wrong.
