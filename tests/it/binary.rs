@@ -375,23 +375,7 @@ async fn admin_set_password_reads_stdin_and_ends_the_sessions() {
         .await
         .unwrap();
 
-    let run = |who: &str, line: &str| {
-        let mut child = standmeet()
-            .args(["admin", "set-password", who])
-            .env("DATABASE_URL", url.as_str())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(line.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    };
+    let run = |who: &str, line: &str| run_with_input(&["admin", "set-password", who], &url, line);
     let output = run("owner@example.com", "a+new password%20\n");
     assert!(
         output.status.success(),
@@ -424,9 +408,20 @@ async fn admin_set_password_reads_stdin_and_ends_the_sessions() {
 
 /// Runs `standmeet <args>` on `url`'s database with `stdin` as its standard input.
 fn run_with_input(args: &[&str], url: &url::Url, stdin: &str) -> std::process::Output {
+    run_with_env(args, url, stdin, &[])
+}
+
+/// [`run_with_input`] with more settings.
+fn run_with_env(
+    args: &[&str],
+    url: &url::Url,
+    stdin: &str,
+    env: &[(&str, &str)],
+) -> std::process::Output {
     let mut child = standmeet()
         .args(args)
         .env("DATABASE_URL", url.as_str())
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -529,25 +524,15 @@ async fn a_password_the_setting_replaces_is_said_by_the_command_and_the_start() 
         String::from_utf8_lossy(&made.stderr)
     );
     // The operator changes it by hand while the environment still names the old one.
-    let mut cmd = standmeet();
-    let changed = cmd
-        .args(["admin", "set-password", "boss@example.com"])
-        .env("DATABASE_URL", url.as_str())
-        .env("STANDMEET_ADMIN_EMAIL", "boss@example.com")
-        .env("STANDMEET_ADMIN_PASSWORD", "from the settings")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut changed = changed;
-    changed
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"changed by hand\n")
-        .unwrap();
-    let changed = changed.wait_with_output().unwrap();
+    let changed = run_with_env(
+        &["admin", "set-password", "boss@example.com"],
+        &url,
+        "changed by hand\n",
+        &[
+            ("STANDMEET_ADMIN_EMAIL", "boss@example.com"),
+            ("STANDMEET_ADMIN_PASSWORD", "from the settings"),
+        ],
+    );
     assert!(changed.status.success());
     let said = String::from_utf8_lossy(&changed.stdout);
     assert!(
