@@ -216,6 +216,16 @@ impl ConnectionBudget {
         }
     }
 
+    /// The budget of a copy started with `settings` (which builds its job registry, as
+    /// the copy does, to know its queues).
+    pub fn for_settings(settings: &Settings) -> anyhow::Result<ConnectionBudget> {
+        let registry = crate::domain::job_registry(crate::domain::mail::MailContext {
+            mailer: crate::domain::mail::Mailer::from_supplier(&settings.mail)?,
+            settings: Arc::new(settings.clone()),
+        })?;
+        Ok(ConnectionBudget::of(settings, &registry))
+    }
+
     pub fn total(&self) -> u32 {
         self.requests + self.jobs + self.listener
     }
@@ -225,10 +235,6 @@ impl ConnectionBudget {
 /// checked): the site's files are where `LEPTOS_SITE_ROOT` says, and what the copy
 /// will ask of PostgreSQL. Connects nowhere. The error names the setting.
 pub fn check_config(settings: Settings) -> anyhow::Result<String> {
-    let registry = crate::domain::job_registry(crate::domain::mail::MailContext {
-        mailer: crate::domain::mail::Mailer::from_supplier(&settings.mail)?,
-        settings: Arc::new(settings.clone()),
-    })?;
     let mut options = leptos::config::get_configuration(None)
         .context("cannot read the Leptos configuration")?
         .leptos_options;
@@ -240,7 +246,7 @@ pub fn check_config(settings: Settings) -> anyhow::Result<String> {
             crate::assets::SiteFiles::missing_words(&missing)
         );
     }
-    let budget = ConnectionBudget::of(&settings, &registry);
+    let budget = ConnectionBudget::for_settings(&settings)?;
     Ok(format!(
         "this copy uses up to {} PostgreSQL connections ({} for requests, STANDMEET_DB_POOL_SIZE; {} for the job engine; {} for the listener): N copies need N × {} within the server's max_connections (100 by default, of which superuser_reserved_connections, 3, are not for StandMeet)",
         budget.total(),

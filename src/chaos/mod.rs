@@ -150,6 +150,9 @@ impl Sizes {
     }
 }
 
+/// The `application_name` of the harness's own connections to a scenario's database.
+pub(crate) const HARNESS_APPLICATION: &str = "standmeet-chaos";
+
 /// What every scenario works with: the cluster, the scratch directory for its logs,
 /// and the sizes of this run.
 pub(crate) struct Lab {
@@ -161,11 +164,23 @@ pub(crate) struct Lab {
 impl Lab {
     /// A fresh database for one scenario, migrated, with the table of chaos effects:
     /// its URL (for children) and a pool (for the scenario's own checks).
+    ///
+    /// The pool's connections are named [`HARNESS_APPLICATION`], apart from a child's
+    /// (`standmeet`, `standmeet-jobs`, …), so that a scenario can count what a server
+    /// holds.
     pub async fn fresh_database(&self, name: &str) -> anyhow::Result<(String, PgPool)> {
         let url = self.cluster.database_url(name);
-        let pool = db::connect(&url).await?;
-        db::migrate(&pool).await?;
-        effect::create_table(&pool).await?;
+        let setup = db::connect(&url).await?;
+        db::migrate(&setup).await?;
+        effect::create_table(&setup).await?;
+        let options = (*setup.connect_options())
+            .clone()
+            .application_name(HARNESS_APPLICATION);
+        setup.close().await;
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(db::APP_POOL_SIZE)
+            .connect_with(options)
+            .await?;
         Ok((url, pool))
     }
 

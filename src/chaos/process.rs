@@ -202,6 +202,23 @@ pub(crate) struct ServerChild {
     pub mcp_token: String,
     pub admin_email: String,
     pub admin_password: String,
+    /// The settings it was started with (every StandMeet setting it has: see
+    /// [`ChildProcess::spawn`]).
+    pub settings: Vec<(String, String)>,
+}
+
+impl ServerChild {
+    /// The most PostgreSQL connections this server may hold, by its settings (what
+    /// `standmeet check-config` prints for them).
+    pub fn connection_budget(&self) -> anyhow::Result<crate::startup::ConnectionBudget> {
+        let settings = crate::config::Settings::from_lookup(|name| {
+            self.settings
+                .iter()
+                .find(|(known, _)| known == name)
+                .map(|(_, value)| value.clone())
+        })?;
+        crate::startup::ConnectionBudget::for_settings(&settings)
+    }
 }
 
 /// Starts `standmeet serve` on a free port against `database_url`, mailing through the
@@ -291,6 +308,10 @@ async fn start_server_as(
         mcp_token,
         admin_email,
         admin_password,
+        settings: env
+            .into_iter()
+            .map(|(name, value)| (name.to_string(), value))
+            .collect(),
     })
 }
 

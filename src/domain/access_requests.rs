@@ -112,7 +112,7 @@ fn capitalized(text: &str) -> String {
 }
 
 /// Writes the request and queues the mail that tells the owner, in one transaction.
-#[tracing::instrument(skip_all, err)]
+#[tracing::instrument(skip_all)]
 pub async fn submit(pool: &PgPool, jobs: &JobClient, request: &NewRequest) -> anyhow::Result<i64> {
     let mut tx = pool.begin().await?;
     let id = sqlx::query_scalar!(
@@ -281,7 +281,7 @@ impl From<standmeet_jobs::Error> for DecisionError {
 /// An approved request whose mail job ended without the mail going out (discarded,
 /// cancelled), or was cleaned away, can be approved again: a new mail job is queued,
 /// so no request is left approved with nothing on its way.
-#[tracing::instrument(skip(pool, jobs, mailer), err)]
+#[tracing::instrument(skip(pool, jobs, mailer))]
 /// `admin_id` is `None` when an agent approved through MCP.
 pub async fn approve(
     pool: &PgPool,
@@ -318,7 +318,7 @@ pub async fn approve(
 }
 
 /// Denies a pending request.
-#[tracing::instrument(skip(pool), err)]
+#[tracing::instrument(skip(pool))]
 pub async fn deny(pool: &PgPool, id: i64, admin_id: i64) -> Result<(), DecisionError> {
     let mut tx = pool.begin().await?;
     lock_pending(&mut tx, id, "denied").await?;

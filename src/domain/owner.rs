@@ -113,7 +113,7 @@ impl From<standmeet_jobs::Error> for ChangeError {
 /// Asks to change the owner's address to `new_email`: in one transaction any older
 /// pending change is superseded, the new one written, and its confirmation mail queued
 /// (its job id kept on the change). Answers the job.
-#[tracing::instrument(skip(pool, jobs, settings, mailer), err)]
+#[tracing::instrument(skip(pool, jobs, settings, mailer))]
 pub async fn request_change(
     pool: &PgPool,
     jobs: &JobClient,

@@ -339,7 +339,7 @@ fn rfc3339(at: OffsetDateTime) -> String {
 /// Enqueues one fetch per source in `source_ids` (every enabled source when `None`) in
 /// one transaction, or finds the source's fetch already on the way; answers the job
 /// ids, in the order of the sources.
-#[tracing::instrument(skip(pool, jobs), err)]
+#[tracing::instrument(skip(pool, jobs))]
 pub async fn start_fetch(
     pool: &PgPool,
     jobs: &JobClient,
