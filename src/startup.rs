@@ -528,8 +528,8 @@ fn announce_generated_admin(admin: &crate::domain::admins::GeneratedAdmin, publi
     println!("  StandMeet created the first admin. Sign in at {login} with:");
     println!("    email:    {}", admin.email);
     println!("    password: {}", admin.password);
-    println!("  This password is shown only now. Set STANDMEET_ADMIN_EMAIL and");
-    println!("  STANDMEET_ADMIN_PASSWORD to choose your own.");
+    println!("  This password is shown only now. To choose your own:");
+    println!("    standmeet admin set-password {}", admin.email);
     println!();
 }
 
