@@ -142,7 +142,7 @@ settings! {
     STANDMEET_DB_POOL_SIZE: Value("16"),
         "database connections for requests (the job engine and the listener have their own)";
     STANDMEET_DATABASE_WAIT_MS: Value("60000"),
-        "how long a start waits for DATABASE_URL's server to answer (0: not at all)";
+        "how long serve, migrate and the admin commands wait for DATABASE_URL's server to answer (0: not at all)";
     STANDMEET_TRUSTED_PROXIES: Nothing("unset: none"),
         "reverse proxies (CIDRs) whose forwarded header names the client";
     STANDMEET_TRUSTED_PROXY_HEADER: Value("x-forwarded-for"),
@@ -259,7 +259,7 @@ pub struct Settings {
     pub fetch_wait: Duration,
     /// `STANDMEET_INDEX_WAIT_MS`: how long a corpus write waits for its index job.
     pub index_wait: Duration,
-    /// `STANDMEET_DATABASE_WAIT_MS`: how long a start waits for the operator's
+    /// `STANDMEET_DATABASE_WAIT_MS`: how long a start or a command waits for the operator's
     /// PostgreSQL to answer (one booting with the machine), trying again with backoff.
     pub database_wait: Duration,
     /// `STANDMEET_MAX_WAITERS`: how many callers may wait for jobs at once.

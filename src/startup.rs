@@ -179,17 +179,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
 /// `standmeet migrate`: applies the migrations to the database (starting the private
 /// cluster for it when `DATABASE_URL` is unset) and stops.
 pub async fn migrate_only(settings: Settings) -> anyhow::Result<()> {
-    let source = open_database(&settings).await?;
-    let migrated = async {
-        let pool =
-            db::connect_waiting(&source.url(), db::APP_POOL_SIZE, settings.database_wait).await?;
-        db::migrate(&pool).await?;
-        pool.close().await;
-        anyhow::Ok(())
-    }
-    .await;
-    close_database(source).await?;
-    migrated?;
+    with_database(&settings, async |_| Ok(())).await?;
     println!("standmeet: the database is migrated");
     Ok(())
 }
@@ -271,14 +261,16 @@ fn admin_credentials(email: &str, password: &str) -> anyhow::Result<crate::types
 }
 
 /// Runs `work` on the migrated database the settings name (the private cluster,
-/// started and stopped again, when `DATABASE_URL` is unset).
+/// started and stopped again, when `DATABASE_URL` is unset), waiting for a server that
+/// does not answer yet as the start does (`STANDMEET_DATABASE_WAIT_MS`).
 async fn with_database<T>(
     settings: &Settings,
     work: impl AsyncFnOnce(&PgPool) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
     let source = open_database(settings).await?;
     let done = async {
-        let pool = db::connect(&source.url()).await?;
+        let pool =
+            db::connect_waiting(&source.url(), db::APP_POOL_SIZE, settings.database_wait).await?;
         db::migrate(&pool).await?;
         let done = work(&pool).await;
         pool.close().await;
