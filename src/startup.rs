@@ -328,12 +328,10 @@ pub async fn create_admin(
             "there is an admin {email} already; `standmeet admin set-password {email}` changes its password"
         );
     }
-    let login = settings
-        .public_url
-        .join("login")
-        .map(String::from)
-        .unwrap_or_else(|_| "/login".into());
-    println!("standmeet: admin {email} is created; sign in at {login}");
+    println!(
+        "standmeet: admin {email} is created; sign in at {}",
+        sign_in_url(&settings.public_url)
+    );
     if generated {
         println!("  password: {password}");
         println!("  It is shown only now.");
@@ -375,7 +373,7 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
     db::migrate(&pool).await?;
     let can_show_password = !stdout_is_the_journal();
     if let Some(generated) =
-        crate::domain::admins::bootstrap_showing(&pool, &settings, can_show_password).await?
+        crate::domain::admins::bootstrap(&pool, &settings, can_show_password).await?
     {
         announce_generated_admin(&generated, &settings.public_url);
     }
@@ -488,8 +486,14 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Shows the generated admin's password on the console, once: on stdout, not through
-/// tracing, so it never lands in a log collector.
+/// Where an admin signs in, as people reach this copy (`STANDMEET_PUBLIC_URL`).
+fn sign_in_url(public_url: &url::Url) -> String {
+    public_url
+        .join("login")
+        .map(String::from)
+        .unwrap_or_else(|_| "/login".into())
+}
+
 /// Whether this process's standard output is systemd's journal (`JOURNAL_STREAM` names
 /// its device and inode, as systemd sets it for a unit whose output goes there): what
 /// is printed there is kept in a log.
@@ -511,13 +515,14 @@ fn stdout_is_the_journal() -> bool {
     device.parse() == Ok(meta.dev()) && inode.parse() == Ok(meta.ino())
 }
 
+/// Shows the generated admin's password on the console, once: on stdout, not through
+/// tracing, so it never lands in a log collector.
 fn announce_generated_admin(admin: &crate::domain::admins::GeneratedAdmin, public_url: &url::Url) {
-    let login = public_url
-        .join("login")
-        .map(String::from)
-        .unwrap_or_else(|_| "/login".into());
     println!();
-    println!("  StandMeet created the first admin. Sign in at {login} with:");
+    println!(
+        "  StandMeet created the first admin. Sign in at {} with:",
+        sign_in_url(public_url)
+    );
     println!("    email:    {}", admin.email);
     println!("    password: {}", admin.password);
     println!("  This password is shown only now. To choose your own:");

@@ -214,21 +214,13 @@ pub struct GeneratedAdmin {
 ///   or its password set;
 /// - otherwise, while there is no admin at all, the first one is created
 ///   (`STANDMEET_ADMIN_EMAIL`, else `admin@localhost`) with a generated password, which
-///   is returned so the caller can show it once.
+///   is returned so the caller can show it once. Only when `can_show_password` (the
+///   caller has somewhere to show it that is not a log); without, an empty table is
+///   left empty and the log says how to create an admin.
 ///
 /// Several copies starting at once create at most one admin: the insert only happens
 /// while the table is empty, and the unique email index settles a tie.
 pub async fn bootstrap(
-    pool: &PgPool,
-    settings: &Settings,
-) -> anyhow::Result<Option<GeneratedAdmin>> {
-    bootstrap_showing(pool, settings, true).await
-}
-
-/// [`bootstrap`], making a first admin with a generated password only when
-/// `can_show_password` (the caller has somewhere to show it that is not a log); without,
-/// an empty table is left empty and the log says how to create an admin.
-pub async fn bootstrap_showing(
     pool: &PgPool,
     settings: &Settings,
     can_show_password: bool,

@@ -409,14 +409,17 @@ async fn responses_that_are_not_pages_allow_nothing(pool: PgPool) {
 #[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn with_no_admin_settings_the_first_start_generates_one_admin_once(pool: PgPool) {
     let settings = common::default_settings();
-    let generated = admins::bootstrap(&pool, &settings)
+    let generated = admins::bootstrap(&pool, &settings, true)
         .await
         .unwrap()
         .expect("an admin is generated");
     assert_eq!(generated.email, "admin@localhost");
     assert!(generated.password.len() >= 16);
     assert!(
-        admins::bootstrap(&pool, &settings).await.unwrap().is_none(),
+        admins::bootstrap(&pool, &settings, true)
+            .await
+            .unwrap()
+            .is_none(),
         "only the first start"
     );
 
@@ -433,7 +436,10 @@ async fn admin_settings_create_that_admin_and_later_change_its_password(pool: Pg
         ("STANDMEET_ADMIN_PASSWORD", "first password"),
     ]);
     assert!(
-        admins::bootstrap(&pool, &first).await.unwrap().is_none(),
+        admins::bootstrap(&pool, &first, true)
+            .await
+            .unwrap()
+            .is_none(),
         "nothing generated"
     );
     assert!(
@@ -447,7 +453,7 @@ async fn admin_settings_create_that_admin_and_later_change_its_password(pool: Pg
         ("STANDMEET_ADMIN_EMAIL", "boss@example.com"),
         ("STANDMEET_ADMIN_PASSWORD", "second password"),
     ]);
-    admins::bootstrap(&pool, &second).await.unwrap();
+    admins::bootstrap(&pool, &second, true).await.unwrap();
     assert!(
         admins::authenticate(&pool, "boss@example.com", "first password")
             .await
@@ -465,7 +471,7 @@ async fn admin_settings_create_that_admin_and_later_change_its_password(pool: Pg
 
     // With an admin configured, no admin@localhost appears.
     assert!(
-        admins::bootstrap(&pool, &common::default_settings())
+        admins::bootstrap(&pool, &common::default_settings(), true)
             .await
             .unwrap()
             .is_none()

@@ -236,11 +236,7 @@ async fn migrate_applies_the_migrations_and_exits() {
         .env("DATABASE_URL", url.as_str())
         .output()
         .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_succeeded(&output);
     let mut connection = PgConnection::connect(url.as_str()).await.unwrap();
     let bookings: bool = sqlx::query_scalar("SELECT to_regclass('public.bookings') IS NOT NULL")
         .fetch_one(&mut connection)
@@ -377,11 +373,7 @@ async fn admin_set_password_reads_stdin_and_ends_the_sessions() {
 
     let run = |who: &str, line: &str| run_with_input(&["admin", "set-password", who], &url, line);
     let output = run("owner@example.com", "a+new password%20\n");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_succeeded(&output);
     let signed_in =
         standmeet::domain::admins::authenticate(&pool, "owner@example.com", "a+new password%20")
             .await
@@ -409,6 +401,15 @@ async fn admin_set_password_reads_stdin_and_ends_the_sessions() {
 /// Runs `standmeet <args>` on `url`'s database with `stdin` as its standard input.
 fn run_with_input(args: &[&str], url: &url::Url, stdin: &str) -> std::process::Output {
     run_with_env(args, url, stdin, &[])
+}
+
+/// Fails the test with the command's own words when it did not succeed.
+fn assert_succeeded(output: &std::process::Output) {
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 /// [`run_with_input`] with more settings.
@@ -445,11 +446,7 @@ async fn admin_create_makes_an_admin_once_from_stdin_or_with_a_generated_passwor
         "long enough\n",
     );
     let said = String::from_utf8_lossy(&made.stdout);
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    assert_succeeded(&made);
     assert!(
         said.contains("boss@example.com") && said.contains("/login"),
         "{said}"
@@ -480,11 +477,7 @@ async fn admin_create_makes_an_admin_once_from_stdin_or_with_a_generated_passwor
         &url,
         "",
     );
-    assert!(
-        generated.status.success(),
-        "{}",
-        String::from_utf8_lossy(&generated.stderr)
-    );
+    assert_succeeded(&generated);
     let console = String::from_utf8_lossy(&generated.stdout);
     let password = generated_password(&console).expect("the generated password is printed");
 
@@ -518,11 +511,7 @@ async fn a_password_the_setting_replaces_is_said_by_the_command_and_the_start() 
         &url,
         "from the settings\n",
     );
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    assert_succeeded(&made);
     // The operator changes it by hand while the environment still names the old one.
     let changed = run_with_env(
         &["admin", "set-password", "boss@example.com"],
