@@ -67,14 +67,11 @@
 //! - `state`: `AppState`, what every handler, server function and tool can reach.
 //! - `mcp`: the MCP endpoint `/mcp` (rmcp): the same operations as tools for agents.
 //! - `startup`: the router, and serving until a signal says stop.
-//! - `bench`: `standmeet bench`: the job engine, the Tasks panel, the corpus search,
-//!   the events and webhooks and the rebuild from a vault, measured on a fresh private
-//!   cluster.
-//! - `chaos`: `standmeet chaos`: the fault suite (kill -9 of workers, PostgreSQL
-//!   restarted under waiters, a misbehaving mail server, bad input everywhere, jobs
-//!   that kill their process, a worker frozen mid-drain, claims whose connection
-//!   breaks, a vault of hostile notes), with real processes on a fresh private cluster; it fails when a promise
-//!   breaks. Its SMTP peer on loopback (`chaos::smtp_peer`) is the tests' too.
+//!
+//! The lab, what measures StandMeet and breaks it on purpose (`standmeet-lab bench`,
+//! `standmeet-lab chaos`), is a crate beside this one (`crates/standmeet-lab`) that
+//! uses it as a library and starts the server binary as a child; the server binary
+//! carries only what serves.
 //!
 //! The browser's entry point is [`hydrate`].
 
@@ -84,10 +81,6 @@ pub mod ui;
 
 #[cfg(feature = "ssr")]
 pub mod assets;
-#[cfg(feature = "ssr")]
-pub mod bench;
-#[cfg(feature = "ssr")]
-pub mod chaos;
 #[cfg(feature = "ssr")]
 pub mod config;
 #[cfg(feature = "ssr")]

@@ -32,37 +32,6 @@ enum Command {
         #[command(subcommand)]
         action: AdminAction,
     },
-    /// Benchmark the job engine, the waiters, the Tasks panel and the corpus search on a fresh private
-    /// PostgreSQL cluster.
-    Bench {
-        /// A small run of each measure (for CI), instead of the full one.
-        #[arg(long)]
-        quick: bool,
-        /// Only one subject: jobs, scale, memory, panel, corpus or events.
-        #[arg(long)]
-        only: Option<String>,
-        /// Instead, StandMeet beside a peer queue in one run: `graphile` (graphile-worker
-        /// 0.17.3, installed with npm into ~/.cache/standmeet on first use).
-        #[arg(long)]
-        peer: Option<String>,
-    },
-    /// Fault-test StandMeet on a fresh private PostgreSQL cluster: kill -9 workers,
-    /// restart PostgreSQL, a misbehaving mail server, bad input.
-    Chaos {
-        /// The full size of each scenario instead of the quick one (CI runs the quick one).
-        #[arg(long)]
-        full: bool,
-        /// Only one scenario: kill9, pg-restart, approvals, bad-input, poison, freeze or
-        /// claim-write-lost.
-        #[arg(long)]
-        only: Option<String>,
-    },
-    /// A job worker for `standmeet chaos` to kill.
-    #[command(hide = true)]
-    ChaosWorker,
-    /// A job worker for `standmeet bench` (the drain with several processes).
-    #[command(hide = true)]
-    BenchWorker,
     /// Manage the private PostgreSQL cluster under $STANDMEET_DATA_DIR/pg.
     Postgres {
         #[command(subcommand)]
@@ -163,25 +132,6 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         },
-        Command::Bench { quick, only, peer } => runtime().and_then(|rt| {
-            rt.block_on(standmeet::bench::run(standmeet::bench::BenchOptions {
-                quick,
-                only,
-                peer,
-            }))
-        }),
-        Command::Chaos { full, only } => runtime().and_then(|rt| {
-            rt.block_on(standmeet::chaos::run(standmeet::chaos::ChaosOptions {
-                full,
-                only,
-            }))
-        }),
-        Command::BenchWorker => {
-            runtime().and_then(|rt| rt.block_on(standmeet::bench::worker_process()))
-        }
-        Command::ChaosWorker => {
-            runtime().and_then(|rt| rt.block_on(standmeet::chaos::worker_main()))
-        }
         Command::Postgres { action } => postgres(action, &settings),
     };
     match outcome {

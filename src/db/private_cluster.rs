@@ -168,7 +168,7 @@ impl PrivateCluster {
 
     /// A streaming standby of this cluster under `root` (`pg_basebackup -R`), started:
     /// it replays this cluster's WAL until promoted ([`PrivateCluster::promote`]).
-    /// Made for the failover scenario of `standmeet chaos`; the standby shares this
+    /// Made for the failover scenario of `standmeet-lab chaos`; the standby shares this
     /// cluster's superuser and password.
     pub fn start_standby(&self, root: &Path) -> anyhow::Result<PrivateCluster> {
         fs::create_dir_all(root).with_context(|| format!("cannot create {}", root.display()))?;
@@ -520,14 +520,14 @@ pub fn find_bin_dir_in(pg_config: &str, versions_root: &Path) -> anyhow::Result<
 }
 
 /// A port on 127.0.0.1 that nothing listens on right now.
-pub(crate) fn free_loopback_port() -> anyhow::Result<u16> {
+pub fn free_loopback_port() -> anyhow::Result<u16> {
     let listener =
         std::net::TcpListener::bind(("127.0.0.1", 0)).context("cannot find a free port")?;
     Ok(listener.local_addr()?.port())
 }
 
 /// `len` random letters and digits (passwords, tokens).
-pub(crate) fn random_token(len: usize) -> String {
+pub fn random_token(len: usize) -> String {
     use rand::Rng;
     use rand::distr::Alphanumeric;
     rand::rng()

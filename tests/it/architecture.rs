@@ -31,8 +31,6 @@ const LAYERS: &[(&str, u8)] = &[
     ("ui", 8),
     ("mcp", 8),
     ("startup", 9),
-    ("bench", 10),
-    ("chaos", 10),
 ];
 
 type ModulePath = Vec<String>;

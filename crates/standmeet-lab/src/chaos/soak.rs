@@ -33,10 +33,10 @@ use tokio_util::sync::CancellationToken;
 use super::failover::Load;
 use super::http::{ServerClient, form_body, mcp_succeeded};
 use super::process;
-use super::smtp_peer::SmtpPeer;
 use super::{Lab, Outcome, first_few, snippet};
 use standmeet_jobs::builtin::{Sleep, SleepArgs};
 use standmeet_jobs::{InsertOptions, JobClient, WaitOutcome};
+use standmeet_smtp_peer::SmtpPeer;
 
 const LIVE_STREAMS: usize = 50;
 const CALLERS: usize = 16;

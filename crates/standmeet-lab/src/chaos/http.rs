@@ -13,7 +13,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::process::ServerChild;
-use crate::startup::SESSION_COOKIE;
+use standmeet::startup::SESSION_COOKIE;
 
 /// An answer: its status and its body.
 #[derive(Debug)]

@@ -1,4 +1,4 @@
-//! `standmeet bench --peer graphile`: StandMeet beside graphile-worker 0.17.3 in one
+//! `standmeet-lab bench --peer graphile`: StandMeet beside graphile-worker 0.17.3 in one
 //! run, on one private cluster, so that the ratio does not depend on how busy the
 //! machine was on another day.
 //!
@@ -31,7 +31,7 @@ use tokio::process::{Child, Command};
 
 use super::jobs::{commit_to_woken, drain, drain_bare, start_jobs, warm_up};
 use super::{helper, median, ms, percentile};
-use crate::db::{self, PrivateCluster};
+use standmeet::db::{self, PrivateCluster};
 use standmeet_jobs::JobClient;
 
 const GRAPHILE_VERSION: &str = "0.17.3";

@@ -102,12 +102,12 @@ pub async fn measure(pool: &PgPool, database_url: &str, quick: bool) -> anyhow::
     Ok(())
 }
 
-/// The hidden `standmeet bench-worker` command: connects to `DATABASE_URL`, prints
+/// The hidden `standmeet-lab bench-worker` command: connects to `DATABASE_URL`, prints
 /// "ready", starts the job engine (the benchmark's setup) on a "go" line, and stops it
 /// gracefully when its standard input closes.
 pub async fn worker_process() -> anyhow::Result<()> {
     let url = std::env::var("DATABASE_URL").context("bench-worker needs DATABASE_URL")?;
-    let pool = crate::db::connect(&url).await?;
+    let pool = standmeet::db::connect(&url).await?;
     let jobs = JobClient::new(pool.clone(), 64);
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     println!("ready");

@@ -45,8 +45,8 @@ use tokio::task::JoinSet;
 
 use super::http::{Answer, ServerClient, form_body};
 use super::process;
-use super::smtp_peer::SmtpPeer;
 use super::{Lab, Outcome, first_few, snippet};
+use standmeet_smtp_peer::SmtpPeer;
 
 const MEGABYTE: usize = 1 << 20;
 /// An id no row has.

@@ -1,4 +1,4 @@
-// The graphile-worker side of `standmeet bench --peer graphile`. `standmeet bench`
+// The graphile-worker side of `standmeet-lab bench --peer graphile`. `standmeet-lab bench`
 // writes this file next to its own npm install of graphile-worker and runs it:
 //
 //   node graphile_driver.mjs migrate          installs graphile-worker's schema

@@ -17,8 +17,8 @@ use serde_json::json;
 use sqlx::PgPool;
 
 use super::ms;
-use crate::config::Settings;
-use crate::domain::corpus::{self, IndexBatch, IndexEntry, vault};
+use standmeet::config::Settings;
+use standmeet::domain::corpus::{self, IndexBatch, IndexEntry, vault};
 use standmeet_jobs::{JobClient, JobRuntime, JobState, Registry};
 
 const WORDS: [&str; 32] = [
@@ -126,7 +126,7 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
         .register(IndexEntry)
         .register(IndexBatch);
     let config = settings.engine_config(&registry);
-    let engine_pool = crate::db::engine_pool(pool, config.connections_needed());
+    let engine_pool = standmeet::db::engine_pool(pool, config.connections_needed());
     let jobs = JobClient::new(pool.clone(), 64);
     let running = JobRuntime::start(&engine_pool, registry, config, &jobs).await?;
     let result = async {

@@ -1,9 +1,9 @@
-//! `standmeet chaos`: proves StandMeet's promises while things break, with real
+//! `standmeet-lab chaos`: proves StandMeet's promises while things break, with real
 //! processes, a real PostgreSQL and a real SMTP peer on loopback.
 //!
-//! A private PostgreSQL cluster is made in a scratch directory (as `standmeet bench`
+//! A private PostgreSQL cluster is made in a scratch directory (as `standmeet-lab bench`
 //! does); each scenario gets a fresh, migrated database of its own in it. Workers and
-//! servers are this same binary started as children (`chaos-worker`, `serve`), so a
+//! servers are real processes (this binary as `chaos-worker`, the server as `serve`), so a
 //! `kill -9` kills a real process with real connections. Scenarios (`--only <name>`):
 //!
 //! - `kill9`: two workers are killed and restarted at random moments while they run
@@ -59,7 +59,6 @@ mod poison;
 mod process;
 mod receiver_down;
 pub mod relay;
-pub mod smtp_peer;
 mod soak;
 mod vault_hostile;
 
@@ -71,8 +70,8 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::config::Settings;
-use crate::db::{self, PrivateCluster};
+use standmeet::config::Settings;
+use standmeet::db::{self, PrivateCluster};
 use standmeet_jobs::{JobClient, JobRuntime, QueueConfig};
 
 pub use effect::{ChaosEffect, EffectArgs};
@@ -450,7 +449,7 @@ pub(crate) const WORKER_SLOTS_VAR: &str = "STANDMEET_CHAOS_SLOTS";
 /// claims open long enough for a scenario to cut them.
 pub(crate) const CLAIM_WINDOW_VAR: &str = "STANDMEET_CHAOS_CLAIM_WINDOW_MS";
 
-/// `standmeet chaos-worker`: a job worker and nothing else, for the chaos scenarios to
+/// `standmeet-lab chaos-worker`: a job worker and nothing else, for the chaos scenarios to
 /// kill. Settings come from the environment (`DATABASE_URL` is required); it runs the
 /// built-in kinds, `chaos.effect` and the poison kinds (`chaos.abort`,
 /// `chaos.overflow`) on the `default` queue until SIGTERM or Ctrl-C, then stops
@@ -487,7 +486,7 @@ pub async fn worker_main() -> anyhow::Result<()> {
     }
     let jobs = JobClient::new(pool.clone(), settings.max_waiters);
     let runtime = JobRuntime::start(&pool, registry, config, &jobs).await?;
-    crate::startup::shutdown_signal().await;
+    standmeet::startup::shutdown_signal().await;
     runtime.shutdown().await;
     pool.close().await;
     Ok(())

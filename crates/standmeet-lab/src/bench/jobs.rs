@@ -92,7 +92,7 @@ fn engine_pool(pool: &PgPool) -> PgPool {
         return engine.clone();
     }
     let needed = bench_config().connections_needed();
-    let engine = crate::db::engine_pool(pool, needed);
+    let engine = standmeet::db::engine_pool(pool, needed);
     pools.push((database, engine.clone()));
     engine
 }

@@ -1,4 +1,5 @@
-//! The children of a chaos run: this same binary started as `chaos-worker` or `serve`,
+//! The children of a chaos run: this same binary started as `chaos-worker`, or the
+//! server (`standmeet serve`, see [`crate::server_binary`]),
 //! with its settings in the environment and its output in a log file in the scratch
 //! directory (where the scenario counts panics afterwards).
 //!
@@ -15,7 +16,7 @@ use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
 use super::WORKER_SLOTS_VAR;
-use crate::db::private_cluster::{free_loopback_port, random_token};
+use standmeet::db::private_cluster::{free_loopback_port, random_token};
 
 /// One child process.
 pub(crate) struct ChildProcess {
@@ -25,17 +26,17 @@ pub(crate) struct ChildProcess {
 }
 
 impl ChildProcess {
-    /// Starts `standmeet <subcommand>` with `env` on top of ours, minus any StandMeet
+    /// Starts `<program> <subcommand>` with `env` on top of ours, minus any StandMeet
     /// setting of ours (the caller's DATABASE_URL must not steer a child elsewhere).
     /// Its stdout and stderr are appended to `log`.
     pub fn spawn(
         role: &'static str,
+        program: &Path,
         subcommand: &str,
         env: &[(&str, String)],
         log: &Path,
     ) -> anyhow::Result<ChildProcess> {
-        let exe = std::env::current_exe().context("cannot find the standmeet binary")?;
-        let mut cmd = Command::new(exe);
+        let mut cmd = Command::new(program);
         cmd.arg(subcommand);
         for (name, _) in std::env::vars_os() {
             let ours = name.to_str().is_some_and(|name| {
@@ -192,7 +193,8 @@ pub(crate) fn spawn_worker_with(
         env.retain(|(known, _)| known != name);
         env.push((name, value.clone()));
     }
-    ChildProcess::spawn("chaos worker", "chaos-worker", &env, log)
+    let lab = std::env::current_exe().context("cannot find the standmeet-lab binary")?;
+    ChildProcess::spawn("chaos worker", &lab, "chaos-worker", &env, log)
 }
 
 /// A `standmeet serve` child and what a client needs to talk to it.
@@ -210,14 +212,14 @@ pub(crate) struct ServerChild {
 impl ServerChild {
     /// The most PostgreSQL connections this server may hold, by its settings (what
     /// `standmeet check-config` prints for them).
-    pub fn connection_budget(&self) -> anyhow::Result<crate::startup::ConnectionBudget> {
-        let settings = crate::config::Settings::from_lookup(|name| {
+    pub fn connection_budget(&self) -> anyhow::Result<standmeet::startup::ConnectionBudget> {
+        let settings = standmeet::config::Settings::from_lookup(|name| {
             self.settings
                 .iter()
                 .find(|(known, _)| known == name)
                 .map(|(_, value)| value.clone())
         })?;
-        crate::startup::ConnectionBudget::for_settings(&settings)
+        standmeet::startup::ConnectionBudget::for_settings(&settings)
     }
 }
 
@@ -299,7 +301,7 @@ async fn start_server_as(
         env.retain(|(known, _)| known != name);
         env.push((name, value.clone()));
     }
-    let mut process = ChildProcess::spawn("server", "serve", &env, log)?;
+    let mut process = ChildProcess::spawn("server", &crate::server_binary()?, "serve", &env, log)?;
     let base_url = format!("http://127.0.0.1:{port}");
     wait_until_healthy(&mut process, &base_url).await?;
     Ok(ServerChild {

@@ -14,7 +14,7 @@ use serde_json::json;
 use sqlx::PgPool;
 
 use super::{ms, percentile};
-use crate::domain::corpus::{self, IndexInput, Status, Visibility};
+use standmeet::domain::corpus::{self, IndexInput, Status, Visibility};
 
 const SYLLABLES: [&str; 24] = [
     "ka", "lo", "mi", "ser", "tan", "vo", "rel", "qu", "is", "dor", "fen", "gal", "har", "jun",

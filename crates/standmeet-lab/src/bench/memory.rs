@@ -1,5 +1,5 @@
 //! The server's memory: `standmeet serve` started as a child process of the benchmark
-//! (this same binary) on the benchmark's cluster, its resident size read from
+//! (the `standmeet` binary beside this one, [`crate::server_binary`]) on the benchmark's cluster, its resident size read from
 //! `/proc/<pid>/status` once it is up and idle, and its peak (`VmHWM`) after it has
 //! drained 100,000 queued no-op jobs (`--quick`: 5,000). Target: idle ≤ 64 MB.
 
@@ -18,7 +18,7 @@ pub async fn measure(pool: &PgPool, database_url: &str, quick: bool) -> anyhow::
     sqlx::query("TRUNCATE jobs CASCADE").execute(pool).await?;
 
     let port = free_port()?;
-    let mut server = Command::new(std::env::current_exe()?)
+    let mut server = Command::new(crate::server_binary()?)
         .arg("serve")
         .env("DATABASE_URL", database_url)
         .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))

@@ -24,10 +24,10 @@ use tokio::task::JoinSet;
 
 use super::http::{Answer, ServerClient, form_body, mcp_succeeded};
 use super::process;
-use super::smtp_peer::{SmtpPeer, access_codes_in};
 use super::{Lab, Outcome, first_few, snippet};
-use crate::domain::access_requests::code_matches;
-use crate::types::EmailAddress;
+use standmeet::domain::access_requests::code_matches;
+use standmeet::types::EmailAddress;
+use standmeet_smtp_peer::{SmtpPeer, access_codes_in};
 
 /// Approvals in flight at once.
 const CONCURRENT: usize = 64;

@@ -21,7 +21,7 @@ use sqlx::PgPool;
 
 use super::process::{self, ChildProcess};
 use super::{Lab, Outcome};
-use crate::error::AppError;
+use standmeet::error::AppError;
 use standmeet_jobs::builtin::{Sleep, SleepArgs};
 use standmeet_jobs::{CancelOutcome, JobClient, JobId};
 

@@ -18,10 +18,10 @@ use sqlx::PgPool;
 use tower::ServiceExt;
 
 use super::{ms, percentile};
-use crate::config::Settings;
-use crate::startup::router;
-use crate::state::AppState;
-use crate::types::EmailAddress;
+use standmeet::config::Settings;
+use standmeet::startup::router;
+use standmeet::state::AppState;
+use standmeet::types::EmailAddress;
 
 const ADMIN: &str = "bench@standmeet.test";
 const PASSWORD: &str = "benchmark password";
@@ -277,7 +277,7 @@ async fn seed(pool: &PgPool, rows: i64) -> anyhow::Result<()> {
 }
 
 async fn sign_in(app: &Router, pool: &PgPool) -> anyhow::Result<String> {
-    crate::domain::admins::admin_upsert(pool, &EmailAddress::parse(ADMIN)?, PASSWORD).await?;
+    standmeet::domain::admins::admin_upsert(pool, &EmailAddress::parse(ADMIN)?, PASSWORD).await?;
     let form = format!(
         "email={}&password={}",
         ADMIN.replace('@', "%40"),
@@ -296,7 +296,7 @@ async fn sign_in(app: &Router, pool: &PgPool) -> anyhow::Result<String> {
         .get_all("set-cookie")
         .iter()
         .filter_map(|value| value.to_str().ok())
-        .find(|value| value.starts_with(crate::startup::SESSION_COOKIE))
+        .find(|value| value.starts_with(standmeet::startup::SESSION_COOKIE))
         .and_then(|value| value.split(';').next())
         .map(str::to_string);
     cookie.context("signing in gave no session cookie")

@@ -36,11 +36,11 @@ use super::http::ServerClient;
 use super::pg_restart::{self, LATENESS_ALLOWED, Tally, WAIT_LIMIT};
 use super::process;
 use super::relay::Relay;
-use super::smtp_peer::SmtpPeer;
 use super::{Lab, Outcome};
-use crate::db::{self, PrivateCluster};
+use standmeet::db::{self, PrivateCluster};
 use standmeet_jobs::builtin::{Sleep, SleepArgs};
 use standmeet_jobs::{InsertOptions, JobClient};
+use standmeet_smtp_peer::SmtpPeer;
 
 const DATABASE: &str = "chaos_failover";
 /// The background load: this many jobs every [`LOAD_TICK`] (500 a second).

@@ -1,4 +1,4 @@
-//! `standmeet bench`: measures StandMeet on a fresh private PostgreSQL cluster (fsync
+//! `standmeet-lab bench`: measures StandMeet on a fresh private PostgreSQL cluster (fsync
 //! on, default settings) made in a scratch directory and removed afterwards, and
 //! prints a table and one JSON line per subject. `--quick` runs a small version of
 //! each measure (CI runs it so the benchmark keeps working; figures from a busy CI
@@ -35,7 +35,7 @@ use std::time::Duration;
 use anyhow::Context;
 use sqlx::ConnectOptions;
 
-use crate::db::{self, PrivateCluster};
+use standmeet::db::{self, PrivateCluster};
 
 pub struct BenchOptions {
     pub quick: bool,

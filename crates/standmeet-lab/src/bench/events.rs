@@ -24,11 +24,11 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use super::{ms, percentile};
-use crate::config::Settings;
-use crate::domain::access_requests::{self, NewRequest};
-use crate::domain::events::{self, EventType, NewEvent};
-use crate::domain::webhooks::{self, DeliverWebhook};
-use crate::types::EmailAddress;
+use standmeet::config::Settings;
+use standmeet::domain::access_requests::{self, NewRequest};
+use standmeet::domain::events::{self, EventType, NewEvent};
+use standmeet::domain::webhooks::{self, DeliverWebhook};
+use standmeet::types::EmailAddress;
 use standmeet_jobs::{EngineConfig, JobClient, JobRuntime, QueueConfig, Registry};
 
 /// What the receiver saw: for each delivery, how long after its event it arrived.
@@ -204,7 +204,7 @@ async fn deliver_at(
     let registry = Registry::new().register(DeliverWebhook::new(settings)?);
     let mut config = settings.engine_config(&registry);
     config.queues = vec![webhooks_queue(&config)];
-    let engine_pool = crate::db::engine_pool(pool, config.connections_needed());
+    let engine_pool = standmeet::db::engine_pool(pool, config.connections_needed());
     let jobs = JobClient::new(pool.clone(), 64);
     let running = JobRuntime::start(&engine_pool, registry, config, &jobs).await?;
     let produced = produce(pool, rate, seconds, per_tx).await;

@@ -28,8 +28,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::http::ServerClient;
 use super::process;
-use super::smtp_peer::SmtpPeer;
 use super::{Lab, Outcome, first_few};
+use standmeet_smtp_peer::SmtpPeer;
 
 /// Ordinary notes written before the server starts.
 const ORDINARY: usize = 200;

@@ -24,9 +24,9 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 
 use super::{Lab, Outcome};
-use crate::config::Settings;
-use crate::domain::events::{self, EventType, NewEvent};
-use crate::domain::webhooks::{self, DeliverWebhook};
+use standmeet::config::Settings;
+use standmeet::domain::events::{self, EventType, NewEvent};
+use standmeet::domain::webhooks::{self, DeliverWebhook};
 use standmeet_jobs::{JobClient, JobRuntime, Registry};
 
 const OUTAGE: Duration = Duration::from_secs(12);
@@ -119,7 +119,7 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     let registry = Registry::new().register(DeliverWebhook::new(&settings)?);
     let mut config = settings.engine_config(&registry);
     config.queues.retain(|queue| queue.name == "webhooks");
-    let engine_pool = crate::db::engine_pool(&pool, config.connections_needed());
+    let engine_pool = standmeet::db::engine_pool(&pool, config.connections_needed());
     let jobs = JobClient::new(pool.clone(), 64);
     let running = JobRuntime::start(&engine_pool, registry, config, &jobs).await?;
 

@@ -1,0 +1,97 @@
+//! The `standmeet-lab` binary: the fault suite and the benchmarks (see `src/lib.rs`).
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use standmeet::config::Settings;
+
+#[derive(Parser)]
+#[command(
+    name = "standmeet-lab",
+    version,
+    about = "StandMeet's lab: the fault suite and the benchmarks, each on a fresh private PostgreSQL cluster"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Benchmark the job engine, the waiters, the Tasks panel and the corpus search on a
+    /// fresh private PostgreSQL cluster.
+    Bench {
+        /// A small run of each measure (for CI), instead of the full one.
+        #[arg(long)]
+        quick: bool,
+        /// Only one subject: jobs, scale, memory, panel, corpus, events or vault.
+        #[arg(long)]
+        only: Option<String>,
+        /// Instead, StandMeet beside a peer queue in one run: `graphile` (graphile-worker
+        /// 0.17.3, installed with npm into ~/.cache/standmeet on first use).
+        #[arg(long)]
+        peer: Option<String>,
+    },
+    /// Fault-test StandMeet on a fresh private PostgreSQL cluster: kill -9 workers,
+    /// restart PostgreSQL, a misbehaving mail server, bad input.
+    Chaos {
+        /// The full size of each scenario instead of the quick one (CI runs the quick one).
+        #[arg(long)]
+        full: bool,
+        /// Only one scenario (see `standmeet_lab::chaos::SCENARIOS`), e.g. kill9,
+        /// pg-restart, approvals, bad-input, poison, freeze or soak.
+        #[arg(long)]
+        only: Option<String>,
+    },
+    /// A job worker for `standmeet-lab chaos` to kill.
+    #[command(hide = true)]
+    ChaosWorker,
+    /// A job worker for `standmeet-lab bench` (the drain with several processes).
+    #[command(hide = true)]
+    BenchWorker,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let settings = match Settings::from_env() {
+        Ok(settings) => settings,
+        Err(err) => {
+            eprintln!("standmeet-lab: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    standmeet::telemetry::init(&settings.log_filter, settings.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("standmeet-lab: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(async {
+        match cli.command {
+            Command::Bench { quick, only, peer } => {
+                standmeet_lab::bench::run(standmeet_lab::bench::BenchOptions { quick, only, peer })
+                    .await
+            }
+            Command::Chaos { full, only } => {
+                standmeet_lab::chaos::run(standmeet_lab::chaos::ChaosOptions { full, only }).await
+            }
+            Command::BenchWorker => standmeet_lab::bench::worker_process().await,
+            Command::ChaosWorker => standmeet_lab::chaos::worker_main().await,
+        }
+    });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!(
+                "standmeet-lab: {}",
+                standmeet_jobs::error_chain(err.as_ref())
+            );
+            ExitCode::FAILURE
+        }
+    }
+}
