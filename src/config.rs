@@ -400,6 +400,11 @@ pub fn queue_config(name: &str) -> standmeet_jobs::QueueConfig {
 }
 
 impl Settings {
+    /// The host part of calendar UIDs (`booking-7@host`): the public URL's host.
+    pub fn calendar_uid_host(&self) -> &str {
+        self.public_url.host_str().unwrap_or("standmeet")
+    }
+
     /// Reads every setting from the process environment.
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok())

@@ -10,8 +10,9 @@
 //! `standmeet` server binary, and with `hydrate` into the wasm that the browser runs to
 //! make the server-rendered pages interactive. The job engine is a crate of its own,
 //! `standmeet_jobs` (`crates/standmeet-jobs`), which knows nothing of the web. Data
-//! flows one way: page or MCP tool → server function → domain operation →
-//! `standmeet_jobs` and SQL → PostgreSQL; job handlers call back into the domain.
+//! flows one way: page → server function, or MCP tool → the action's one operation
+//! (`ops`) → domain → `standmeet_jobs` and SQL → PostgreSQL; job handlers call back
+//! into the domain.
 //! `startup` is the only module that imports everything (`tests/it/architecture.rs`
 //! checks the direction, and that no two files need each other).
 //!
@@ -21,6 +22,11 @@
 //!   components (chips, toasts, live updates, keyboard shortcuts, dark mode).
 //! - [`model`]: the words both sides share, such as `JobId`, `JobState`, `MailState`
 //!   and the corpus write receipt.
+//! - [`ops`]: one operation per action, whatever door it comes through: it takes the
+//!   state, who acts and typed input, and answers a typed view (shared with the
+//!   browser) that serializes to the contract's JSON; server functions and MCP tools
+//!   are adapters over it. Statuses are typed words the browser shares too
+//!   (`model::RequestStatus`, as `JobState`).
 //! - [`api`]: server functions (the browser gets stubs that call them over HTTP), and on
 //!   the server the fixed endpoints such as `/healthz` and the live job stream
 //!   `/api/live`; `api::FormError` is how forms hear what went wrong.
@@ -65,7 +71,8 @@
 //! - `live`: the live job states that `GET /api/live` streams to the browser: one
 //!   hub per process, fed by the jobs it hears finish and one shared re-read.
 //! - `state`: `AppState`, what every handler, server function and tool can reach.
-//! - `mcp`: the MCP endpoint `/mcp` (rmcp): the same operations as tools for agents.
+//! - `mcp`: the MCP endpoint `/mcp` (rmcp): the same operations (`ops`) as tools for
+//!   agents, each answering its operation's view serialized.
 //! - `startup`: the router, and serving until a signal says stop.
 //!
 //! The lab, what measures StandMeet and breaks it on purpose (`standmeet-lab bench`,
@@ -77,6 +84,7 @@
 
 pub mod api;
 pub mod model;
+pub mod ops;
 pub mod ui;
 
 #[cfg(feature = "ssr")]

@@ -36,6 +36,47 @@ impl MailState {
     }
 }
 
+/// Where an access request stands (the `access_request_status` enum): `pending` until an
+/// admin or an agent decides; `approved` once its code is issued and the mail queued;
+/// `replied` once that mail went out (the mail job sets it); `denied`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "ssr",
+    derive(sqlx::Type),
+    sqlx(type_name = "access_request_status", rename_all = "lowercase")
+)]
+#[serde(rename_all = "lowercase")]
+pub enum RequestStatus {
+    Pending,
+    Approved,
+    Replied,
+    Denied,
+}
+
+impl RequestStatus {
+    pub const ALL: [RequestStatus; 4] = [
+        RequestStatus::Pending,
+        RequestStatus::Approved,
+        RequestStatus::Replied,
+        RequestStatus::Denied,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestStatus::Pending => "pending",
+            RequestStatus::Approved => "approved",
+            RequestStatus::Replied => "replied",
+            RequestStatus::Denied => "denied",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<RequestStatus> {
+        RequestStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == text)
+    }
+}
+
 /// A job listing, as `jobs.fetch_new`, `jobs.fetch_result` and the listings page give
 /// it. Times are RFC 3339 in UTC.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

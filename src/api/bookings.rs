@@ -292,7 +292,7 @@ pub(crate) mod server {
             &state.pool,
             &state.jobs,
             &state.settings.timezone,
-            uid_host(&state),
+            state.settings.calendar_uid_host(),
             &new,
             Actor::Visitor,
         )
@@ -305,11 +305,6 @@ pub(crate) mod server {
             email: booking.email.clone(),
             owner_when: owner_when(&state, &booking),
         })
-    }
-
-    /// The host part of calendar UIDs: the public URL's host.
-    pub(crate) fn uid_host(state: &AppState) -> &str {
-        state.settings.public_url.host_str().unwrap_or("standmeet")
     }
 
     pub async fn booking_for_cancel_link(

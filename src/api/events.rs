@@ -44,10 +44,10 @@ mod server {
 
     use super::*;
     use crate::api::auth::require_admin;
-    use crate::api::paging::{one_page, parse_filter};
     use crate::api::replies::reply;
     use crate::api::when;
     use crate::domain::events::{self, EventType};
+    use crate::ops::paging::{one_page, parse_filter};
 
     use crate::state::AppState;
 

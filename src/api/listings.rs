@@ -95,10 +95,10 @@ mod server {
 
     use super::*;
     use crate::api::auth::require_admin;
-    use crate::api::paging::one_page;
     use crate::api::replies::reply;
     use crate::api::when;
     use crate::domain::listings;
+    use crate::ops::paging::one_page;
     use crate::state::AppState;
 
     pub async fn overview() -> Result<ListingsView, ServerFnError> {

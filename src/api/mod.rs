@@ -18,8 +18,6 @@ pub(crate) mod live;
 #[cfg(feature = "ssr")]
 pub(crate) mod metrics;
 pub(crate) mod overview;
-#[cfg(feature = "ssr")]
-pub(crate) mod paging;
 pub(crate) mod queues;
 #[cfg(feature = "ssr")]
 pub(crate) mod replies;
@@ -49,11 +47,19 @@ pub async fn client_address() -> Option<std::net::IpAddr> {
 }
 
 #[cfg(feature = "ssr")]
-/// A moment as every page and tool shows it: "2026-11-29 14:03:12 UTC".
-pub fn when(at: time::OffsetDateTime) -> String {
-    const FORMAT: &[time::format_description::FormatItem<'static>] =
-        time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]:[second] UTC");
-    at.to_offset(time::UtcOffset::UTC)
-        .format(FORMAT)
-        .unwrap_or_else(|_| at.to_string())
+pub use crate::ops::when;
+
+/// What every admin server function starts with: the app's state, and the signed-in
+/// admin as the [`Operator`](crate::ops::Operator) of the operation it calls (401 in
+/// words for anyone else, though the guard already answered them).
+#[cfg(feature = "ssr")]
+pub async fn as_admin() -> Result<(crate::state::AppState, crate::ops::Operator), ServerFnError> {
+    let admin = auth::require_admin().await?;
+    Ok((
+        leptos::prelude::expect_context::<crate::state::AppState>(),
+        crate::ops::Operator::Admin(admin.id),
+    ))
 }
+
+#[cfg(feature = "ssr")]
+use leptos::prelude::ServerFnError;

@@ -140,11 +140,11 @@ mod server {
 
     use super::*;
     use crate::api::auth::require_admin;
-    use crate::api::paging::one_page;
     use crate::api::replies::reply;
     use crate::api::when;
     use crate::domain::events::EventType;
     use crate::domain::webhooks::{self, Delivery, Endpoint};
+    use crate::ops::paging::one_page;
     use crate::state::AppState;
 
     fn circuit_view(circuit: &webhooks::circuit::Circuit) -> CircuitView {

@@ -20,40 +20,7 @@ use crate::model::MailState;
 use crate::types::{EmailAddress, free_text_problem, name_problem, normalized_line_breaks};
 use standmeet_jobs::{JobClient, JobContext, JobError, JobId, JobState};
 
-/// The `access_request_status` enum.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
-#[sqlx(type_name = "access_request_status", rename_all = "lowercase")]
-#[serde(rename_all = "lowercase")]
-pub enum RequestStatus {
-    Pending,
-    Approved,
-    Replied,
-    Denied,
-}
-
-impl RequestStatus {
-    pub const ALL: [RequestStatus; 4] = [
-        RequestStatus::Pending,
-        RequestStatus::Approved,
-        RequestStatus::Replied,
-        RequestStatus::Denied,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RequestStatus::Pending => "pending",
-            RequestStatus::Approved => "approved",
-            RequestStatus::Replied => "replied",
-            RequestStatus::Denied => "denied",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<RequestStatus> {
-        RequestStatus::ALL
-            .into_iter()
-            .find(|status| status.as_str() == text)
-    }
-}
+pub use crate::model::RequestStatus;
 
 /// A visitor's request, as checked at the edge.
 #[derive(Clone, Debug)]
@@ -319,7 +286,7 @@ pub async fn approve(
 
 /// Denies a pending request.
 #[tracing::instrument(skip(pool))]
-pub async fn deny(pool: &PgPool, id: i64, admin_id: i64) -> Result<(), DecisionError> {
+pub async fn deny(pool: &PgPool, id: i64, admin_id: Option<i64>) -> Result<(), DecisionError> {
     let mut tx = pool.begin().await?;
     lock_pending(&mut tx, id, "denied").await?;
     let email = sqlx::query_scalar!(

@@ -164,7 +164,7 @@ impl Tools {
                 &state.pool,
                 &state.jobs,
                 &state.settings.timezone,
-                crate::api::bookings::server::uid_host(state),
+                state.settings.calendar_uid_host(),
                 &new,
                 Actor::Agent,
             )

@@ -8,9 +8,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{Tools, respond};
-use crate::api::paging::{one_page, parse_filter};
 use crate::domain::events::{self, EventType};
 use crate::error::AppError;
+use crate::ops::paging::{one_page, parse_filter};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct GetEventParams {

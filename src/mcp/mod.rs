@@ -1,8 +1,9 @@
 //! The MCP endpoint `/mcp`: the operations of StandMeet as tools for agents, over
 //! Streamable HTTP (rmcp), behind the bearer token `STANDMEET_MCP_TOKEN`.
 //!
-//! Each tool calls the same domain operation as the page that does the same thing, and
-//! answers a JSON object, both as `structuredContent` and as one text item. What an
+//! Each tool calls the same operation (`ops`) as the page that does the same thing, and
+//! answers its view serialized, a JSON object, both as `structuredContent` and as one
+//! text item. What an
 //! agent asked for wrongly (bad arguments, an unknown id, a request that is not
 //! pending) is a tool error (`isError: true`) whose message says what was wrong; a
 //! missing or wrong token is 401 before any tool runs.
@@ -58,6 +59,16 @@ fn respond(result: Result<Value, AppError>) -> Result<CallToolResult, ErrorData>
         Ok(value) => CallToolResult::structured(value),
         Err(err) => tool_error(err),
     })
+}
+
+/// A tool's answer from an operation's view (`ops`): the view serialized, which is the
+/// contract's JSON shape, or the tool error of what went wrong.
+fn answer<T: serde::Serialize>(result: Result<T, AppError>) -> Result<CallToolResult, ErrorData> {
+    respond(result.and_then(|view| {
+        serde_json::to_value(view).map_err(|err| {
+            AppError::Internal(anyhow::Error::from(err).context("a view that does not serialize"))
+        })
+    }))
 }
 
 /// What an agent is told when a tool did not do what it asked: `{"error": message}`

@@ -1,5 +1,5 @@
 //! The shape of the application crate, checked: data flows one way between the
-//! top-level modules (`ui` / `mcp` → `api` → `domain` → `db`, with `startup` the only
+//! top-level modules (`ui` → `api` → `ops` ← `mcp`, `ops` → `domain` → `db`, with `startup` the only
 //! module that puts everything together), and no two files need each other. The job
 //! engine is a crate of its own (`crates/standmeet-jobs`): cargo keeps its privacy (its
 //! store, signals, producer, claim and completer are not visible here, and its test
@@ -27,10 +27,11 @@ const LAYERS: &[(&str, u8)] = &[
     ("assets", 4),
     ("live", 5),
     ("state", 6),
-    ("api", 7),
-    ("ui", 8),
+    ("ops", 7),
+    ("api", 8),
     ("mcp", 8),
-    ("startup", 9),
+    ("ui", 9),
+    ("startup", 10),
 ];
 
 type ModulePath = Vec<String>;
@@ -307,7 +308,9 @@ fn the_reader_finds_what_it_checks() {
     );
     let graph = graph_at(1);
     assert!(
-        graph["api"].contains("domain") && graph["startup"].contains("api"),
+        graph["api"].contains("ops")
+            && graph["ops"].contains("domain")
+            && graph["startup"].contains("api"),
         "the graph sees known edges: {graph:?}"
     );
 }

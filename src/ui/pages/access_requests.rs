@@ -10,7 +10,7 @@ use leptos_router::hooks::use_query_map;
 use crate::api::access::{
     AccessRequestView, ApproveAccessRequest, DenyAccessRequest, list_access_requests,
 };
-use crate::model::JobState;
+use crate::model::{JobState, RequestStatus};
 use crate::ui::components::confirm::use_confirm;
 use crate::ui::components::focus;
 use crate::ui::components::form::server_message;
@@ -20,14 +20,12 @@ use crate::ui::components::live::use_live_rows;
 use crate::ui::components::status_chip::{StatusChip, Tone, mail_state_tone};
 use crate::ui::components::toast::use_toasts;
 
-const STATUSES: [&str; 4] = ["pending", "approved", "replied", "denied"];
-
-fn status_tone(status: &str) -> Tone {
+fn status_tone(status: RequestStatus) -> Tone {
     match status {
-        "pending" => Tone::Queued,
-        "approved" => Tone::Active,
-        "replied" => Tone::Success,
-        _ => Tone::Muted,
+        RequestStatus::Pending => Tone::Queued,
+        RequestStatus::Approved => Tone::Active,
+        RequestStatus::Replied => Tone::Success,
+        RequestStatus::Denied => Tone::Muted,
     }
 }
 
@@ -43,7 +41,7 @@ pub fn AccessRequestsPage() -> impl IntoView {
         <nav aria-label="Request statuses" class="mt-6 flex flex-wrap gap-2 text-sm">
             <a href="/admin/access-requests" class="rounded-full border border-slate-300 px-3 py-1 hover:bg-slate-100"
                aria-current=move || status.get().is_none().then_some("page")>"All"</a>
-            {STATUSES.into_iter().map(|word| view! {
+            {RequestStatus::ALL.into_iter().map(RequestStatus::as_str).map(|word| view! {
                 <a href=format!("/admin/access-requests?status={word}")
                    class="rounded-full border border-slate-300 px-3 py-1 hover:bg-slate-100"
                    aria-current=move || (status.get().as_deref() == Some(word)).then_some("page")>{word}</a>
@@ -95,7 +93,7 @@ fn RequestTable(rows: Vec<AccessRequestView>) -> impl IntoView {
 
 /// An approved request whose mail job is over without having sent, or was cleaned away.
 fn mail_needs_another_try(row: &AccessRequestView) -> bool {
-    row.status == "approved"
+    row.status == RequestStatus::Approved
         && matches!(
             row.mail_job_state,
             None | Some(JobState::Discarded | JobState::Cancelled)
@@ -130,7 +128,7 @@ fn RequestRowView(row: RwSignal<AccessRequestView>) -> impl IntoView {
     Effect::new(move |_| match deny.value().get() {
         Some(Ok(message)) => {
             toasts.info(message);
-            row.update(|row| row.status = "denied".into());
+            row.update(|row| row.status = RequestStatus::Denied);
             focus::restore_after_render();
         }
         Some(Err(error)) => toasts.error(server_message(&error)),
@@ -148,7 +146,7 @@ fn RequestRowView(row: RwSignal<AccessRequestView>) -> impl IntoView {
             <td class="max-w-sm px-4 py-3 whitespace-pre-wrap text-slate-700">{move || row.get().message}</td>
             <td class="px-4 py-3 whitespace-nowrap text-slate-600">{move || row.get().created}</td>
             <td class="px-4 py-3">
-                {move || { let status = row.get().status; view! { <StatusChip label=status.clone() tone=status_tone(&status) test_id="request-status"/> } }}
+                {move || { let status = row.get().status; view! { <StatusChip label=status.as_str() tone=status_tone(status) test_id="request-status"/> } }}
             </td>
             <td class="px-4 py-3">
                 {move || {
@@ -162,7 +160,7 @@ fn RequestRowView(row: RwSignal<AccessRequestView>) -> impl IntoView {
                 }}
             </td>
             <td class="px-4 py-3 whitespace-nowrap text-right">
-                <Show when=move || row.get().status == "pending">
+                <Show when=move || row.get().status == RequestStatus::Pending>
                     <button type="button" class=PRIMARY_BUTTON disabled=busy on:click=move |_| {
                         focus::remember_key(&format!("request-{id}"));
                         approve.dispatch(ApproveAccessRequest { id });
@@ -223,8 +221,8 @@ fn follow_mail(rows: RwSignal<Vec<RwSignal<AccessRequestView>>>) {
                         .last_error
                         .as_ref()
                         .map(|error| format!("Last error: {error}"));
-                    if job.state == JobState::Completed && row.status == "approved" {
-                        row.status = "replied".into();
+                    if job.state == JobState::Completed && row.status == RequestStatus::Approved {
+                        row.status = RequestStatus::Replied;
                     }
                 });
             }

@@ -1,4 +1,4 @@
-//! Two things every list does, written once for the server functions and the MCP tools:
+//! Two things every list does, written once for every operation that lists:
 //! a filter word that must name one of a closed set (a job state, a request status, an
 //! event type), and a page that knows whether another follows.
 
