@@ -77,6 +77,74 @@ impl RequestStatus {
     }
 }
 
+/// A booking's state (the `booking_state` enum): `confirmed` when booked, `cancelled`
+/// by the visitor's link, an admin or an agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "ssr",
+    derive(sqlx::Type),
+    sqlx(type_name = "booking_state", rename_all = "lowercase")
+)]
+#[serde(rename_all = "lowercase")]
+pub enum BookingState {
+    Confirmed,
+    Cancelled,
+}
+
+impl BookingState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BookingState::Confirmed => "confirmed",
+            BookingState::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// What a listing source's chip says of its newest fetch, from that fetch job's state:
+/// `never` fetched, `fetching` (waiting or running), `fetched`, `retrying` after a
+/// failed try, `failed` (given up) or `cancelled`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FetchState {
+    Never,
+    Fetching,
+    Fetched,
+    Retrying,
+    Failed,
+    Cancelled,
+}
+
+impl FetchState {
+    pub fn of_job(state: Option<JobState>) -> FetchState {
+        match state {
+            None => FetchState::Never,
+            Some(JobState::Available | JobState::Scheduled | JobState::Running) => {
+                FetchState::Fetching
+            }
+            Some(JobState::Completed) => FetchState::Fetched,
+            Some(JobState::Retryable) => FetchState::Retrying,
+            Some(JobState::Discarded) => FetchState::Failed,
+            Some(JobState::Cancelled) => FetchState::Cancelled,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FetchState::Never => "never",
+            FetchState::Fetching => "fetching",
+            FetchState::Fetched => "fetched",
+            FetchState::Retrying => "retrying",
+            FetchState::Failed => "failed",
+            FetchState::Cancelled => "cancelled",
+        }
+    }
+
+    /// Still on its way: the page follows its job live.
+    pub fn is_moving(self) -> bool {
+        matches!(self, FetchState::Fetching | FetchState::Retrying)
+    }
+}
+
 /// A job listing, as `jobs.fetch_new`, `jobs.fetch_result` and the listings page give
 /// it. Times are RFC 3339 in UTC.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

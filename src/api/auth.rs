@@ -26,10 +26,10 @@ pub fn sign_in_problem(code: &str) -> Option<&'static str> {
 }
 
 #[cfg(feature = "ssr")]
-pub use server::{require_admin, sign_in, sign_out};
+pub use handlers::{require_admin, sign_in, sign_out};
 
 #[cfg(feature = "ssr")]
-mod server {
+mod handlers {
     use axum::extract::State;
     use axum::response::Redirect;
     use axum::{Extension, Form};

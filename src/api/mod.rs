@@ -1,6 +1,9 @@
 //! The HTTP surface behind the pages: Leptos server functions (compiled for both sides:
 //! the server runs them, the browser gets a stub that calls them) and fixed endpoints
-//! (server only).
+//! (server only). A server function is an adapter of one operation (`ops`): it finds
+//! out who asks ([`as_admin`], [`visitor`]), calls the operation, and answers its view
+//! or its error's status and words (`replies`). Its body is compiled for the server
+//! only, so it calls the operation directly.
 
 pub(crate) mod access;
 pub(crate) mod account;
@@ -59,6 +62,24 @@ pub async fn as_admin() -> Result<(crate::state::AppState, crate::ops::Operator)
         leptos::prelude::expect_context::<crate::state::AppState>(),
         crate::ops::Operator::Admin(admin.id),
     ))
+}
+
+/// The visitor of this server function's request, as the operations of the public
+/// pages need them: their address, and what their session's access code granted.
+#[cfg(feature = "ssr")]
+pub async fn visitor() -> crate::ops::Visitor {
+    let granted = match leptos_axum::extract::<tower_sessions::Session>().await {
+        Ok(session) => session
+            .get::<String>(crate::security::guard::SESSION_ACCESS_GRANTED)
+            .await
+            .ok()
+            .flatten(),
+        Err(_) => None,
+    };
+    crate::ops::Visitor {
+        address: client_address().await,
+        granted,
+    }
 }
 
 #[cfg(feature = "ssr")]

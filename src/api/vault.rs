@@ -1,146 +1,25 @@
-//! The vault on `/admin/corpus` (admins only): "Rebuild from vault", and the newest
-//! rebuild with its job's state, its counts and its post-build hooks' deliveries.
+//! The vault panel of `/admin/corpus` over HTTP (admins only), as adapters of
+//! `ops::vault`.
 
 use leptos::prelude::*;
 use leptos::server_fn::codec::GetUrl;
-use serde::{Deserialize, Serialize};
 
-use crate::model::JobState;
-
-/// The vault's part of the page; `None` from [`vault_status`] when no vault is set.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct VaultView {
-    pub last: Option<RebuildView>,
-}
-
-/// The newest rebuild.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RebuildView {
-    pub job_id: i64,
-    pub state: JobState,
-    /// Once it completed.
-    pub counts: Option<RebuildCountsView>,
-    /// Why it did not complete, when it ended otherwise.
-    pub error: Option<String>,
-    /// Its `corpus.rebuilt` event's deliveries: the post-build hooks.
-    pub hooks: Vec<HookView>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RebuildCountsView {
-    pub added: u64,
-    pub updated: u64,
-    pub removed: u64,
-    pub unchanged: u64,
-    /// (path, why) of each note that was not imported.
-    pub failed: Vec<(String, String)>,
-}
-
-/// One post-build hook's delivery.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HookView {
-    pub delivery_id: i64,
-    pub endpoint_id: i64,
-    pub url: String,
-    /// sending, delivered or failed.
-    pub state: String,
-    /// Its job while it has not finished (the chip follows it).
-    pub pending_job_id: Option<i64>,
-}
+pub use crate::ops::vault::{RebuildView, VaultView};
 
 #[server(endpoint = "corpus/vault", input = GetUrl)]
 pub async fn vault_status() -> Result<Option<VaultView>, ServerFnError> {
-    server::status().await
+    let (state, admin) = crate::api::as_admin().await?;
+    crate::ops::vault::status(&state, admin)
+        .await
+        .map_err(crate::api::replies::reply)
 }
 
 /// "Rebuild from vault": queues a rebuild, or finds the one waiting.
 #[server(endpoint = "corpus/rebuild")]
 pub async fn rebuild_vault() -> Result<String, ServerFnError> {
-    server::rebuild().await
-}
-
-#[cfg(feature = "ssr")]
-mod server {
-    use leptos::prelude::*;
-
-    use super::*;
-    use crate::api::auth::require_admin;
-    use crate::api::replies::reply;
-    use crate::domain::corpus::{CorpusError, vault};
-    use crate::domain::events::EventType;
-    use crate::domain::webhooks;
-    use crate::state::AppState;
-
-    pub async fn status() -> Result<Option<VaultView>, ServerFnError> {
-        require_admin().await?;
-        let state = expect_context::<AppState>();
-        if state.settings.vault.is_none() {
-            return Ok(None);
-        }
-        let Some(job_id) = vault::last_rebuild(&state.pool).await.map_err(reply)? else {
-            return Ok(Some(VaultView { last: None }));
-        };
-        let Some(job) = state.jobs.get(job_id).await.map_err(reply)? else {
-            // Cleaned away with its retention: nothing left to show.
-            return Ok(Some(VaultView { last: None }));
-        };
-        let (counts, error) = match vault::rebuild_result(&state.jobs, job_id).await {
-            Ok(answer) => (
-                answer.counts.map(|counts| RebuildCountsView {
-                    added: counts.added,
-                    updated: counts.updated,
-                    removed: counts.removed,
-                    unchanged: counts.unchanged,
-                    failed: counts
-                        .failed
-                        .into_iter()
-                        .map(|failed| (failed.path, failed.error))
-                        .collect(),
-                }),
-                None,
-            ),
-            Err(err @ CorpusError::RebuildFailed { .. }) => (None, Some(err.to_string())),
-            Err(err) => return Err(reply(err)),
-        };
-        let hooks = webhooks::deliveries_of(&state.pool, EventType::CorpusRebuilt, job_id.0)
-            .await
-            .map_err(reply)?
-            .into_iter()
-            .map(|(delivery, url)| HookView {
-                delivery_id: delivery.id,
-                endpoint_id: delivery.endpoint_id,
-                url,
-                state: delivery.state.as_str().to_string(),
-                pending_job_id: delivery
-                    .job_id
-                    .filter(|_| delivery.state == webhooks::DeliveryState::Sending),
-            })
-            .collect();
-        Ok(Some(VaultView {
-            last: Some(RebuildView {
-                job_id: job_id.0,
-                state: job.state,
-                counts,
-                error,
-                hooks,
-            }),
-        }))
-    }
-
-    pub async fn rebuild() -> Result<String, ServerFnError> {
-        let admin = require_admin().await?;
-        let state = expect_context::<AppState>();
-        if state.settings.vault.is_none() {
-            return Err(reply(CorpusError::NoVault));
-        }
-        let inserted = vault::queue_rebuild(&state.pool, &state.jobs)
-            .await
-            .map_err(reply)?;
-        tracing::info!(job.id = %inserted.id, duplicate = inserted.duplicate, admin.id = admin.id, "a vault rebuild was asked for");
-        Ok(if inserted.duplicate {
-            format!("Rebuild already queued (job {}).", inserted.id)
-        } else {
-            format!("Rebuild queued (job {}).", inserted.id)
-        })
-    }
+    let (state, admin) = crate::api::as_admin().await?;
+    crate::ops::vault::rebuild(&state, admin)
+        .await
+        .map(|done| done.message)
+        .map_err(crate::api::replies::reply)
 }

@@ -1,22 +1,22 @@
 //! Bookings as tools: `bookings.availability`, `bookings.slots`, `bookings.list`,
-//! `bookings.create`, `bookings.cancel` (as `api::bookings`).
+//! `bookings.create`, `bookings.cancel`, over the operations the bookings pages use too
+//! (`ops::bookings`).
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{ErrorData, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
-use super::{Tools, respond};
-use crate::domain::bookings::{self, Actor, AvailabilityChange, BookingError, NewBooking};
-use crate::error::AppError;
+use super::{Tools, answer};
+use crate::ops::bookings::{AvailabilityChange, BookingAnswer, Window};
+use crate::ops::{Operator, bookings as ops};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AvailabilityParams {
     /// The weekly windows, replacing all of them: [{weekday: 1-7 (Monday 1), start:
     /// "HH:MM", end: "HH:MM"}], in the owner's time zone. Unchanged when not given.
-    pub windows: Option<Vec<bookings::Window>>,
+    pub windows: Option<Vec<Window>>,
     /// The length of a slot in minutes (5 to 480).
     pub slot_minutes: Option<i32>,
     /// The free minutes kept between two meetings (0 to 240).
@@ -75,33 +75,7 @@ impl Tools {
             buffer_minutes: params.buffer_minutes,
             days_ahead: params.days_ahead,
         };
-        if let Err(closed) = bookings::may_book(self.state.settings.booking, Actor::Agent, true) {
-            return respond(Err(closed.into()));
-        }
-        let nothing_to_change = change.windows.is_none()
-            && change.slot_minutes.is_none()
-            && change.buffer_minutes.is_none()
-            && change.days_ahead.is_none();
-        let pool = &self.state.pool;
-        let owner = if nothing_to_change {
-            bookings::availability(pool).await
-        } else {
-            bookings::set_availability(pool, change).await
-        };
-        let timezone = bookings::zone_name(&self.state.settings.timezone);
-        respond(
-            owner
-                .map(|owner| {
-                    json!({
-                        "timezone": timezone,
-                        "windows": owner.windows,
-                        "slot_minutes": owner.slot_minutes,
-                        "buffer_minutes": owner.buffer_minutes,
-                        "days_ahead": owner.days_ahead,
-                    })
-                })
-                .map_err(AppError::from),
-        )
+        answer(ops::availability(&self.state, Operator::Agent, change).await)
     }
 
     #[tool(
@@ -112,7 +86,8 @@ impl Tools {
         &self,
         Parameters(params): Parameters<SlotsParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        respond(self.slots(params).await)
+        let from = params.from.as_deref();
+        answer(ops::slots(&self.state, Operator::Agent, from, params.days).await)
     }
 
     #[tool(
@@ -123,24 +98,8 @@ impl Tools {
         &self,
         Parameters(params): Parameters<ListBookingsParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        let listed = async {
-            bookings::may_book(self.state.settings.booking, Actor::Agent, true)?;
-            let from = params
-                .from
-                .as_deref()
-                .map(|text| bookings::parse_moment("from", text))
-                .transpose()?;
-            let to = params
-                .to
-                .as_deref()
-                .map(|text| bookings::parse_moment("to", text))
-                .transpose()?;
-            let rows = bookings::list(&self.state.pool, from, to, 1_000).await?;
-            Ok::<_, AppError>(json!({
-                "bookings": rows.iter().map(bookings::Booking::to_json).collect::<Vec<_>>()
-            }))
-        };
-        respond(listed.await)
+        let (from, to) = (params.from.as_deref(), params.to.as_deref());
+        answer(ops::list(&self.state, Operator::Agent, from, to).await)
     }
 
     #[tool(
@@ -151,27 +110,9 @@ impl Tools {
         &self,
         Parameters(params): Parameters<CreateBookingParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        let state = &self.state;
-        let created = async {
-            bookings::may_book(state.settings.booking, Actor::Agent, true)?;
-            let new = NewBooking::parse(
-                &params.start,
-                &params.name,
-                &params.email,
-                params.topic.as_deref().unwrap_or_default(),
-            )?;
-            let booking = bookings::create(
-                &state.pool,
-                &state.jobs,
-                &state.settings.timezone,
-                state.settings.calendar_uid_host(),
-                &new,
-                Actor::Agent,
-            )
-            .await?;
-            Ok::<_, BookingError>(booking.to_json())
-        };
-        respond(created.await.map_err(AppError::from))
+        let topic = params.topic.as_deref().unwrap_or_default();
+        let (start, name, email) = (&params.start, &params.name, &params.email);
+        answer(ops::create(&self.state, Operator::Agent, start, name, email, topic).await)
     }
 
     #[tool(
@@ -182,44 +123,7 @@ impl Tools {
         &self,
         Parameters(params): Parameters<BookingIdParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        let cancelled = async {
-            bookings::may_book(self.state.settings.booking, Actor::Agent, true)?;
-            bookings::cancel(&self.state.pool, &self.state.jobs, params.id, Actor::Agent).await
-        };
-        respond(
-            cancelled
-                .await
-                .map(|booking| booking.to_json())
-                .map_err(AppError::from),
-        )
-    }
-}
-
-impl Tools {
-    /// `bookings.slots`.
-    async fn slots(&self, params: SlotsParams) -> Result<Value, AppError> {
-        let state = &self.state;
-        bookings::may_book(state.settings.booking, Actor::Agent, true)?;
-        let days = params.days.unwrap_or(14);
-        if !(1..=60).contains(&days) {
-            return Err(AppError::BadRequest(format!(
-                "days must be from 1 to 60; it was {days}."
-            )));
-        }
-        let from = match params.from.as_deref() {
-            Some(text) => bookings::parse_moment("from", text)?,
-            None => jiff::Timestamp::now(),
-        };
-        let until = from
-            .checked_add(jiff::SignedDuration::from_hours(24 * days))
-            .unwrap_or(jiff::Timestamp::MAX);
-        let slots =
-            bookings::free_slots(&state.pool, &state.settings.timezone, from, until).await?;
-        Ok(json!({
-            "slots": slots
-                .iter()
-                .map(|slot| json!({ "start": slot.start.to_string(), "end": slot.end.to_string() }))
-                .collect::<Vec<_>>()
-        }))
+        let cancelled = ops::cancel(&self.state, Operator::Agent, params.id).await;
+        answer(cancelled.map(BookingAnswer::from))
     }
 }

@@ -1,17 +1,16 @@
 //! The corpus as tools: `corpus.create`, `corpus.update`, `corpus.promote`,
-//! `corpus.search` (as `api::corpus`), and the vault's `corpus.rebuild`,
-//! `corpus.rebuild_result`.
+//! `corpus.search`, and the vault's `corpus.rebuild`, `corpus.rebuild_result`, over the
+//! operations the corpus pages use too (`ops::corpus`, `ops::vault`).
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{ErrorData, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
-use super::{Tools, respond};
-use crate::domain::corpus::{self, CorpusError, Written};
-use crate::error::AppError;
+use super::{Tools, answer};
+use crate::ops::corpus::SearchResults;
+use crate::ops::{Operator, Visitor, corpus, vault};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CreateEntryParams {
@@ -55,9 +54,6 @@ pub struct RebuildResultParams {
     pub job_id: i64,
 }
 
-/// How long `corpus.rebuild` waits before it answers a receipt.
-const REBUILD_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
-
 #[tool_router(router = corpus_tools, vis = "pub(super)")]
 impl Tools {
     #[tool(
@@ -68,15 +64,8 @@ impl Tools {
         &self,
         Parameters(params): Parameters<CreateEntryParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        let written = corpus::create(
-            &self.state.pool,
-            &self.state.jobs,
-            &params.title,
-            &params.body,
-            &params.visibility,
-        )
-        .await;
-        self.corpus_receipt(written).await
+        let (title, body, visibility) = (&params.title, &params.body, &params.visibility);
+        answer(corpus::create(&self.state, Operator::Agent, title, body, visibility).await)
     }
 
     #[tool(
@@ -87,16 +76,17 @@ impl Tools {
         &self,
         Parameters(params): Parameters<UpdateEntryParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        let written = corpus::update(
-            &self.state.pool,
-            &self.state.jobs,
-            params.id,
-            params.title.as_deref(),
-            params.body.as_deref(),
-            params.visibility.as_deref(),
+        answer(
+            corpus::update(
+                &self.state,
+                Operator::Agent,
+                params.id,
+                params.title.as_deref(),
+                params.body.as_deref(),
+                params.visibility.as_deref(),
+            )
+            .await,
         )
-        .await;
-        self.corpus_receipt(written).await
     }
 
     #[tool(
@@ -107,8 +97,7 @@ impl Tools {
         &self,
         Parameters(params): Parameters<PromoteEntryParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        let written = corpus::promote(&self.state.pool, &self.state.jobs, params.id).await;
-        self.corpus_receipt(written).await
+        answer(corpus::promote(&self.state, Operator::Agent, params.id).await)
     }
 
     #[tool(
@@ -116,15 +105,7 @@ impl Tools {
         description = "Rebuild the corpus from the Obsidian vault (STANDMEET_VAULT): new notes are added, changed ones updated, entries whose note is gone removed. Waits up to 20 s: {job_id, pending:false, added, updated, removed, unchanged, failed: [{path, error}]}, else {job_id, pending:true} (ask corpus.rebuild_result later)."
     )]
     async fn corpus_rebuild(&self) -> Result<CallToolResult, ErrorData> {
-        let state = &self.state;
-        let answer = corpus::vault::rebuild_and_wait(
-            &state.pool,
-            &state.jobs,
-            state.settings.vault.as_deref(),
-            REBUILD_WAIT,
-        )
-        .await;
-        respond(answer.map(|answer| json!(answer)).map_err(AppError::from))
+        answer(vault::rebuild(&self.state, Operator::Agent).await)
     }
 
     #[tool(
@@ -135,10 +116,7 @@ impl Tools {
         &self,
         Parameters(params): Parameters<RebuildResultParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        let answer =
-            corpus::vault::rebuild_result(&self.state.jobs, standmeet_jobs::JobId(params.job_id))
-                .await;
-        respond(answer.map(|answer| json!(answer)).map_err(AppError::from))
+        answer(vault::rebuild_result(&self.state, Operator::Agent, params.job_id).await)
     }
 
     #[tool(
@@ -150,41 +128,8 @@ impl Tools {
         Parameters(params): Parameters<SearchParams>,
     ) -> Result<CallToolResult, ErrorData> {
         // An agent holds no visitor session, so it sees what any visitor sees.
-        respond(
-            corpus::search(&self.state.pool, &params.q, false)
-                .await
-                .map_err(AppError::from)
-                .map(|hits| {
-                    json!({
-                        "q": params.q.trim(),
-                        "results": hits.into_iter().map(|hit| json!({
-                            "id": hit.id,
-                            "title": hit.title,
-                            "snippet": corpus::text::snippet_text(&hit.snippet),
-                        })).collect::<Vec<_>>(),
-                    })
-                }),
-        )
-    }
-}
-
-impl Tools {
-    /// Waits for a corpus write's index job, then answers its receipt.
-    async fn corpus_receipt(
-        &self,
-        written: Result<Written, CorpusError>,
-    ) -> Result<CallToolResult, ErrorData> {
-        let state = &self.state;
-        let receipt = async {
-            let receipt = corpus::receipt(
-                &state.pool,
-                &state.jobs,
-                state.settings.index_wait,
-                written?,
-            )
-            .await?;
-            serde_json::to_value(receipt).map_err(|err| AppError::Internal(err.into()))
-        };
-        respond(receipt.await)
+        let visitor = Visitor::default();
+        let found = corpus::search(&self.state, &visitor, &params.q).await;
+        answer(found.map(SearchResults::from))
     }
 }

@@ -1,16 +1,14 @@
-//! Events as tools: `events.list`, `events.get` (as `api::events`).
+//! Events as tools: `events.list`, `events.get`, over the operations of `ops::events`
+//! (the events page reads the same outbox, newest first).
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{ErrorData, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
-use super::{Tools, respond};
-use crate::domain::events::{self, EventType};
-use crate::error::AppError;
-use crate::ops::paging::{one_page, parse_filter};
+use super::{Tools, answer};
+use crate::ops::{Operator, events};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct GetEventParams {
@@ -39,24 +37,17 @@ impl Tools {
         &self,
         Parameters(params): Parameters<ListEventsParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        let event_type = match parse_filter::<EventType>(params.event_type.as_deref()) {
-            Ok(event_type) => event_type,
-            Err(err) => return respond(Err(err)),
-        };
-        let limit = params.limit.unwrap_or(100);
-        if !(1..=1_000).contains(&limit) {
-            return respond(Err(AppError::BadRequest(format!(
-                "limit must be from 1 to 1000; it was {limit}."
-            ))));
-        }
-        let found = one_page(limit, |limit| {
-            events::list(&self.state.pool, event_type, params.after_id, limit)
-        })
-        .await;
-        respond(found.map_err(AppError::from).map(|(page, more)| {
-            let next_after_id = more.then(|| page.last().map(|e| e.id)).flatten();
-            json!({ "events": page, "next_after_id": next_after_id })
-        }))
+        let event_type = params.event_type.as_deref();
+        answer(
+            events::list(
+                &self.state,
+                Operator::Agent,
+                event_type,
+                params.after_id,
+                params.limit,
+            )
+            .await,
+        )
     }
 
     #[tool(
@@ -67,13 +58,6 @@ impl Tools {
         &self,
         Parameters(params): Parameters<GetEventParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        respond(match events::get(&self.state.pool, params.id).await {
-            Ok(Some(event)) => Ok(json!(event)),
-            Ok(None) => Err(AppError::NotFound(format!(
-                "There is no event {}.",
-                params.id
-            ))),
-            Err(err) => Err(err.into()),
-        })
+        answer(events::get(&self.state, Operator::Agent, params.id).await)
     }
 }

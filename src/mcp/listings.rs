@@ -1,16 +1,14 @@
-//! Job listings as tools: `jobs.fetch_new`, `jobs.fetch_result` (as `api::listings`).
+//! Job listings as tools: `jobs.fetch_new`, `jobs.fetch_result`, over the operations the
+//! listings page's "Fetch new" uses too (`ops::listings`).
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{ErrorData, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::{Tools, respond};
-use crate::domain::listings::{self, ListingsError};
-use crate::error::AppError;
-use standmeet_jobs::JobId;
+use super::{Tools, answer};
+use crate::ops::{Operator, listings};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct FetchNewParams {
@@ -35,15 +33,8 @@ impl Tools {
         &self,
         Parameters(params): Parameters<FetchNewParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        let state = &self.state;
-        let answer = listings::fetch_new(
-            &state.pool,
-            &state.jobs,
-            state.settings.fetch_wait,
-            params.source_ids.as_deref(),
-        )
-        .await;
-        respond(fetch_answer(answer))
+        let sources = params.source_ids.as_deref();
+        answer(listings::fetch_new(&self.state, Operator::Agent, sources).await)
     }
 
     #[tool(
@@ -54,17 +45,6 @@ impl Tools {
         &self,
         Parameters(params): Parameters<FetchResultParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        let ids: Vec<JobId> = params.job_ids.into_iter().map(JobId).collect();
-        respond(fetch_answer(
-            listings::fetch_result(&self.state.pool, &self.state.jobs, &ids).await,
-        ))
+        answer(listings::fetch_result(&self.state, Operator::Agent, &params.job_ids).await)
     }
-}
-
-/// A listings fetch's answer as a tool's object.
-fn fetch_answer(
-    answer: Result<crate::model::FetchAnswer, ListingsError>,
-) -> Result<Value, AppError> {
-    let answer = answer?;
-    serde_json::to_value(&answer).map_err(|err| AppError::Internal(err.into()))
 }

@@ -1,14 +1,14 @@
-//! Queues as tools: `queues.list`, `queues.pause`, `queues.resume` (as `api::queues`).
+//! Queues as tools: `queues.list`, `queues.pause`, `queues.resume`, over the operations
+//! the queues page uses too (`ops::queues`).
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{ErrorData, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
-use super::{Tools, respond};
-use crate::error::AppError;
+use super::{Tools, answer};
+use crate::ops::{Operator, queues};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct QueueParams {
@@ -23,12 +23,7 @@ impl Tools {
         description = "The job queues: {queues: [{name, paused, counts: {<state>: n}, finished_last_5m, oldest_available_age_s}]}; oldest_available_age_s is null when no job waits."
     )]
     async fn queues_list(&self) -> Result<CallToolResult, ErrorData> {
-        let queues = self.state.jobs.queues().await;
-        respond(
-            queues
-                .map(|queues| json!({ "queues": queues }))
-                .map_err(AppError::from),
-        )
+        answer(queues::list(&self.state, Operator::Agent).await)
     }
 
     #[tool(
@@ -39,8 +34,7 @@ impl Tools {
         &self,
         Parameters(params): Parameters<QueueParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        let paused = self.state.jobs.pause_queue(&params.queue).await;
-        respond(paused.map(|queue| json!(queue)).map_err(AppError::from))
+        answer(queues::set_paused(&self.state, Operator::Agent, &params.queue, true).await)
     }
 
     #[tool(
@@ -51,7 +45,6 @@ impl Tools {
         &self,
         Parameters(params): Parameters<QueueParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        let resumed = self.state.jobs.resume_queue(&params.queue).await;
-        respond(resumed.map(|queue| json!(queue)).map_err(AppError::from))
+        answer(queues::set_paused(&self.state, Operator::Agent, &params.queue, false).await)
     }
 }

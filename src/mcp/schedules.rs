@@ -1,15 +1,14 @@
-//! Schedules as tools: `schedules.list`, `schedules.run_now`, `schedules.set` (as the
-//! `/admin/schedules` page).
+//! Schedules as tools: `schedules.list`, `schedules.run_now`, `schedules.set`, over the
+//! operations the `/admin/schedules` page uses too (`ops::schedules`).
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{ErrorData, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
-use super::{Tools, respond};
-use crate::error::AppError;
+use super::{Tools, answer};
+use crate::ops::{Operator, schedules};
 use standmeet_jobs::periodic::ScheduleChange;
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -43,16 +42,7 @@ impl Tools {
         description = "The schedules that insert jobs periodically: {schedules: [{name, cron, timezone, kind, args, queue, enabled, next_run_at, last_run: {job_id, state, at} | null}]}; next_run_at is null while disabled."
     )]
     async fn schedules_list(&self) -> Result<CallToolResult, ErrorData> {
-        let listed = self
-            .state
-            .jobs
-            .schedules(&self.state.settings.timezone)
-            .await;
-        respond(
-            listed
-                .map(|schedules| json!({ "schedules": schedules }))
-                .map_err(AppError::from),
-        )
+        answer(schedules::list(&self.state, Operator::Agent).await)
     }
 
     #[tool(
@@ -63,16 +53,7 @@ impl Tools {
         &self,
         Parameters(params): Parameters<ScheduleNameParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        let inserted = self
-            .state
-            .jobs
-            .run_schedule_now(&self.state.registry, &params.name)
-            .await;
-        respond(
-            inserted
-                .map(|inserted| json!({ "job_id": inserted.id, "duplicate": inserted.duplicate }))
-                .map_err(AppError::from),
-        )
+        answer(schedules::run_now(&self.state, Operator::Agent, &params.name).await)
     }
 
     #[tool(
@@ -91,11 +72,6 @@ impl Tools {
             queue: params.queue,
             enabled: params.enabled,
         };
-        let set = self
-            .state
-            .jobs
-            .set_schedule(&self.state.registry, &self.state.settings.timezone, change)
-            .await;
-        respond(set.map(|schedule| json!(schedule)).map_err(AppError::from))
+        answer(schedules::set(&self.state, Operator::Agent, change).await)
     }
 }

@@ -1,19 +1,14 @@
 //! Webhooks as tools: `webhooks.list`, `webhooks.create`, `webhooks.delete`,
-//! `webhooks.test` (as `api::webhooks`).
+//! `webhooks.test`, over the operations the webhooks pages use too (`ops::webhooks`).
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{ErrorData, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
-use super::{Tools, respond};
-use crate::domain::webhooks;
-use crate::error::AppError;
-
-/// How long `webhooks.test` waits for its delivery.
-const WEBHOOK_TEST_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+use super::{Tools, answer};
+use crate::ops::{Operator, webhooks};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CreateWebhookParams {
@@ -36,12 +31,7 @@ impl Tools {
         description = "The webhook endpoints: {webhooks: [{id, url, event_types, enabled, disabled_reason, created_at}]} (never their secrets)."
     )]
     async fn webhooks_list(&self) -> Result<CallToolResult, ErrorData> {
-        let listed = webhooks::list(&self.state.pool).await;
-        respond(
-            listed
-                .map(|endpoints| json!({ "webhooks": endpoints }))
-                .map_err(AppError::from),
-        )
+        answer(webhooks::list(&self.state, Operator::Agent).await)
     }
 
     #[tool(
@@ -52,18 +42,8 @@ impl Tools {
         &self,
         Parameters(params): Parameters<CreateWebhookParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        let created = webhooks::create(
-            &self.state.pool,
-            &params.url,
-            &params.event_types,
-            self.state.settings.fetch_allow_private,
-        )
-        .await;
-        respond(
-            created
-                .map(|created| json!(created))
-                .map_err(AppError::from),
-        )
+        let (url, types) = (&params.url, &params.event_types);
+        answer(webhooks::create(&self.state, Operator::Agent, url, types).await)
     }
 
     #[tool(
@@ -74,12 +54,7 @@ impl Tools {
         &self,
         Parameters(params): Parameters<WebhookIdParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        let deleted = webhooks::delete(&self.state.pool, params.id).await;
-        respond(
-            deleted
-                .map(|()| json!({ "id": params.id, "deleted": true }))
-                .map_err(AppError::from),
-        )
+        answer(webhooks::delete(&self.state, Operator::Agent, params.id).await)
     }
 
     #[tool(
@@ -90,25 +65,6 @@ impl Tools {
         &self,
         Parameters(params): Parameters<WebhookIdParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        respond(self.send_test(params.id).await)
-    }
-}
-
-impl Tools {
-    /// `webhooks.test`: queues a test delivery, waits up to [`WEBHOOK_TEST_WAIT`] for
-    /// it, and says how it went.
-    async fn send_test(&self, id: i64) -> Result<Value, AppError> {
-        let queued = webhooks::send_test(&self.state.pool, &self.state.jobs, id).await?;
-        self.state
-            .jobs
-            .wait(&[queued.job_id], WEBHOOK_TEST_WAIT)
-            .await?;
-        let delivery = webhooks::delivery(&self.state.pool, queued.delivery_id).await?;
-        Ok(json!({
-            "delivery_job_id": queued.job_id.0,
-            "state": delivery.state,
-            "response_status": delivery.response_status,
-            "pending": delivery.state == webhooks::DeliveryState::Sending,
-        }))
+        answer(webhooks::send_test(&self.state, Operator::Agent, params.id).await)
     }
 }

@@ -14,13 +14,26 @@
 //! ends ([`paging`]) and how a moment reads ([`when`]) are written once, here, so the
 //! page and the tool cannot drift apart.
 //!
-//! The operations by feature: [`access`] (access requests and the mail log), [`tasks`]
-//! (the Tasks panel's jobs).
+//! The operations by feature: [`access`] (access requests and the mail log), [`account`]
+//! (the owner's address), [`bookings`], [`corpus`] and its [`vault`], [`events`],
+//! [`front_page`], [`listings`], [`overview`] (`/admin`), [`queues`], [`schedules`],
+//! [`tasks`] (the Tasks panel's jobs) and [`webhooks`].
 
 pub mod access;
+pub mod account;
+pub mod bookings;
+pub mod corpus;
+pub mod events;
+pub mod front_page;
+pub mod listings;
+pub mod overview;
 #[cfg(feature = "ssr")]
 pub mod paging;
+pub mod queues;
+pub mod schedules;
 pub mod tasks;
+pub mod vault;
+pub mod webhooks;
 
 /// Who asks for an operation that only the owner's side may do.
 #[cfg(feature = "ssr")]
@@ -30,6 +43,17 @@ pub enum Operator {
     Admin(i64),
     /// An agent holding the MCP token: it acts for the owner, as nobody in particular.
     Agent,
+}
+
+/// A visitor of the public pages, as an operation needs to know them.
+#[cfg(feature = "ssr")]
+#[derive(Clone, Debug, Default)]
+pub struct Visitor {
+    /// Their address, when the server knows it: the limits on requests count by it.
+    pub address: Option<std::net::IpAddr>,
+    /// The email whose access code their session redeemed (`/access`): restricted
+    /// entries are theirs to see, and they may book where booking asks for it.
+    pub granted: Option<String>,
 }
 
 #[cfg(feature = "ssr")]
@@ -51,4 +75,21 @@ pub fn when(at: time::OffsetDateTime) -> String {
     at.to_offset(time::UtcOffset::UTC)
         .format(FORMAT)
         .unwrap_or_else(|_| at.to_string())
+}
+
+/// What an action did: its result as an agent reads it, and a sentence for the page's
+/// toast. It serializes as `view` alone, so a tool answers the contract's shape and the
+/// page says what happened in words, from one operation.
+#[cfg(feature = "ssr")]
+#[derive(Clone, Debug)]
+pub struct Done<T> {
+    pub view: T,
+    pub message: String,
+}
+
+#[cfg(feature = "ssr")]
+impl<T: serde::Serialize> serde::Serialize for Done<T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.view.serialize(serializer)
+    }
 }

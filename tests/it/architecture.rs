@@ -354,3 +354,31 @@ fn no_two_files_need_each_other() {
         "files that use each other (directly or round a loop): {found:?}"
     );
 }
+
+/// What a door may take from the domain directly rather than through an operation: who
+/// is signed in (the session's admin, which the guard and sign-in speak of).
+const DOORS_MAY_USE: &[&str] = &["domain::admins"];
+
+#[test]
+fn the_doors_reach_the_domain_only_through_operations() {
+    // A server function (`api`) and a tool (`mcp`) are adapters of one operation each
+    // (`ops`): what they ask of the domain they ask through it, so the page and the
+    // tool cannot drift apart.
+    let graph = graph_at(2);
+    let mut wrong = Vec::new();
+    for (from, targets) in &graph {
+        if !(from.starts_with("api") || from.starts_with("mcp")) {
+            continue;
+        }
+        for target in targets {
+            if target.starts_with("domain") && !DOORS_MAY_USE.contains(&target.as_str()) {
+                wrong.push(format!("{from} uses {target}: go through ops"));
+            }
+        }
+    }
+    assert!(
+        graph.keys().any(|from| from.starts_with("ops::")),
+        "the graph sees the operations: {graph:?}"
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

@@ -18,7 +18,6 @@ mod mail;
 
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use serde::Serialize;
 use sqlx::PgPool;
 use time::OffsetDateTime;
 
@@ -73,23 +72,7 @@ impl From<standmeet_jobs::Error> for BookingError {
     }
 }
 
-/// A booking's state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, sqlx::Type)]
-#[sqlx(type_name = "booking_state", rename_all = "lowercase")]
-#[serde(rename_all = "lowercase")]
-pub enum BookingState {
-    Confirmed,
-    Cancelled,
-}
-
-impl BookingState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BookingState::Confirmed => "confirmed",
-            BookingState::Cancelled => "cancelled",
-        }
-    }
-}
+pub use crate::model::BookingState;
 
 /// Who booked or cancelled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,21 +125,6 @@ impl Booking {
     /// cleaned away).
     pub fn notify_mail_state(&self) -> Option<MailState> {
         self.notify_job_state.map(MailState::of_job)
-    }
-
-    /// The booking as the tools answer it (product.md section 11).
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "id": self.id,
-            "start": self.start().to_string(),
-            "end": self.end().to_string(),
-            "name": self.name,
-            "email": self.email,
-            "topic": self.topic,
-            "state": self.state,
-            "notify_job_id": self.notify_job_id,
-            "confirmation_job_id": self.confirmation_job_id,
-        })
     }
 }
 

@@ -222,20 +222,6 @@ pub fn snippet(body: &str, marker: &Marker) -> Vec<Piece> {
     pieces
 }
 
-/// A snippet as text, its matches in `**bold**` (for agents).
-pub fn snippet_text(pieces: &[Piece]) -> String {
-    pieces
-        .iter()
-        .map(|piece| {
-            if piece.mark {
-                format!("**{}**", piece.text)
-            } else {
-                piece.text.clone()
-            }
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,10 +264,6 @@ mod tests {
             .map(|p| p.text.as_str())
             .collect();
         assert_eq!(marked, ["Indexing", "search", "index"]);
-        assert_eq!(
-            snippet_text(&pieces),
-            "StandMeet keeps a corpus. **Indexing** runs as a job, and **search** reads the **index**."
-        );
         // Inside a word is not a match.
         assert!(
             snippet("reindex", &Marker::new(&terms("index")))

@@ -8,6 +8,7 @@ use leptos_meta::Title;
 use crate::api::bookings::{
     AvailabilityForm, BookingView, CancelBooking, SaveAvailability, bookings_admin,
 };
+use crate::model::BookingState;
 use crate::model::{JobState, MailState};
 use crate::ui::components::confirm::use_confirm;
 use crate::ui::components::focus;
@@ -97,11 +98,10 @@ fn AvailabilityEditor(form: AvailabilityForm) -> impl IntoView {
     }
 }
 
-fn state_tone(state: &str) -> Tone {
-    if state == "confirmed" {
-        Tone::Success
-    } else {
-        Tone::Muted
+fn state_tone(state: BookingState) -> Tone {
+    match state {
+        BookingState::Confirmed => Tone::Success,
+        BookingState::Cancelled => Tone::Muted,
     }
 }
 
@@ -163,7 +163,7 @@ fn BookingRow(row: RwSignal<BookingView>) -> impl IntoView {
             </td>
             <td class="max-w-sm px-4 py-3 whitespace-pre-wrap text-slate-700">{move || row.get().topic}</td>
             <td class="px-4 py-3">
-                {move || { let state = row.get().state; view! { <StatusChip label=state.clone() tone=state_tone(&state) test_id="booking-state"/> } }}
+                {move || { let state = row.get().state; view! { <StatusChip label=state.as_str() tone=state_tone(state) test_id="booking-state"/> } }}
             </td>
             <td class="px-4 py-3">
                 {move || {
@@ -177,7 +177,7 @@ fn BookingRow(row: RwSignal<BookingView>) -> impl IntoView {
                 }}
             </td>
             <td class="px-4 py-3 whitespace-nowrap text-right">
-                <Show when=move || row.get().state == "confirmed">
+                <Show when=move || row.get().state == BookingState::Confirmed>
                     <button type="button" class=SECONDARY_BUTTON data-focus-key=format!("booking-cancel-{id}")
                         disabled=move || !hydrated.get() || cancel.pending().get()
                         on:click=move |_| {

@@ -10,7 +10,7 @@ use crate::api::listings::{
     AddListingSource, FetchNewListings, ListingView, ListingsView, RemoveListingSource,
     SetSourceEnabled, SourceView, listings_overview,
 };
-use crate::model::FetchAnswer;
+use crate::model::{FetchAnswer, FetchState};
 use crate::ui::components::confirm::use_confirm;
 use crate::ui::components::focus;
 use crate::ui::components::form::server_message;
@@ -20,13 +20,13 @@ use crate::ui::components::live::use_live_jobs;
 use crate::ui::components::status_chip::{StatusChip, Tone};
 use crate::ui::components::toast::{Toasts, use_toasts};
 
-fn fetch_tone(word: &str) -> Tone {
-    match word {
-        "fetching" => Tone::Active,
-        "fetched" => Tone::Success,
-        "retrying" => Tone::Warning,
-        "failed" => Tone::Danger,
-        _ => Tone::Muted,
+fn fetch_tone(state: FetchState) -> Tone {
+    match state {
+        FetchState::Fetching => Tone::Active,
+        FetchState::Fetched => Tone::Success,
+        FetchState::Retrying => Tone::Warning,
+        FetchState::Failed => Tone::Danger,
+        FetchState::Never | FetchState::Cancelled => Tone::Muted,
     }
 }
 
@@ -115,7 +115,7 @@ pub fn ListingsPage() -> impl IntoView {
                 .map(|view| {
                     view.sources
                         .iter()
-                        .filter(|s| matches!(s.fetch_state.as_str(), "fetching" | "retrying"))
+                        .filter(|s| s.fetch_state.is_moving())
                         .filter_map(|s| s.job_id)
                         .collect()
                 })
@@ -225,12 +225,12 @@ fn SourceRow(
                     {(!enabled).then(|| view! { <span class="ml-2 text-xs text-slate-500">"disabled"</span> })}
                 </p>
                 <p class="truncate text-xs text-slate-500">{source.url}</p>
-                {source.note.filter(|_| source.fetch_state != "fetched").map(|note| view! {
+                {source.note.filter(|_| source.fetch_state != FetchState::Fetched).map(|note| view! {
                     <p data-testid="source-error" class="mt-1 text-xs text-rose-800">{note}</p>
                 })}
             </div>
             <span class="text-xs text-slate-500">{format!("{} listings", source.listings)}</span>
-            <StatusChip label=source.fetch_state.clone() tone=fetch_tone(&source.fetch_state) test_id="source-fetch-state" title=title.unwrap_or_default()/>
+            <StatusChip label=source.fetch_state.as_str() tone=fetch_tone(source.fetch_state) test_id="source-fetch-state" title=title.unwrap_or_default()/>
             <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get()
                     data-focus-key=format!("source-{id}-toggle")
                     on:click=move |_| { toggle.dispatch(SetSourceEnabled { id, enabled: !enabled }); }>
