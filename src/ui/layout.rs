@@ -1,15 +1,16 @@
 //! The frame around every page. Visitor pages: a header with the product name, the
-//! visitor navigation (and, for a signed-in admin, the admin links) and who is signed
-//! in, over the main column. Admin pages: a slim header, and the admin navigation in a
-//! sidebar grouped the way operators think of the work, which folds behind a menu
-//! button at phone width.
+//! visitor navigation (and, for a signed-in admin, one "Admin" link into the console)
+//! and who is signed in, over the main column. Admin pages: a slim header, and the
+//! admin navigation in a sidebar grouped the way operators think of the work. At phone
+//! width either navigation folds behind the header's "Menu" button, so the header is
+//! one row.
 
 use leptos::prelude::*;
 use leptos_router::components::A;
 use leptos_router::hooks::use_location;
 
 use crate::api::auth::current_admin;
-use crate::ui::components::form::SECONDARY_BUTTON;
+use crate::ui::components::form::{SECONDARY_BUTTON, use_hydrated};
 use crate::ui::components::theme::ThemeToggle;
 
 /// The admin pages, in the order the navigation shows them.
@@ -74,7 +75,7 @@ pub const ADMIN_GROUPS: [(&str, &[(&str, &str)]); 5] = [
 /// A link in the admin sidebar: full width, the current page marked.
 const SIDEBAR_LINK: &str = "block rounded-md px-3 py-1.5 text-sm text-slate-600 hover:bg-slate-100 hover:text-slate-900 focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600 aria-[current=page]:bg-slate-900 aria-[current=page]:text-white";
 
-const NAV_LINK: &str = "rounded-md px-3 py-1.5 text-slate-600 hover:bg-slate-100 hover:text-slate-900 focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600 aria-[current=page]:bg-slate-900 aria-[current=page]:text-white";
+const NAV_LINK: &str = "block rounded-md px-3 py-1.5 text-slate-600 hover:bg-slate-100 hover:text-slate-900 focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600 aria-[current=page]:bg-slate-900 aria-[current=page]:text-white";
 
 #[component]
 pub fn Layout(children: Children) -> impl IntoView {
@@ -82,39 +83,39 @@ pub fn Layout(children: Children) -> impl IntoView {
     let signed_in = move || matches!(admin.get(), Some(Ok(Some(_))));
     let location = use_location();
     let on_admin_page = move || location.pathname.get().starts_with("/admin");
-    // The sidebar at phone width: folded until the menu button opens it, which works
+    // The navigation at phone width: folded until the menu button opens it, which works
     // once the page is hydrated (until then the button says so by being disabled).
     let menu_open = RwSignal::new(false);
-    let hydrated = RwSignal::new(false);
-    Effect::new(move |_| hydrated.set(true));
+    let hydrated = use_hydrated();
     view! {
         <header class="border-b border-slate-200 bg-white">
-            <div class="mx-auto flex max-w-6xl flex-wrap items-center gap-x-4 gap-y-2 px-6 py-4 sm:gap-x-8">
+            <div class="mx-auto flex max-w-6xl flex-wrap items-center gap-x-3 gap-y-2 px-4 py-3 sm:gap-x-8 sm:px-6 sm:py-4">
                 <a href="/" class="flex items-center gap-2 text-lg font-semibold tracking-tight text-slate-900">
                     <span aria-hidden="true" class="inline-block h-2.5 w-2.5 rounded-full bg-teal-600"></span>
                     "StandMeet"
                 </a>
-                <Show
-                    when=on_admin_page
-                    fallback=move || view! { <VisitorNavigation signed_in=signed_in/> }
-                >
-                    <div class="flex-1"></div>
+                <Show when=move || !on_admin_page()>
+                    <VisitorNavigation signed_in=signed_in open=menu_open/>
                 </Show>
+                // Pushes the controls to the right where no navigation does.
+                <div class=move || if on_admin_page() { "flex-1" } else { "flex-1 sm:hidden" }></div>
                 <ThemeToggle/>
                 <SignedIn admin=admin/>
-                <Show when=on_admin_page>
-                    <button
-                        type="button"
-                        class="rounded-md border border-slate-300 px-3 py-1.5 text-sm text-slate-700 hover:bg-slate-100 focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600 md:hidden"
-                        aria-controls="admin-sidebar"
-                        aria-expanded=move || menu_open.get().to_string()
-                        data-testid="admin-menu-button"
-                        disabled=move || !hydrated.get()
-                        on:click=move |_| menu_open.update(|open| *open = !*open)
-                    >
-                        "Menu"
-                    </button>
-                </Show>
+                <button
+                    type="button"
+                    class=move || {
+                        // Below the width where its navigation has room of its own.
+                        let shown_until = if on_admin_page() { "md:hidden" } else { "sm:hidden" };
+                        format!("{SECONDARY_BUTTON} focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600 {shown_until}")
+                    }
+                    aria-controls=move || if on_admin_page() { "admin-sidebar" } else { "visitor-navigation" }
+                    aria-expanded=move || menu_open.get().to_string()
+                    data-testid=move || if on_admin_page() { "admin-menu-button" } else { "visitor-menu-button" }
+                    disabled=move || !hydrated.get()
+                    on:click=move |_| menu_open.update(|open| *open = !*open)
+                >
+                    "Menu"
+                </button>
             </div>
         </header>
         <div class=move || {
@@ -138,33 +139,36 @@ pub fn Layout(children: Children) -> impl IntoView {
     }
 }
 
-/// The visitor links, and the admin links for a signed-in admin, in the header.
+/// The visitor links in the header, and for a signed-in admin one "Admin" link into
+/// the console (whose sidebar has the rest). From tablet width they stand in the
+/// header's row; at phone width they fold behind the menu button, and open as a row
+/// of their own under it.
 #[component]
-fn VisitorNavigation(signed_in: impl Fn() -> bool + Send + Sync + Copy + 'static) -> impl IntoView {
+fn VisitorNavigation(
+    signed_in: impl Fn() -> bool + Send + Sync + Copy + 'static,
+    open: RwSignal<bool>,
+) -> impl IntoView {
     view! {
-        <div class="flex flex-1 flex-col gap-1">
-            <nav aria-label="Visitor" class="flex flex-wrap gap-1 text-sm">
-                {VISITOR_PAGES
-                    .into_iter()
-                    .map(|(href, label)| view! { <A href=href attr:class=NAV_LINK>{label}</A> })
-                    .collect_view()}
-            </nav>
-            // Admin links for a signed-in admin only.
+        <nav
+            id="visitor-navigation"
+            aria-label="Visitor"
+            class=move || {
+                let shown = if open.get() { "flex" } else { "hidden" };
+                format!("{shown} order-last basis-full flex-col gap-1 text-sm sm:order-none sm:flex sm:flex-1 sm:basis-auto sm:flex-row sm:flex-wrap")
+            }
+        >
+            {VISITOR_PAGES
+                .into_iter()
+                .map(|(href, label)| view! { <A href=href attr:class=NAV_LINK>{label}</A> })
+                .collect_view()}
             <Transition fallback=|| ()>
                 <Show when=signed_in>
-                    <nav aria-label="Admin" class="flex flex-wrap gap-1 text-sm">
-                        {ADMIN_PAGES
-                            .into_iter()
-                            .map(|(href, label)| {
-                                // rel="external": a full page load, so the server's
-                                // admin guard sees every visit to an admin page.
-                                view! { <A href=href exact=href == "/admin" attr:rel="external" attr:class=NAV_LINK>{label}</A> }
-                            })
-                            .collect_view()}
-                    </nav>
+                    // rel="external": a full page load, so the server's admin guard sees
+                    // the visit.
+                    <A href="/admin" attr:rel="external" attr:class=NAV_LINK attr:data-testid="admin-link">"Admin"</A>
                 </Show>
             </Transition>
-        </div>
+        </nav>
     }
 }
 

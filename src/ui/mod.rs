@@ -68,10 +68,15 @@ pub fn App() -> impl IntoView {
     provide_meta_context();
     Toasts::provide();
     Confirm::provide();
-    // In the browser, once hydrated: note which keyed control has the focus.
-    Effect::new(|_| crate::ui::components::focus::install());
-    // And listen for the keyboard shortcuts (`/`, `g t`, …).
-    Effect::new(|_| crate::ui::components::shortcuts::install());
+    // In the browser, once hydrated: note which keyed control has the focus, listen for
+    // the keyboard shortcuts (`/`, `g t`, …; `<html data-shortcuts="on">` says so), and
+    // say that the page is hydrated, which enables every button at once.
+    let hydrated = crate::ui::components::form::provide_hydrated();
+    Effect::new(move |_| {
+        crate::ui::components::focus::install();
+        crate::ui::components::shortcuts::install();
+        hydrated.set(true);
+    });
 
     view! {
         <Title formatter=|page: String| {

@@ -8,12 +8,30 @@ pub const INPUT: &str = "mt-1 block w-full rounded-md border border-slate-300 px
 pub const PRIMARY_BUTTON: &str = "rounded-md bg-teal-700 px-4 py-2 text-sm font-medium text-white shadow-sm hover:bg-teal-800 disabled:cursor-not-allowed disabled:opacity-50";
 pub const SECONDARY_BUTTON: &str = "rounded-md border border-slate-300 px-3 py-1.5 text-sm text-slate-700 hover:bg-slate-100 disabled:cursor-not-allowed disabled:opacity-50";
 
+/// Whether the page is hydrated: one signal for the whole app.
+#[derive(Clone, Copy)]
+struct Hydrated(RwSignal<bool>);
+
+/// Makes the app's one "hydrated" signal (the app's root does, and sets it once its
+/// browser side is installed: the same moment `<html>` gets `data-shortcuts="on"`).
+pub fn provide_hydrated() -> RwSignal<bool> {
+    let hydrated = RwSignal::new(false);
+    provide_context(Hydrated(hydrated));
+    hydrated
+}
+
 /// A signal that turns true once the page is hydrated. Buttons that call server
 /// functions stay disabled until then: before hydration a click would do nothing.
 pub fn use_hydrated() -> RwSignal<bool> {
-    let hydrated = RwSignal::new(false);
-    Effect::new(move |_| hydrated.set(true));
-    hydrated
+    match use_context::<Hydrated>() {
+        Some(Hydrated(hydrated)) => hydrated,
+        // Outside the app (a component rendered alone): hydrated with itself.
+        None => {
+            let hydrated = RwSignal::new(false);
+            Effect::new(move |_| hydrated.set(true));
+            hydrated
+        }
+    }
 }
 
 /// What a failed server function says to a person: the server's message, or that it

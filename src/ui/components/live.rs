@@ -5,7 +5,10 @@
 //! is tried again every few seconds. On the server this does nothing (pages are rendered
 //! once there).
 
+use leptos::prelude::*;
 use serde::Deserialize;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::api::tasks::TaskRow;
 use crate::model::JobState;
@@ -44,7 +47,6 @@ pub fn use_live_rows(
 ) {
     #[cfg(feature = "hydrate")]
     {
-        use leptos::prelude::*;
         let changed = StoredValue::new(Vec::<i64>::new());
         let busy = StoredValue::new(false);
         let on_change = {
@@ -91,6 +93,66 @@ pub fn use_live_rows(
     {
         let _ = (watched, apply);
     }
+}
+
+/// Follows the jobs a resource's value names, and reads the whole resource again when
+/// one of them changes (and once a second while the stream is not open): for pages
+/// whose rows come whole from one server function (schedules, listings, the account,
+/// the corpus). `jobs` names the unfinished jobs of the value.
+pub fn refetch_on_jobs<T>(
+    resource: Resource<Result<T, ServerFnError>>,
+    jobs: impl Fn(&T) -> Vec<i64> + 'static,
+) where
+    T: Clone + Send + Sync + Serialize + DeserializeOwned + 'static,
+{
+    use_live_jobs(
+        move || {
+            resource
+                .get_untracked()
+                .and_then(Result::ok)
+                .map(|value| jobs(&value))
+                .unwrap_or_default()
+        },
+        move |_| resource.refetch(),
+        move || resource.refetch(),
+    );
+}
+
+/// A row whose chip follows one job (an access request's mail, a booking's
+/// notification to the owner).
+pub trait FollowsJob: Clone + Send + Sync + 'static {
+    /// The job its chip follows, and that job's state as the row last heard it.
+    fn followed_job(&self) -> (Option<i64>, Option<JobState>);
+    /// Takes in the job's fresh row (its state moved).
+    fn job_moved(&mut self, job: &TaskRow);
+}
+
+/// The rows whose job is unfinished follow it live; a row whose job moved takes in the
+/// job's fresh row ([`FollowsJob::job_moved`]).
+pub fn follow_row_jobs<R: FollowsJob>(rows: RwSignal<Vec<RwSignal<R>>>) {
+    let watched = move || {
+        rows.with_untracked(|rows| {
+            rows.iter()
+                .filter_map(|row| {
+                    let (job, state) = row.with_untracked(R::followed_job);
+                    job.filter(|_| state.is_some_and(|state| !state.is_terminal()))
+                })
+                .collect::<Vec<i64>>()
+        })
+    };
+    use_live_rows(watched, move |jobs| {
+        rows.with_untracked(|rows| {
+            for row in rows {
+                let (followed, known) = row.with_untracked(R::followed_job);
+                let Some(job) = jobs.iter().find(|job| Some(job.id) == followed) else {
+                    continue;
+                };
+                if known != Some(job.state) {
+                    row.update(|row| row.job_moved(job));
+                }
+            }
+        });
+    });
 }
 
 #[cfg(feature = "hydrate")]

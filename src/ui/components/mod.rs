@@ -8,5 +8,6 @@ pub mod params;
 pub mod poll;
 pub mod shortcuts;
 pub mod status_chip;
+pub mod table;
 pub mod theme;
 pub mod toast;

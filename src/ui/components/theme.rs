@@ -10,7 +10,7 @@
 
 use leptos::prelude::*;
 
-use crate::ui::components::form::SECONDARY_BUTTON;
+use crate::ui::components::form::{SECONDARY_BUTTON, use_hydrated};
 
 /// The cookie that remembers the choice: `dark` or `light`.
 pub const THEME_COOKIE: &str = "standmeet_theme";
@@ -56,11 +56,10 @@ pub fn ThemeToggle() -> impl IntoView {
     // Unknown on the server (the system's setting is the browser's): read once
     // hydrated.
     let dark = RwSignal::new(false);
-    let hydrated = RwSignal::new(false);
+    let hydrated = use_hydrated();
     Effect::new(move |_| {
         #[cfg(feature = "hydrate")]
         dark.set(browser::is_dark());
-        hydrated.set(true);
     });
     view! {
         <button
@@ -76,7 +75,10 @@ pub fn ThemeToggle() -> impl IntoView {
                 dark.set(now_dark);
             }
         >
-            "Dark mode"
+            // At phone width a glyph, so the header stays one row; the name stays "Dark
+            // mode" for screen readers.
+            <span aria-hidden="true" class="sm:hidden">"◐"</span>
+            <span class="sr-only sm:not-sr-only">"Dark mode"</span>
         </button>
     }
 }

@@ -10,14 +10,18 @@ use leptos_router::hooks::use_query_map;
 use crate::api::access::{
     AccessRequestView, ApproveAccessRequest, DenyAccessRequest, list_access_requests,
 };
+use crate::api::tasks::TaskRow;
 use crate::model::{JobState, RequestStatus};
 use crate::ui::components::confirm::use_confirm;
 use crate::ui::components::focus;
 use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{PRIMARY_BUTTON, SECONDARY_BUTTON};
-use crate::ui::components::live::use_live_rows;
+use crate::ui::components::live::{FollowsJob, follow_row_jobs};
 use crate::ui::components::status_chip::{StatusChip, Tone, mail_state_tone};
+use crate::ui::components::table::{
+    ACTION_CELL, BODY, CELL, HEAD, HEAD_CELL, ROW, TABLE, TABLE_CARD,
+};
 use crate::ui::components::toast::use_toasts;
 
 fn status_tone(status: RequestStatus) -> Tone {
@@ -64,21 +68,21 @@ pub fn AccessRequestsPage() -> impl IntoView {
 fn RequestTable(rows: Vec<AccessRequestView>) -> impl IntoView {
     let rows: RwSignal<Vec<RwSignal<AccessRequestView>>> =
         RwSignal::new(rows.into_iter().map(RwSignal::new).collect());
-    follow_mail(rows);
+    follow_row_jobs(rows);
     view! {
-        <div class="mt-4 overflow-x-auto rounded-xl border border-slate-200 bg-white">
-            <table class="min-w-full divide-y divide-slate-200 text-sm">
-                <thead class="bg-slate-50 text-left text-xs font-medium uppercase tracking-wide text-slate-500">
+        <div class=TABLE_CARD>
+            <table class=TABLE>
+                <thead class=HEAD>
                     <tr>
-                        <th class="px-4 py-2">"Who"</th>
-                        <th class="px-4 py-2">"Message"</th>
-                        <th class="px-4 py-2">"Asked"</th>
-                        <th class="px-4 py-2">"Status"</th>
-                        <th class="px-4 py-2">"Mail"</th>
-                        <th class="px-4 py-2"></th>
+                        <th class=HEAD_CELL>"Who"</th>
+                        <th class=HEAD_CELL>"Message"</th>
+                        <th class=HEAD_CELL>"Asked"</th>
+                        <th class=HEAD_CELL>"Status"</th>
+                        <th class=HEAD_CELL>"Mail"</th>
+                        <th class=HEAD_CELL></th>
                     </tr>
                 </thead>
-                <tbody class="divide-y divide-slate-100">
+                <tbody class=BODY>
                     <For each=move || rows.get() key=|row| row.get_untracked().id let:row>
                         <RequestRowView row=row/>
                     </For>
@@ -137,18 +141,20 @@ fn RequestRowView(row: RwSignal<AccessRequestView>) -> impl IntoView {
     let id = row.get_untracked().id;
     let busy = move || !hydrated.get() || approve.pending().get() || deny.pending().get();
     view! {
-        <tr data-testid="access-request-row" data-request-id=id.to_string() class="align-top">
+        <tr data-testid="access-request-row" data-request-id=id.to_string() class=format!("{ROW} md:align-top")>
             // Where the keyboard lands when Approve or Deny leaves the row without buttons.
-            <td class="px-4 py-3 focus:outline-none focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600" tabindex="-1" data-focus-key=format!("request-{id}")>
-                <div class="font-medium">{move || row.get().name}</div>
-                <div class="text-slate-500">{move || row.get().email}</div>
+            <td class=format!("{CELL} focus:outline-none focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600") data-label="Who" tabindex="-1" data-focus-key=format!("request-{id}")>
+                <div class="min-w-0 break-words">
+                    <div class="font-medium">{move || row.get().name}</div>
+                    <div class="text-slate-500">{move || row.get().email}</div>
+                </div>
             </td>
-            <td class="max-w-sm px-4 py-3 whitespace-pre-wrap text-slate-700">{move || row.get().message}</td>
-            <td class="px-4 py-3 whitespace-nowrap text-slate-600">{move || row.get().created}</td>
-            <td class="px-4 py-3">
+            <td class=format!("{CELL} md:max-w-sm whitespace-pre-wrap break-words text-slate-700") data-label="Message">{move || row.get().message}</td>
+            <td class=format!("{CELL} md:whitespace-nowrap text-slate-600") data-label="Asked">{move || row.get().created}</td>
+            <td class=CELL data-label="Status">
                 {move || { let status = row.get().status; view! { <StatusChip label=status.as_str() tone=status_tone(status) test_id="request-status"/> } }}
             </td>
-            <td class="px-4 py-3">
+            <td class=CELL data-label="Mail">
                 {move || {
                     let current = row.get();
                     match current.mail_state {
@@ -159,7 +165,7 @@ fn RequestRowView(row: RwSignal<AccessRequestView>) -> impl IntoView {
                     }
                 }}
             </td>
-            <td class="px-4 py-3 whitespace-nowrap text-right">
+            <td class=format!("{ACTION_CELL} md:whitespace-nowrap md:text-right")>
                 <Show when=move || row.get().status == RequestStatus::Pending>
                     <button type="button" class=PRIMARY_BUTTON disabled=busy on:click=move |_| {
                         focus::remember_key(&format!("request-{id}"));
@@ -191,41 +197,22 @@ fn RequestRowView(row: RwSignal<AccessRequestView>) -> impl IntoView {
     .into_any()
 }
 
-/// The mail jobs still on their way follow their jobs live (while the stream is not
-/// open, one status request a second); a completed approval mail means the request was
-/// replied to.
-fn follow_mail(rows: RwSignal<Vec<RwSignal<AccessRequestView>>>) {
-    let watched = move || {
-        rows.with_untracked(|rows| {
-            rows.iter()
-                .map(|row| row.get_untracked())
-                .filter(|row| row.mail_job_state.is_some_and(|state| !state.is_terminal()))
-                .filter_map(|row| row.mail_job_id)
-                .collect::<Vec<i64>>()
-        })
-    };
-    use_live_rows(watched, move |jobs| {
-        rows.with_untracked(|rows| {
-            for row in rows {
-                let current = row.get_untracked();
-                let Some(job) = jobs.iter().find(|job| Some(job.id) == current.mail_job_id) else {
-                    continue;
-                };
-                if current.mail_job_state == Some(job.state) {
-                    continue;
-                }
-                row.update(|row| {
-                    row.mail_job_state = Some(job.state);
-                    row.mail_state = Some(crate::model::MailState::of_job(job.state));
-                    row.mail_note = job
-                        .last_error
-                        .as_ref()
-                        .map(|error| format!("Last error: {error}"));
-                    if job.state == JobState::Completed && row.status == RequestStatus::Approved {
-                        row.status = RequestStatus::Replied;
-                    }
-                });
-            }
-        });
-    });
+/// A request's mail chip follows its mail job; a completed approval mail means the
+/// request was replied to.
+impl FollowsJob for AccessRequestView {
+    fn followed_job(&self) -> (Option<i64>, Option<JobState>) {
+        (self.mail_job_id, self.mail_job_state)
+    }
+
+    fn job_moved(&mut self, job: &TaskRow) {
+        self.mail_job_state = Some(job.state);
+        self.mail_state = Some(crate::model::MailState::of_job(job.state));
+        self.mail_note = job
+            .last_error
+            .as_ref()
+            .map(|error| format!("Last error: {error}"));
+        if job.state == JobState::Completed && self.status == RequestStatus::Approved {
+            self.status = RequestStatus::Replied;
+        }
+    }
 }

@@ -13,7 +13,7 @@ use crate::api::front_page::{SaveFrontPage, front_page_form};
 use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON};
-use crate::ui::components::live::use_live_jobs;
+use crate::ui::components::live::refetch_on_jobs;
 use crate::ui::components::status_chip::{StatusChip, mail_state_tone};
 use crate::ui::components::toast::use_toasts;
 
@@ -57,20 +57,14 @@ pub fn AccountPage() -> impl IntoView {
     });
 
     // Follow the pending change's mail live while it is on its way.
-    use_live_jobs(
-        move || {
-            account
-                .get_untracked()
-                .and_then(Result::ok)
-                .and_then(|view| view.pending)
-                .filter(|pending| pending.job_state.is_none_or(|state| !state.is_terminal()))
-                .and_then(|pending| pending.job_id)
-                .into_iter()
-                .collect()
-        },
-        move |_| account.refetch(),
-        move || account.refetch(),
-    );
+    refetch_on_jobs(account, |view| {
+        view.pending
+            .as_ref()
+            .filter(|pending| pending.job_state.is_none_or(|state| !state.is_terminal()))
+            .and_then(|pending| pending.job_id)
+            .into_iter()
+            .collect()
+    });
 
     view! {
         <Title text="Account"/>

@@ -8,6 +8,7 @@ use leptos_meta::Title;
 use crate::api::bookings::{
     AvailabilityForm, BookingView, CancelBooking, SaveAvailability, bookings_admin,
 };
+use crate::api::tasks::TaskRow;
 use crate::model::BookingState;
 use crate::model::{JobState, MailState};
 use crate::ui::components::confirm::use_confirm;
@@ -15,8 +16,11 @@ use crate::ui::components::focus;
 use crate::ui::components::form::{
     INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON, server_message, use_hydrated,
 };
-use crate::ui::components::live::use_live_rows;
+use crate::ui::components::live::{FollowsJob, follow_row_jobs};
 use crate::ui::components::status_chip::{StatusChip, Tone, mail_state_tone};
+use crate::ui::components::table::{
+    ACTION_CELL, BODY, CELL, HEAD, HEAD_CELL, ROW, TABLE, TABLE_CARD,
+};
 use crate::ui::components::toast::use_toasts;
 
 #[component]
@@ -109,21 +113,21 @@ fn state_tone(state: BookingState) -> Tone {
 fn BookingTable(rows: Vec<BookingView>) -> impl IntoView {
     let rows: RwSignal<Vec<RwSignal<BookingView>>> =
         RwSignal::new(rows.into_iter().map(RwSignal::new).collect());
-    follow_notifications(rows);
+    follow_row_jobs(rows);
     view! {
-        <div class="mt-4 overflow-x-auto rounded-xl border border-slate-200 bg-white">
-            <table class="min-w-full divide-y divide-slate-200 text-sm">
-                <thead class="bg-slate-50 text-left text-xs font-medium uppercase tracking-wide text-slate-500">
+        <div class=TABLE_CARD>
+            <table class=TABLE>
+                <thead class=HEAD>
                     <tr>
-                        <th class="px-4 py-2">"When"</th>
-                        <th class="px-4 py-2">"Who"</th>
-                        <th class="px-4 py-2">"Topic"</th>
-                        <th class="px-4 py-2">"State"</th>
-                        <th class="px-4 py-2">"Owner told"</th>
-                        <th class="px-4 py-2"></th>
+                        <th class=HEAD_CELL>"When"</th>
+                        <th class=HEAD_CELL>"Who"</th>
+                        <th class=HEAD_CELL>"Topic"</th>
+                        <th class=HEAD_CELL>"State"</th>
+                        <th class=HEAD_CELL>"Owner told"</th>
+                        <th class=HEAD_CELL></th>
                     </tr>
                 </thead>
-                <tbody class="divide-y divide-slate-100">
+                <tbody class=BODY>
                     <For each=move || rows.get() key=|row| row.get_untracked().id let:row>
                         <BookingRow row=row/>
                     </For>
@@ -153,19 +157,21 @@ fn BookingRow(row: RwSignal<BookingView>) -> impl IntoView {
     });
     let id = row.get_untracked().id;
     view! {
-        <tr data-testid="booking-row" data-booking-id=id.to_string() class="align-top">
-            <td class="px-4 py-3 whitespace-nowrap focus:outline-none focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600" tabindex="-1" data-focus-key=format!("booking-{id}")>
+        <tr data-testid="booking-row" data-booking-id=id.to_string() class=format!("{ROW} md:align-top")>
+            <td class=format!("{CELL} md:whitespace-nowrap focus:outline-none focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600") data-label="When" tabindex="-1" data-focus-key=format!("booking-{id}")>
                 <span data-testid="booking-when">{move || row.get().owner_when}</span>
             </td>
-            <td class="px-4 py-3">
-                <div class="font-medium">{move || row.get().name}</div>
-                <div class="text-slate-500">{move || row.get().email}</div>
+            <td class=CELL data-label="Who">
+                <div class="min-w-0 break-words">
+                    <div class="font-medium">{move || row.get().name}</div>
+                    <div class="text-slate-500">{move || row.get().email}</div>
+                </div>
             </td>
-            <td class="max-w-sm px-4 py-3 whitespace-pre-wrap text-slate-700">{move || row.get().topic}</td>
-            <td class="px-4 py-3">
+            <td class=format!("{CELL} md:max-w-sm whitespace-pre-wrap break-words text-slate-700") data-label="Topic">{move || row.get().topic}</td>
+            <td class=CELL data-label="State">
                 {move || { let state = row.get().state; view! { <StatusChip label=state.as_str() tone=state_tone(state) test_id="booking-state"/> } }}
             </td>
-            <td class="px-4 py-3">
+            <td class=CELL data-label="Owner told">
                 {move || {
                     let current = row.get();
                     match current.mail_state {
@@ -176,7 +182,7 @@ fn BookingRow(row: RwSignal<BookingView>) -> impl IntoView {
                     }
                 }}
             </td>
-            <td class="px-4 py-3 whitespace-nowrap text-right">
+            <td class=format!("{ACTION_CELL} md:whitespace-nowrap md:text-right")>
                 <Show when=move || row.get().state == BookingState::Confirmed>
                     <button type="button" class=SECONDARY_BUTTON data-focus-key=format!("booking-cancel-{id}")
                         disabled=move || !hydrated.get() || cancel.pending().get()
@@ -199,43 +205,19 @@ fn BookingRow(row: RwSignal<BookingView>) -> impl IntoView {
     .into_any()
 }
 
-/// The owner's notifications still on their way follow their jobs live.
-fn follow_notifications(rows: RwSignal<Vec<RwSignal<BookingView>>>) {
-    let watched = move || {
-        rows.with_untracked(|rows| {
-            rows.iter()
-                .map(|row| row.get_untracked())
-                .filter(|row| {
-                    row.notify_job_state
-                        .is_some_and(|state| !state.is_terminal())
-                })
-                .filter_map(|row| row.notify_job_id)
-                .collect::<Vec<i64>>()
-        })
-    };
-    use_live_rows(watched, move |jobs| {
-        rows.with_untracked(|rows| {
-            for row in rows {
-                let current = row.get_untracked();
-                let Some(job) = jobs
-                    .iter()
-                    .find(|job| Some(job.id) == current.notify_job_id)
-                else {
-                    continue;
-                };
-                if current.notify_job_state == Some(job.state) {
-                    continue;
-                }
-                row.update(|row| {
-                    row.notify_job_state = Some(job.state);
-                    row.mail_state = Some(MailState::of_job(job.state));
-                    row.mail_note = match (job.state, &job.last_error) {
-                        (JobState::Completed, _) => None,
-                        (_, Some(error)) => Some(format!("Last error: {error}")),
-                        _ => None,
-                    };
-                });
-            }
-        });
-    });
+/// A booking's chip follows the owner's notification mail.
+impl FollowsJob for BookingView {
+    fn followed_job(&self) -> (Option<i64>, Option<JobState>) {
+        (self.notify_job_id, self.notify_job_state)
+    }
+
+    fn job_moved(&mut self, job: &TaskRow) {
+        self.notify_job_state = Some(job.state);
+        self.mail_state = Some(MailState::of_job(job.state));
+        self.mail_note = match (job.state, &job.last_error) {
+            (JobState::Completed, _) => None,
+            (_, Some(error)) => Some(format!("Last error: {error}")),
+            _ => None,
+        };
+    }
 }

@@ -16,7 +16,7 @@ use crate::ui::components::focus;
 use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON};
-use crate::ui::components::live::use_live_jobs;
+use crate::ui::components::live::refetch_on_jobs;
 use crate::ui::components::params::use_id_param;
 use crate::ui::components::status_chip::{StatusChip, Tone, job_state_tone};
 use crate::ui::components::toast::{Toasts, use_toasts};
@@ -89,22 +89,12 @@ pub fn CorpusPage() -> impl IntoView {
         focus::restore_after_render();
     });
     // Entries being indexed follow their index jobs live.
-    use_live_jobs(
-        move || {
-            entries
-                .get_untracked()
-                .and_then(Result::ok)
-                .map(|rows| {
-                    rows.iter()
-                        .filter(|row| row.index_state == "indexing")
-                        .filter_map(|row| row.index_job_id)
-                        .collect()
-                })
-                .unwrap_or_default()
-        },
-        move |_| entries.refetch(),
-        move || entries.refetch(),
-    );
+    refetch_on_jobs(entries, |rows| {
+        rows.iter()
+            .filter(|row| row.index_state == "indexing")
+            .filter_map(|row| row.index_job_id)
+            .collect()
+    });
 
     view! {
         <Title text="Corpus"/>
@@ -252,19 +242,12 @@ pub fn CorpusEntryPage() -> impl IntoView {
         entry.with(|_| ());
         focus::restore_after_render();
     });
-    use_live_jobs(
-        move || {
-            entry
-                .get_untracked()
-                .and_then(Result::ok)
-                .filter(|e| e.index_state == "indexing")
-                .and_then(|e| e.index_job_id)
-                .into_iter()
-                .collect()
-        },
-        move |_| entry.refetch(),
-        move || entry.refetch(),
-    );
+    refetch_on_jobs(entry, |e| {
+        e.index_job_id
+            .filter(|_| e.index_state == "indexing")
+            .into_iter()
+            .collect()
+    });
 
     view! {
         <Title text="Corpus entry"/>
@@ -337,12 +320,10 @@ fn VaultPanel(on_rebuilt: impl Fn() + Clone + Send + Sync + 'static) -> impl Int
         Some(Err(error)) => toasts.error(server_message(&error)),
         None => {}
     });
-    let watched = move || {
-        status
-            .get_untracked()
-            .and_then(Result::ok)
-            .flatten()
-            .and_then(|view| view.last)
+    // The rebuild's job while it runs, and its post-build hooks' deliveries.
+    let watched = |view: &Option<VaultView>| {
+        view.as_ref()
+            .and_then(|view| view.last.as_ref())
             .map(|last| {
                 let mut ids: Vec<i64> = last
                     .hooks
@@ -378,7 +359,7 @@ fn VaultPanel(on_rebuilt: impl Fn() + Clone + Send + Sync + 'static) -> impl Int
             on_rebuilt();
         }
     });
-    use_live_jobs(watched, move |_| status.refetch(), move || status.refetch());
+    refetch_on_jobs(status, watched);
     view! {
         <Transition fallback=|| ()>
             {move || Suspend::new(async move {

@@ -16,7 +16,7 @@ use crate::ui::components::focus;
 use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON};
-use crate::ui::components::live::use_live_jobs;
+use crate::ui::components::live::refetch_on_jobs;
 use crate::ui::components::status_chip::{StatusChip, Tone};
 use crate::ui::components::toast::{Toasts, use_toasts};
 
@@ -107,23 +107,13 @@ pub fn ListingsPage() -> impl IntoView {
         }
     });
     // Sources being fetched follow their fetch jobs live.
-    use_live_jobs(
-        move || {
-            overview
-                .get_untracked()
-                .and_then(Result::ok)
-                .map(|view| {
-                    view.sources
-                        .iter()
-                        .filter(|s| s.fetch_state.is_moving())
-                        .filter_map(|s| s.job_id)
-                        .collect()
-                })
-                .unwrap_or_default()
-        },
-        move |_| overview.refetch(),
-        move || overview.refetch(),
-    );
+    refetch_on_jobs(overview, |view| {
+        view.sources
+            .iter()
+            .filter(|s| s.fetch_state.is_moving())
+            .filter_map(|s| s.job_id)
+            .collect()
+    });
 
     view! {
         <Title text="Listings"/>

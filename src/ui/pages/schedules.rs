@@ -13,7 +13,7 @@ use crate::ui::components::focus;
 use crate::ui::components::form::{
     INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON, server_message, use_hydrated,
 };
-use crate::ui::components::live::use_live_jobs;
+use crate::ui::components::live::refetch_on_jobs;
 use crate::ui::components::status_chip::{JobStateChip, StatusChip, Tone};
 use crate::ui::components::toast::use_toasts;
 
@@ -45,24 +45,14 @@ pub fn SchedulesPage() -> impl IntoView {
         focus::restore_after_render();
     });
     // The last runs' chips follow their jobs live until they finish.
-    use_live_jobs(
-        move || {
-            overview
-                .get_untracked()
-                .and_then(Result::ok)
-                .map(|view| {
-                    view.schedules
-                        .iter()
-                        .filter_map(|s| s.last_run.as_ref())
-                        .filter(|run| !run.state.is_terminal())
-                        .map(|run| run.job_id)
-                        .collect()
-                })
-                .unwrap_or_default()
-        },
-        move |_| overview.refetch(),
-        move || overview.refetch(),
-    );
+    refetch_on_jobs(overview, |view| {
+        view.schedules
+            .iter()
+            .filter_map(|s| s.last_run.as_ref())
+            .filter(|run| !run.state.is_terminal())
+            .map(|run| run.job_id)
+            .collect()
+    });
 
     view! {
         <Title text="Schedules"/>

@@ -22,6 +22,7 @@ use crate::ui::components::form::{LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON};
 use crate::ui::components::live::use_live_rows;
 use crate::ui::components::poll::use_polling;
 use crate::ui::components::status_chip::JobStateChip;
+use crate::ui::components::table::{BODY, CELL, HEAD, HEAD_CELL, ROW, TABLE, TABLE_CARD};
 use crate::ui::components::toast::use_toasts;
 
 /// The query of this page as it is in the URL.
@@ -359,11 +360,11 @@ fn TaskTable(
         !ids.is_empty() && selected.with(|chosen| ids.iter().all(|id| chosen.contains(id)))
     };
     view! {
-        <div class="mt-4 overflow-x-auto rounded-xl border border-slate-200 bg-white">
-            <table class="min-w-full divide-y divide-slate-200 text-sm">
-                <thead class="bg-slate-50 text-left text-xs font-medium uppercase tracking-wide text-slate-500">
+        <div class=TABLE_CARD>
+            <table class=TABLE>
+                <thead class=HEAD>
                     <tr>
-                        <th class="px-4 py-2">
+                        <th class=HEAD_CELL>
                             <input type="checkbox" aria-label="Select all" data-testid="task-select-all" data-focus-key="task-select-all"
                                    class="h-4 w-4 rounded border-slate-300 focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600"
                                    prop:checked=all_selected
@@ -371,17 +372,17 @@ fn TaskTable(
                                        if all_selected() { selected.set(Vec::new()) } else { selected.set(all_ids()) }
                                    }/>
                         </th>
-                        <th class="px-4 py-2">"ID"</th>
-                        <th class="px-4 py-2">"Kind"</th>
-                        <th class="px-4 py-2">"Queue"</th>
-                        <th class="px-4 py-2">"State"</th>
-                        <th class="px-4 py-2">"Attempt"</th>
-                        <th class="px-4 py-2">"Created"</th>
-                        <th class="px-4 py-2">"Finished or next run"</th>
-                        <th class="px-4 py-2">"Last error"</th>
+                        <th class=HEAD_CELL>"ID"</th>
+                        <th class=HEAD_CELL>"Kind"</th>
+                        <th class=HEAD_CELL>"Queue"</th>
+                        <th class=HEAD_CELL>"State"</th>
+                        <th class=HEAD_CELL>"Attempt"</th>
+                        <th class=HEAD_CELL>"Created"</th>
+                        <th class=HEAD_CELL>"Finished or next run"</th>
+                        <th class=HEAD_CELL>"Last error"</th>
                     </tr>
                 </thead>
-                <tbody class="divide-y divide-slate-100">
+                <tbody class=BODY>
                     <For each=move || rows.get() key=|row| row.get_untracked().id let:row>
                         <TaskRowView row=row selected=selected/>
                     </For>
@@ -402,8 +403,8 @@ fn TaskRowView(row: RwSignal<TaskRow>, selected: RwSignal<Vec<i64>>) -> impl Int
     let id = row.get_untracked().id;
     let is_selected = move || selected.with(|chosen| chosen.contains(&id));
     view! {
-        <tr data-testid="task-row" data-job-id=id.to_string() class="hover:bg-slate-50">
-            <td class="px-4 py-2">
+        <tr data-testid="task-row" data-job-id=id.to_string() class=format!("{ROW} hover:bg-slate-50")>
+            <td class=CELL data-label="Select">
                 <input type="checkbox" aria-label=format!("Select job {id}") data-testid="task-select"
                        class="h-4 w-4 rounded border-slate-300 focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600"
                        prop:checked=is_selected
@@ -415,20 +416,20 @@ fn TaskRowView(row: RwSignal<TaskRow>, selected: RwSignal<Vec<i64>>) -> impl Int
                            }
                        })/>
             </td>
-            <td class="px-4 py-2 font-mono">
+            <td class=format!("{CELL} font-mono") data-label="ID">
                 <a class="text-teal-700 hover:underline" href=format!("/admin/tasks/{id}")>{id}</a>
             </td>
-            <td class="px-4 py-2 font-mono text-xs">{move || row.get().kind}</td>
-            <td class="px-4 py-2">{move || row.get().queue}</td>
-            <td class="px-4 py-2">
+            <td class=format!("{CELL} min-w-0 break-all font-mono text-xs") data-label="Kind">{move || row.get().kind}</td>
+            <td class=CELL data-label="Queue">{move || row.get().queue}</td>
+            <td class=CELL data-label="State">
                 {move || {
                     let current = row.get();
                     view! { <JobStateChip state=current.state title=current.last_error.unwrap_or_default()/> }
                 }}
             </td>
-            <td class="px-4 py-2 tabular-nums">{move || { let r = row.get(); format!("{} / {}", r.attempt, r.max_attempts) }}</td>
-            <td class="px-4 py-2 whitespace-nowrap text-slate-600">{move || view! { <When moment=row.get().created_at/> }}</td>
-            <td class="px-4 py-2 whitespace-nowrap text-slate-600">
+            <td class=format!("{CELL} tabular-nums") data-label="Attempt">{move || { let r = row.get(); format!("{} / {}", r.attempt, r.max_attempts) }}</td>
+            <td class=format!("{CELL} md:whitespace-nowrap text-slate-600") data-label="Created">{move || view! { <When moment=row.get().created_at/> }}</td>
+            <td class=format!("{CELL} md:whitespace-nowrap text-slate-600") data-label="Finished">
                 {move || {
                     let r = row.get();
                     match (r.finalized.is_some(), r.finished_or_next_at) {
@@ -438,7 +439,7 @@ fn TaskRowView(row: RwSignal<TaskRow>, selected: RwSignal<Vec<i64>>) -> impl Int
                     }
                 }}
             </td>
-            <td class="max-w-xs truncate px-4 py-2 text-rose-800" title=move || { let r = row.get(); r.note.or(r.last_error).unwrap_or_default() }>
+            <td class=format!("{CELL} md:max-w-xs md:truncate break-words text-rose-800") data-label="Error" title=move || { let r = row.get(); r.note.or(r.last_error).unwrap_or_default() }>
                 {move || {
                     let r = row.get();
                     match r.note {
