@@ -68,3 +68,21 @@ test("add a schedule: a bad expression is refused naming its field; Run now queu
   const jobs = await sql<{ n: string }>("SELECT count(*) AS n FROM jobs WHERE kind = 'system.sleep' AND args = '{\"ms\": 1500}'");
   expect(Number(jobs[0].n)).toBe(1);
 });
+
+test("the form offers the kinds a schedule can run, each with an example of its arguments", async ({ page }) => {
+  await signInAsAdmin(page, "/admin/schedules");
+  const kind = page.getByLabel("Kind");
+  await expect(kind).toBeEnabled();
+  const offered = await kind.locator("option").evaluateAll((options) => options.map((o) => (o as HTMLOptionElement).value));
+  expect(offered).toContain("listings.fetch_all");
+  expect(offered).toContain("jobs.fetch_source");
+  // Mail and delivery jobs are about one request or event: not on a clock.
+  for (const never of ["access_request.approval_mail", "owner.email_confirmation", "webhooks.deliver", "corpus.index"]) {
+    expect(offered).not.toContain(never);
+  }
+  await kind.selectOption("jobs.fetch_source");
+  await expect(page.getByLabel("Args (a JSON object)")).toHaveValue('{"source_id": 1}');
+  await expect(page.locator("#schedule-kind-help")).toContainText("one source");
+  await kind.selectOption("system.sleep");
+  await expect(page.getByLabel("Args (a JSON object)")).toHaveValue('{"ms": 1000}');
+});

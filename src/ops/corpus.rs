@@ -32,6 +32,9 @@ pub struct EntryView {
     /// is the source; the server refuses one).
     #[serde(default)]
     pub note_path: Option<String>,
+    /// That note's tags.
+    #[serde(default)]
+    pub tags: Vec<String>,
 }
 
 pub use crate::model::WriteReceipt;
@@ -61,6 +64,9 @@ pub struct PublicEntryView {
     /// The body's Markdown as sanitized HTML, its wikilinks resolved for this reader.
     pub body_html: String,
     pub restricted: bool,
+    /// The tags of the vault note it is made from; search finds the entry by them.
+    #[serde(default)]
+    pub tags: Vec<String>,
 }
 
 #[cfg(feature = "ssr")]
@@ -135,6 +141,7 @@ mod operations {
             index_error: row.index_error,
             preview_html: None,
             note_path: row.note_path,
+            tags: row.tags,
         }
     }
 
@@ -236,6 +243,7 @@ mod operations {
             title: entry.title,
             body_html,
             restricted: entry.visibility == corpus::Visibility::Restricted,
+            tags: entry.tags,
         }))
     }
 

@@ -43,7 +43,16 @@ pub struct LastRunView {
 pub struct SchedulesView {
     pub schedules: Vec<ScheduleView>,
     pub timezone: String,
-    pub kinds: Vec<String>,
+    pub kinds: Vec<KindOffer>,
+}
+
+/// A kind the form offers: one a schedule can run, with an example of its arguments.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KindOffer {
+    pub kind: String,
+    pub example_args: String,
+    /// What one run does.
+    pub what: String,
 }
 
 #[cfg(feature = "ssr")]
@@ -112,8 +121,17 @@ mod operations {
     pub async fn page(state: &AppState, by: Operator) -> Result<SchedulesView, AppError> {
         let tz = &state.settings.timezone;
         let schedules = list(state, by).await?.schedules;
-        let mut kinds: Vec<String> = state.registry.kinds().map(str::to_string).collect();
-        kinds.sort();
+        // The schedulable kinds this StandMeet runs (the vault's only with a vault).
+        let kinds = crate::domain::schedules::SCHEDULABLE
+            .iter()
+            .filter(|offer| state.registry.kinds().any(|kind| kind == offer.kind))
+            .filter(|offer| offer.kind != "corpus.vault_rebuild" || state.settings.vault.is_some())
+            .map(|offer| KindOffer {
+                kind: offer.kind.to_string(),
+                example_args: offer.example_args.to_string(),
+                what: offer.what.to_string(),
+            })
+            .collect();
         Ok(SchedulesView {
             schedules: schedules.into_iter().map(|s| view(s, tz)).collect(),
             timezone: tz.iana_name().unwrap_or("UTC").to_string(),
@@ -128,6 +146,13 @@ mod operations {
         by: Operator,
         change: ScheduleChange,
     ) -> Result<Done<Schedule>, AppError> {
+        // A kind this StandMeet runs, but about one thing (a mail, a delivery): no
+        // clock can give its arguments. (A kind nobody runs the engine refuses itself.)
+        if let Some(kind) = &change.kind
+            && state.registry.kinds().any(|known| known == kind.trim())
+        {
+            crate::domain::schedules::schedulable(kind).map_err(AppError::BadRequest)?;
+        }
         let schedule = state
             .jobs
             .set_schedule(&state.registry, &state.settings.timezone, change)

@@ -246,6 +246,7 @@ async fn an_index_write_of_an_older_version_never_overwrites_a_newer_one(pool: P
         body: "Low tide at six.".into(),
         visibility: Visibility::Public,
         status: Status::Draft,
+        tags: Vec::new(),
     };
     let written = corpus::write_index(&mut tx, &[older_write]).await.unwrap();
     tx.commit().await.unwrap();

@@ -129,6 +129,11 @@ async fn bad_schedule_input_is_a_tool_error_in_words_and_writes_nothing(pool: Pg
         ),
         (json!({ "name": "x", "cron": "@daily" }), "needs a kind"),
         (
+            // A kind StandMeet runs, but about one thing: no clock gives its arguments.
+            json!({ "name": "x", "cron": "@daily", "kind": "access_request.approval_mail" }),
+            "A schedule cannot run",
+        ),
+        (
             json!({ "name": "NO WAY", "cron": "@daily", "kind": "system.noop" }),
             "A schedule's name",
         ),

@@ -670,3 +670,52 @@ async fn an_admins_edit_of_an_entry_made_from_a_note_is_refused_naming_the_note(
         "nothing changed"
     );
 }
+
+/// The ids of `corpus.search`'s results for `q` (what any visitor finds).
+async fn found_by_agent(app: &TestApp, q: &str) -> Vec<i64> {
+    let answer = app.call_tool("corpus.search", json!({ "q": q })).await;
+    structured(&answer)["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|hit| hit["id"].as_i64().unwrap())
+        .collect()
+}
+
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+async fn a_notes_tags_are_shown_and_searchable_and_a_link_to_a_heading_lands_on_it(pool: PgPool) {
+    let (_dir, root) = sample_vault();
+    std::fs::write(
+        root.join("Sailing.md"),
+        "---\npublish: true\ntags: [seafaring, \"#bowline\"]\n---\n# Sailing\n\nRopes and sails.\n\n## Low tide, at six\n\nThe boats sit in the mud.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("Ropes.md"),
+        "---\npublish: true\n---\nSee [[Sailing#Low tide, at six|the tide]].\n",
+    )
+    .unwrap();
+    let app = vault_app(&pool, &root).await;
+    rebuild(&app).await;
+    all_indexed(&pool).await;
+    let (sailing, _) = entry_of(&pool, "Sailing.md").await;
+    let (ropes, _) = entry_of(&pool, "Ropes.md").await;
+
+    // Found by a tag that is nowhere in its words; the tag's `#` is not part of it.
+    assert_eq!(found_by_agent(&app, "seafaring").await, [sailing]);
+    assert_eq!(found_by_agent(&app, "bowline").await, [sailing]);
+
+    // The entry page shows the tags, and the heading has the id the link names.
+    let page = app.get(&format!("/entries/{sailing}")).await.body;
+    assert!(page.contains(r#"data-testid="entry-tags""#), "{page}");
+    assert!(
+        page.contains("#seafaring") && page.contains("#bowline"),
+        "{page}"
+    );
+    assert!(page.contains(r#"id="h-low-tide-at-six""#), "{page}");
+    let page = app.get(&format!("/entries/{ropes}")).await.body;
+    assert!(
+        page.contains(&format!(r#"href="/entries/{sailing}#h-low-tide-at-six""#)),
+        "{page}"
+    );
+}

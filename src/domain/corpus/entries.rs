@@ -244,6 +244,8 @@ pub struct EntryRow {
     /// The vault note the entry is made from (its path), if it is one's: such an entry
     /// is changed by changing the note.
     pub note_path: Option<String>,
+    /// That note's tags (none for an entry written here).
+    pub tags: Vec<String>,
 }
 
 /// The newest entries (by last write), `limit` at most; with `grep`, only those whose
@@ -291,7 +293,8 @@ async fn entry_rows(
         SELECT e.id, e.title, e.body, e.visibility AS "visibility: Visibility",
                e.status AS "status: Status", e.version, e.updated_at, e.index_job_id,
                i.version AS "index_version?", j.state AS "job_state?: JobState",
-               j.last_error AS index_error, v.path AS "note_path?"
+               j.last_error AS index_error, v.path AS "note_path?",
+               COALESCE(v.tags, '{}') AS "tags!"
         FROM corpus_entries e
         LEFT JOIN corpus_index i ON i.entry_id = e.id
         LEFT JOIN job_status j ON j.id = e.index_job_id
@@ -321,6 +324,7 @@ async fn entry_rows(
             index_job_id: row.index_job_id,
             index_error: row.index_error,
             note_path: row.note_path,
+            tags: row.tags,
         })
         .collect())
 }

@@ -101,9 +101,12 @@ impl JobKind for IndexEntry {
         let mut tx = job.pool().begin().await?;
         let entry = sqlx::query!(
             r#"
-            SELECT title, body, visibility AS "visibility: Visibility",
-                   status AS "status: Status", version
-            FROM corpus_entries WHERE id = $1 FOR SHARE
+            SELECT e.title, e.body, e.visibility AS "visibility: Visibility",
+                   e.status AS "status: Status", e.version,
+                   COALESCE(n.tags, '{}') AS "tags!"
+            FROM corpus_entries e
+            LEFT JOIN corpus_vault_notes n ON n.entry_id = e.id
+            WHERE e.id = $1 FOR SHARE OF e
             "#,
             args.entry_id
         )
@@ -125,6 +128,7 @@ impl JobKind for IndexEntry {
                     body: entry.body,
                     visibility: entry.visibility,
                     status: entry.status,
+                    tags: entry.tags,
                 };
                 write_index(&mut tx, &[input]).await?;
                 IndexOutput {
@@ -206,9 +210,12 @@ impl JobKind for IndexBatch {
         let mut tx = job.pool().begin().await?;
         let inputs: Vec<IndexInput> = sqlx::query!(
             r#"
-            SELECT id, title, body, visibility AS "visibility: Visibility",
-                   status AS "status: Status", version
-            FROM corpus_entries WHERE id = ANY($1) ORDER BY id FOR SHARE
+            SELECT e.id, e.title, e.body, e.visibility AS "visibility: Visibility",
+                   e.status AS "status: Status", e.version,
+                   COALESCE(n.tags, '{}') AS "tags!"
+            FROM corpus_entries e
+            LEFT JOIN corpus_vault_notes n ON n.entry_id = e.id
+            WHERE e.id = ANY($1) ORDER BY e.id FOR SHARE OF e
             "#,
             &args.entry_ids
         )
@@ -222,6 +229,7 @@ impl JobKind for IndexBatch {
             body: entry.body,
             visibility: entry.visibility,
             status: entry.status,
+            tags: entry.tags,
         })
         .collect();
         let indexed = write_index(&mut tx, &inputs).await?;
@@ -241,6 +249,8 @@ pub struct IndexInput {
     pub body: String,
     pub visibility: Visibility,
     pub status: Status,
+    /// The note's tags (an entry made from a vault note): found as its title's words are.
+    pub tags: Vec<String>,
 }
 
 /// Writes entries' versions into the index, each unless the index holds a newer one of
@@ -261,7 +271,12 @@ pub async fn write_index(
     let mut body_cjk = Vec::with_capacity(inputs.len());
     let mut plain_bodies = Vec::with_capacity(inputs.len());
     for input in inputs {
-        let title = text::split(&input.title);
+        // The tags weigh as the title does: a note tagged `travel` is about travel.
+        let title = if input.tags.is_empty() {
+            text::split(&input.title)
+        } else {
+            text::split(&format!("{}\n{}", input.title, input.tags.join(" ")))
+        };
         // The words, not the Markdown: search finds text, snippets show text.
         let plain = super::markdown::plain_text(&input.body);
         let body = text::split(&plain);

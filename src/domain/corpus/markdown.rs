@@ -7,7 +7,8 @@
 //! script, style, event attribute or `javascript:` link survives. What is Obsidian's
 //! own: `%%comments%%` are dropped, `![[embeds]]` of files are dropped, and a
 //! `[[Note]]`, `[[Note|text]]` or `[[Note#Heading]]` links to that note's entry page
-//! when the reader may see it, and is its text otherwise.
+//! (at that heading: every heading gets an id, [`heading_anchor`]) when the reader may
+//! see it, and is its text otherwise.
 
 use std::borrow::Cow;
 
@@ -45,10 +46,17 @@ pub fn to_html(markdown: &str, link_for: impl Fn(&str) -> Option<String>) -> Str
             title,
             id,
         }) => {
-            let note = dest_url.split('#').next().unwrap_or_default().trim();
+            let (note, heading) = match dest_url.split_once('#') {
+                Some((note, heading)) => (note.trim(), Some(heading)),
+                None => (dest_url.trim(), None),
+            };
             match link_for(note) {
                 Some(href) => {
                     dropped_links.push(false);
+                    let href = match heading.map(heading_anchor).filter(|a| !a.is_empty()) {
+                        Some(anchor) => format!("{href}#{HEADING_ID_PREFIX}{anchor}"),
+                        None => href,
+                    };
                     Some(Event::Start(Tag::Link {
                         link_type: LinkType::WikiLink { has_pothole },
                         dest_url: href.into(),
@@ -69,8 +77,60 @@ pub fn to_html(markdown: &str, link_for: impl Fn(&str) -> Option<String>) -> Str
         other => Some(other),
     });
     let mut html = String::new();
-    pulldown_cmark::html::push_html(&mut html, events);
+    pulldown_cmark::html::push_html(&mut html, with_heading_ids(events.collect()).into_iter());
     sanitizer().clean(&html).to_string()
+}
+
+/// What every id in a rendered body starts with (the sanitizer adds it to any id a
+/// note carries too), so a note's ids cannot stand for the page's own elements.
+const HEADING_ID_PREFIX: &str = "h-";
+
+/// A heading's anchor, as `[[Note#Heading]]` names it and its id carries it: lowercase,
+/// letters and digits of any script kept, spaces and dashes as one dash, the rest left
+/// out ("Low tide, at six" → "low-tide-at-six").
+pub fn heading_anchor(heading: &str) -> String {
+    let mut anchor = String::new();
+    for c in heading.trim().chars() {
+        if c.is_alphanumeric() {
+            anchor.extend(c.to_lowercase());
+        } else if (c.is_whitespace() || c == '-' || c == '_') && !anchor.ends_with('-') {
+            anchor.push('-');
+        }
+    }
+    anchor.trim_matches('-').to_string()
+}
+
+/// `events` with an id on every heading, from its text; a second heading of the same
+/// text gets `-1`, a third `-2`, as on code hosts.
+fn with_heading_ids(mut events: Vec<Event<'_>>) -> Vec<Event<'_>> {
+    let mut seen: std::collections::HashMap<String, usize> = Default::default();
+    let mut at = 0;
+    while at < events.len() {
+        if let Event::Start(Tag::Heading { .. }) = events[at] {
+            let mut text = String::new();
+            for event in &events[at + 1..] {
+                match event {
+                    Event::End(TagEnd::Heading(_)) => break,
+                    Event::Text(part) | Event::Code(part) => text.push_str(part),
+                    _ => {}
+                }
+            }
+            let anchor = heading_anchor(&text);
+            if !anchor.is_empty() {
+                let count = seen.entry(anchor.clone()).or_default();
+                let unique = match *count {
+                    0 => anchor,
+                    n => format!("{anchor}-{n}"),
+                };
+                *count += 1;
+                if let Event::Start(Tag::Heading { id, .. }) = &mut events[at] {
+                    *id = Some(format!("{HEADING_ID_PREFIX}{unique}").into());
+                }
+            }
+        }
+        at += 1;
+    }
+    events
 }
 
 /// The names of the notes the `[[wikilinks]]` of `markdown` point at (embeds and
@@ -108,6 +168,11 @@ fn sanitizer() -> ammonia::Builder<'static> {
     let mut builder = ammonia::Builder::default();
     builder.url_schemes(["http", "https", "mailto"].into_iter().collect());
     builder.link_rel(Some("noopener noreferrer nofollow"));
+    // Headings keep their ids, which `[[Note#Heading]]` links to.
+    for heading in ["h1", "h2", "h3", "h4", "h5", "h6"] {
+        builder.add_tag_attributes(heading, ["id"]);
+    }
+    builder.id_prefix(Some(HEADING_ID_PREFIX));
     builder
 }
 
@@ -248,7 +313,7 @@ mod tests {
             "# Title\n\nSome **bold** and [a site](https://example.com).",
             no_links,
         );
-        assert!(html.contains("<h1>Title</h1>"), "{html}");
+        assert!(html.contains(r#"<h1 id="h-title">Title</h1>"#), "{html}");
         assert!(html.contains("<strong>bold</strong>"), "{html}");
         assert!(
             html.contains(
@@ -271,7 +336,7 @@ mod tests {
         );
         assert!(
             html.contains(
-                r#"<a href="/entries/7" rel="noopener noreferrer nofollow">that part</a>"#
+                r#"<a href="/entries/7#h-part" rel="noopener noreferrer nofollow">that part</a>"#
             ),
             "{html}"
         );
@@ -281,6 +346,30 @@ mod tests {
             wikilink_targets("[[Seen]] [[seen#x|y]] [[Hidden]] ![[Embed]] %%[[Comment]]%%"),
             ["hidden", "seen"]
         );
+    }
+
+    #[test]
+    fn headings_get_ids_and_a_wikilink_to_a_heading_lands_on_it() {
+        let link = |note: &str| (note == "Harbour").then(|| "/entries/7".to_string());
+        let html = to_html(
+            "# Low tide, at six\n\n## Boats\n\n## Boats\n\nSee [[Harbour#Low tide, at six|the tide]] and [[Harbour#Nowhere]].",
+            link,
+        );
+        assert!(html.contains(r#"<h1 id="h-low-tide-at-six">"#), "{html}");
+        assert!(html.contains(r#"<h2 id="h-boats">"#), "{html}");
+        assert!(html.contains(r#"<h2 id="h-boats-1">"#), "{html}");
+        assert!(
+            html.contains(r#"href="/entries/7#h-low-tide-at-six""#),
+            "{html}"
+        );
+        assert!(html.contains(r#"href="/entries/7#h-nowhere""#), "{html}");
+        assert_eq!(
+            heading_anchor("  Tōkyō 東京 -- Notes! "),
+            "tōkyō-東京-notes"
+        );
+        // An id a note writes itself cannot take one of the page's own.
+        let raw = to_html("<h2 id=\"main\">Raw</h2>", link);
+        assert!(raw.contains(r#"id="h-main""#), "{raw}");
     }
 
     #[test]

@@ -138,6 +138,8 @@ pub struct PublishedEntry {
     pub title: String,
     pub body: String,
     pub visibility: Visibility,
+    /// The tags of the vault note it is made from.
+    pub tags: Vec<String>,
 }
 
 /// Entry `id` as search shows it, under the same rules: promoted, and restricted only
@@ -151,9 +153,11 @@ pub async fn published_entry(
     sqlx::query_as!(
         PublishedEntry,
         r#"
-        SELECT i.entry_id AS id, i.title, i.body, e.visibility AS "visibility: Visibility"
+        SELECT i.entry_id AS id, i.title, i.body, e.visibility AS "visibility: Visibility",
+               COALESCE(n.tags, '{}') AS "tags!"
         FROM corpus_index i
         JOIN corpus_entries e ON e.id = i.entry_id
+        LEFT JOIN corpus_vault_notes n ON n.entry_id = i.entry_id
         WHERE i.entry_id = $1
           AND i.status = 'promoted' AND e.status = 'promoted'
           AND ((i.visibility = 'public' AND e.visibility = 'public') OR $2)

@@ -9,5 +9,6 @@ pub mod poll;
 pub mod shortcuts;
 pub mod status_chip;
 pub mod table;
+pub mod tags;
 pub mod theme;
 pub mod toast;

@@ -19,6 +19,7 @@ use crate::ui::components::form::{INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON
 use crate::ui::components::live::refetch_on_jobs;
 use crate::ui::components::params::use_id_param;
 use crate::ui::components::status_chip::{StatusChip, Tone, job_state_tone};
+use crate::ui::components::tags::Tags;
 use crate::ui::components::toast::{Toasts, use_toasts};
 use crate::ui::pages::entry::ENTRY_BODY;
 
@@ -258,6 +259,7 @@ pub fn CorpusEntryPage() -> impl IntoView {
                     Ok(entry) => {
                         let id = entry.id;
                         let note_path = entry.note_path.clone();
+                        let tags = entry.tags.clone();
                         let draft = entry.status == "draft" && note_path.is_none();
                         let preview_html = entry.preview_html.clone().unwrap_or_default();
                         view! {
@@ -280,6 +282,7 @@ pub fn CorpusEntryPage() -> impl IntoView {
                                         "Made from the note " <code class="break-all font-mono">{path}</code>
                                         " in the vault. Change the note, and the next rebuild brings the change here."
                                     </p>
+                                    <Tags tags=tags/>
                                 }.into_any(),
                                 None => view! {
                                     <ActionForm action=save attr:novalidate=true attr:class="mt-6 space-y-3 rounded-xl border border-slate-200 bg-white p-6">

@@ -9,6 +9,7 @@ use leptos_meta::Title;
 use crate::api::corpus::public_entry;
 use crate::ui::components::form::server_message;
 use crate::ui::components::params::use_id_param;
+use crate::ui::components::tags::Tags;
 use crate::ui::pages::not_found::NotFound;
 
 /// An entry's rendered Markdown, readable without a typography plugin: spacing between
@@ -39,6 +40,7 @@ pub fn EntryPage() -> impl IntoView {
                                 {entry.title.clone()}
                                 {entry.restricted.then(|| view! { <span class="ml-2 align-middle rounded bg-amber-100 px-1.5 py-0.5 text-xs font-medium text-amber-900">"restricted"</span> })}
                             </h1>
+                            <Tags tags=entry.tags.clone()/>
                             <div data-testid="entry-body" class=ENTRY_BODY inner_html=entry.body_html.clone()></div>
                         </article>
                     }.into_any(),

@@ -186,13 +186,30 @@ fn ScheduleRow(
 #[component]
 fn AddScheduleForm(
     add: ServerAction<AddSchedule>,
-    kinds: Vec<String>,
+    kinds: Vec<crate::ops::schedules::KindOffer>,
     hydrated: RwSignal<bool>,
 ) -> impl IntoView {
     let name = RwSignal::new(String::new());
     let cron = RwSignal::new(String::new());
-    let kind = RwSignal::new(kinds.first().cloned().unwrap_or_default());
-    let args = RwSignal::new("{}".to_string());
+    // Choosing a kind fills in an example of its arguments.
+    let example_of = {
+        let kinds = kinds.clone();
+        move |kind: &str| {
+            kinds
+                .iter()
+                .find(|offer| offer.kind == kind)
+                .map_or_else(|| "{}".to_string(), |offer| offer.example_args.clone())
+        }
+    };
+    let example_on_change = example_of.clone();
+    let first = kinds.first().cloned();
+    let kind = RwSignal::new(
+        first
+            .as_ref()
+            .map(|offer| offer.kind.clone())
+            .unwrap_or_default(),
+    );
+    let args = RwSignal::new(first.map_or_else(|| "{}".to_string(), |offer| offer.example_args));
     let queue = RwSignal::new(String::new());
     let refused = RwSignal::new(None::<String>);
     // Added: the form is cleared for the next one; refused: the reason stays under it.
@@ -200,7 +217,7 @@ fn AddScheduleForm(
         Some(Ok(_)) => {
             name.set(String::new());
             cron.set(String::new());
-            args.set("{}".into());
+            args.set(example_of(&kind.get_untracked()));
             queue.set(String::new());
             refused.set(None);
         }
@@ -239,9 +256,17 @@ fn AddScheduleForm(
                 <div>
                     <label for="schedule-kind" class=LABEL>"Kind"</label>
                     <select id="schedule-kind" name="kind" class=INPUT disabled=off
-                            prop:value=move || kind.get() on:change=move |ev| kind.set(event_target_value(&ev))>
-                        {kinds.into_iter().map(|k| view! { <option value=k.clone()>{k.clone()}</option> }).collect_view()}
+                            aria-describedby="schedule-kind-help"
+                            prop:value=move || kind.get() on:change=move |ev| {
+                                let chosen = event_target_value(&ev);
+                                args.set(example_on_change(&chosen));
+                                kind.set(chosen);
+                            }>
+                        {kinds.iter().map(|offer| view! { <option value=offer.kind.clone()>{offer.kind.clone()}</option> }).collect_view()}
                     </select>
+                    <p id="schedule-kind-help" class="mt-1 text-xs text-slate-500">
+                        {move || kinds.iter().find(|offer| offer.kind == kind.get()).map(|offer| offer.what.clone())}
+                    </p>
                 </div>
                 <div>
                     <label for="schedule-queue" class=LABEL>"Queue (optional)"</label>

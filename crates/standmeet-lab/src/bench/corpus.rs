@@ -97,6 +97,7 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
             .into_iter()
             .zip(titles.into_iter().zip(bodies))
             .map(|(entry_id, (title, body))| IndexInput {
+                tags: Vec::new(),
                 entry_id,
                 version: 1,
                 title,
