@@ -4,6 +4,7 @@ pub mod confirm;
 pub mod focus;
 pub mod form;
 pub mod live;
+pub mod loaded;
 pub mod params;
 pub mod poll;
 pub mod shortcuts;

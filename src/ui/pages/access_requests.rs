@@ -18,6 +18,7 @@ use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{PRIMARY_BUTTON, SECONDARY_BUTTON};
 use crate::ui::components::live::{FollowsJob, follow_row_jobs};
+use crate::ui::components::loaded::Loaded;
 use crate::ui::components::status_chip::{StatusChip, Tone, mail_state_tone};
 use crate::ui::components::table::{
     ACTION_CELL, BODY, CELL, HEAD, HEAD_CELL, ROW, TABLE, TABLE_CARD,
@@ -51,16 +52,7 @@ pub fn AccessRequestsPage() -> impl IntoView {
                    aria-current=move || (status.get().as_deref() == Some(word)).then_some("page")>{word}</a>
             }).collect_view()}
         </nav>
-        <Suspense fallback=|| view! { <p class="mt-6 text-sm text-slate-500">"Loading requests…"</p> }>
-            {move || Suspend::new(async move {
-                match requests.await {
-                    Ok(rows) => view! { <RequestTable rows=rows/> }.into_any(),
-                    Err(error) => view! {
-                        <p role="alert" class="mt-6 rounded-md border border-rose-200 bg-rose-50 px-4 py-3 text-sm text-rose-900">{server_message(&error)}</p>
-                    }.into_any(),
-                }
-            })}
-        </Suspense>
+        <Loaded resource=requests loading="Loading requests…" show=move |rows| view! { <RequestTable rows=rows/> }/>
     }
 }
 

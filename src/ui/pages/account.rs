@@ -14,6 +14,7 @@ use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON};
 use crate::ui::components::live::refetch_on_jobs;
+use crate::ui::components::loaded::LoadError;
 use crate::ui::components::status_chip::{StatusChip, mail_state_tone};
 use crate::ui::components::toast::use_toasts;
 
@@ -73,7 +74,7 @@ pub fn AccountPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 match account.await {
                     Ok(view) => view! { <AccountBody view=view change=change change_form=change_form cancel=cancel recovery=recovery hydrated=hydrated/> }.into_any(),
-                    Err(error) => view! { <p role="alert" class="mt-6 text-sm text-rose-800">{server_message(&error)}</p> }.into_any(),
+                    Err(error) => view! { <LoadError error=error/> }.into_any(),
                 }
             })}
         </Transition>
@@ -118,7 +119,7 @@ fn FrontPageEditor() -> impl IntoView {
                                 </button>
                             </ActionForm>
                         }.into_any(),
-                        Err(error) => view! { <p role="alert" class="mt-4 text-sm text-rose-800">{server_message(&error)}</p> }.into_any(),
+                        Err(error) => view! { <LoadError error=error/> }.into_any(),
                     }
                 })}
             </Suspense>

@@ -17,6 +17,7 @@ use crate::ui::components::form::{
     INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON, server_message, use_hydrated,
 };
 use crate::ui::components::live::{FollowsJob, follow_row_jobs};
+use crate::ui::components::loaded::LoadError;
 use crate::ui::components::status_chip::{StatusChip, Tone, mail_state_tone};
 use crate::ui::components::table::{
     ACTION_CELL, BODY, CELL, HEAD, HEAD_CELL, ROW, TABLE, TABLE_CARD,
@@ -40,9 +41,7 @@ pub fn BookingsPage() -> impl IntoView {
                         <h2 class="mt-10 text-lg font-semibold">"Meetings"</h2>
                         <BookingTable rows=data.bookings/>
                     }.into_any(),
-                    Err(error) => view! {
-                        <p role="alert" class="mt-6 rounded-md border border-rose-200 bg-rose-50 px-4 py-3 text-sm text-rose-900">{server_message(&error)}</p>
-                    }.into_any(),
+                    Err(error) => view! { <LoadError error=error/> }.into_any(),
                 }
             })}
         </Suspense>

@@ -17,8 +17,12 @@ use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON};
 use crate::ui::components::live::refetch_on_jobs;
+use crate::ui::components::loaded::LoadError;
 use crate::ui::components::params::use_id_param;
 use crate::ui::components::status_chip::{StatusChip, Tone, job_state_tone};
+use crate::ui::components::table::{
+    ACTION_CELL, BODY, CELL, HEAD, HEAD_CELL, ROW, TABLE, TABLE_CARD,
+};
 use crate::ui::components::tags::Tags;
 use crate::ui::components::toast::{Toasts, use_toasts};
 use crate::ui::pages::entry::ENTRY_BODY;
@@ -113,7 +117,7 @@ pub fn CorpusPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 match entries.await {
                     Ok(rows) => view! { <EntryTable rows=rows grep=grep.get_untracked() promote=promote hydrated=hydrated/> }.into_any(),
-                    Err(error) => view! { <p role="alert" class="mt-6 text-sm text-rose-800">{server_message(&error)}</p> }.into_any(),
+                    Err(error) => view! { <LoadError error=error/> }.into_any(),
                 }
             })}
         </Transition>
@@ -169,18 +173,19 @@ fn EntryTable(
         return view! { <p data-testid="corpus-empty" class="mt-6 rounded-xl border border-slate-200 bg-white px-6 py-4 text-sm text-slate-600">{message}</p> }.into_any();
     }
     view! {
-        <table class="mt-6 w-full overflow-hidden rounded-xl border border-slate-200 bg-white text-left text-sm">
-            <thead class="bg-slate-50 text-xs uppercase tracking-wide text-slate-500">
+        <div class=TABLE_CARD>
+        <table class=TABLE>
+            <thead class=HEAD>
                 <tr>
-                    <th class="px-4 py-2 font-medium">"Title"</th>
-                    <th class="px-4 py-2 font-medium">"Visibility"</th>
-                    <th class="px-4 py-2 font-medium">"Status"</th>
-                    <th class="px-4 py-2 font-medium">"Index"</th>
-                    <th class="px-4 py-2 font-medium">"Changed"</th>
-                    <th class="px-4 py-2"></th>
+                    <th class=HEAD_CELL>"Title"</th>
+                    <th class=HEAD_CELL>"Visibility"</th>
+                    <th class=HEAD_CELL>"Status"</th>
+                    <th class=HEAD_CELL>"Index"</th>
+                    <th class=HEAD_CELL>"Changed"</th>
+                    <th class=HEAD_CELL></th>
                 </tr>
             </thead>
-            <tbody class="divide-y divide-slate-100">
+            <tbody class=BODY>
                 {rows.into_iter().map(|row| {
                     let id = row.id;
                     // An entry made from a vault note is changed in the note: no edit here.
@@ -188,18 +193,20 @@ fn EntryTable(
                     let draft = row.status == "draft" && !from_note;
                     let title = row.index_error.clone().map(|e| format!("Last error: {e}")).unwrap_or_default();
                     view! {
-                        <tr data-testid="corpus-row" data-entry-id=id.to_string()>
-                            <td class="px-4 py-2">
-                                <a href=format!("/admin/corpus/{id}") rel="external" class="font-medium text-teal-800 hover:underline">{row.title}</a>
-                                {row.note_path.map(|path| view! {
-                                    <p class="mt-0.5 break-all text-xs text-slate-500" data-testid="entry-note">{format!("from the vault: {path}")}</p>
-                                })}
+                        <tr data-testid="corpus-row" data-entry-id=id.to_string() class=ROW>
+                            <td class=CELL data-label="Title">
+                                <div class="min-w-0">
+                                    <a href=format!("/admin/corpus/{id}") rel="external" class="font-medium text-teal-800 hover:underline">{row.title}</a>
+                                    {row.note_path.map(|path| view! {
+                                        <p class="mt-0.5 break-all text-xs text-slate-500" data-testid="entry-note">{format!("from the vault: {path}")}</p>
+                                    })}
+                                </div>
                             </td>
-                            <td class="px-4 py-2" data-testid="entry-visibility">{row.visibility}</td>
-                            <td class="px-4 py-2"><StatusChip label=row.status.clone() tone=status_tone(&row.status) test_id="entry-status"/></td>
-                            <td class="px-4 py-2"><StatusChip label=row.index_state.clone() tone=index_tone(&row.index_state) test_id="index-state" title=title/></td>
-                            <td class="px-4 py-2 whitespace-nowrap text-slate-600">{row.updated}</td>
-                            <td class="px-4 py-2 text-right whitespace-nowrap">
+                            <td class=CELL data-label="Visibility" data-testid="entry-visibility">{row.visibility}</td>
+                            <td class=CELL data-label="Status"><StatusChip label=row.status.clone() tone=status_tone(&row.status) test_id="entry-status"/></td>
+                            <td class=CELL data-label="Index"><StatusChip label=row.index_state.clone() tone=index_tone(&row.index_state) test_id="index-state" title=title/></td>
+                            <td class=format!("{CELL} md:whitespace-nowrap text-slate-600") data-label="Changed">{row.updated}</td>
+                            <td class=format!("{ACTION_CELL} md:text-right md:whitespace-nowrap")>
                                 {(!from_note).then(|| view! {
                                     <a href=format!("/admin/corpus/{id}") rel="external" class=format!("mr-2 inline-block {SECONDARY_BUTTON}")>"Edit"</a>
                                 })}
@@ -214,6 +221,7 @@ fn EntryTable(
                 }).collect_view()}
             </tbody>
         </table>
+        </div>
     }.into_any()
 }
 
@@ -299,7 +307,7 @@ pub fn CorpusEntryPage() -> impl IntoView {
                             </section>
                         }.into_any()
                     }
-                    Err(error) => view! { <p role="alert" class="mt-6 text-sm text-rose-800">{server_message(&error)}</p> }.into_any(),
+                    Err(error) => view! { <LoadError error=error/> }.into_any(),
                 }
             })}
         </Transition>
@@ -369,7 +377,7 @@ fn VaultPanel(on_rebuilt: impl Fn() + Clone + Send + Sync + 'static) -> impl Int
                 match status.await {
                     Ok(Some(view)) => view! { <VaultSection view=view rebuild=rebuild hydrated=hydrated/> }.into_any(),
                     Ok(None) => ().into_any(),
-                    Err(error) => view! { <p role="alert" class="mt-6 text-sm text-rose-800">{server_message(&error)}</p> }.into_any(),
+                    Err(error) => view! { <LoadError error=error/> }.into_any(),
                 }
             })}
         </Transition>

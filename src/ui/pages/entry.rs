@@ -7,7 +7,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 
 use crate::api::corpus::public_entry;
-use crate::ui::components::form::server_message;
+use crate::ui::components::loaded::LoadError;
 use crate::ui::components::params::use_id_param;
 use crate::ui::components::tags::Tags;
 use crate::ui::pages::not_found::NotFound;
@@ -45,7 +45,7 @@ pub fn EntryPage() -> impl IntoView {
                         </article>
                     }.into_any(),
                     Ok(None) => view! { <NotFound/> }.into_any(),
-                    Err(error) => view! { <p role="alert" class="text-sm text-rose-800">{server_message(&error)}</p> }.into_any(),
+                    Err(error) => view! { <LoadError error=error/> }.into_any(),
                 }
             })}
         </Suspense>

@@ -6,7 +6,8 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
 use crate::api::events::{EventView, EventsView, events_page};
-use crate::ui::components::form::{INPUT, LABEL, SECONDARY_BUTTON, server_message};
+use crate::ui::components::form::{INPUT, LABEL, SECONDARY_BUTTON};
+use crate::ui::components::loaded::Loaded;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct EventsQuery {
@@ -50,18 +51,7 @@ pub fn EventsPage() -> impl IntoView {
             <h1 class="text-2xl font-semibold tracking-tight">"Events"</h1>
             <p class="text-sm text-slate-500">"What happened, as webhooks and events.list tell it."</p>
         </div>
-        <Suspense fallback=|| view! { <p class="mt-6 text-sm text-slate-500">"Loading events…"</p> }>
-            {move || Suspend::new(async move {
-                match page.await {
-                    Ok(view) => view! { <EventList view=view query=query.get_untracked()/> }.into_any(),
-                    Err(error) => view! {
-                        <p role="alert" class="mt-6 rounded-md border border-rose-200 bg-rose-50 px-4 py-3 text-sm text-rose-900">
-                            {server_message(&error)}
-                        </p>
-                    }.into_any(),
-                }
-            })}
-        </Suspense>
+        <Loaded resource=page loading="Loading events…" show=move |view| view! { <EventList view=view query=query.get_untracked()/> }/>
     }
 }
 

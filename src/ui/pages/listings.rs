@@ -17,6 +17,7 @@ use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON};
 use crate::ui::components::live::refetch_on_jobs;
+use crate::ui::components::loaded::LoadError;
 use crate::ui::components::status_chip::{StatusChip, Tone};
 use crate::ui::components::toast::{Toasts, use_toasts};
 
@@ -129,7 +130,7 @@ pub fn ListingsPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 match overview.await {
                     Ok(view) => view! { <ListingsBody view=view toggle=toggle remove=remove hydrated=hydrated/> }.into_any(),
-                    Err(error) => view! { <p role="alert" class="mt-6 text-sm text-rose-800">{server_message(&error)}</p> }.into_any(),
+                    Err(error) => view! { <LoadError error=error/> }.into_any(),
                 }
             })}
         </Transition>

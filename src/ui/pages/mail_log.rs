@@ -6,7 +6,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 
 use crate::api::access::mail_log;
-use crate::ui::components::form::server_message;
+use crate::ui::components::loaded::LoadError;
 
 #[component]
 pub fn MailLogPage() -> impl IntoView {
@@ -39,7 +39,7 @@ pub fn MailLogPage() -> impl IntoView {
                             }).collect_view()}
                         </ol>
                     }.into_any(),
-                    Err(error) => view! { <p role="alert" class="mt-6 text-sm text-rose-800">{server_message(&error)}</p> }.into_any(),
+                    Err(error) => view! { <LoadError error=error/> }.into_any(),
                 }
             })}
         </Suspense>

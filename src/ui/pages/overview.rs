@@ -10,7 +10,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 
 use crate::api::overview::{NextBooking, Overview, QueueWaiting, admin_overview};
-use crate::ui::components::form::server_message;
+use crate::ui::components::loaded::Loaded;
 use crate::ui::components::poll::use_polling;
 use crate::ui::components::status_chip::{StatusChip, Tone};
 
@@ -22,16 +22,7 @@ pub fn OverviewPage() -> impl IntoView {
         <Title text="Overview"/>
         <h1 class="text-2xl font-semibold tracking-tight">"Overview"</h1>
         <p class="mt-2 text-sm text-slate-600">"What needs your attention. Each card opens the page that shows it."</p>
-        <Transition fallback=|| view! { <p class="mt-6 text-sm text-slate-500">"Loading…"</p> }>
-            {move || Suspend::new(async move {
-                match overview.await {
-                    Ok(overview) => view! { <OverviewBody overview=overview/> }.into_any(),
-                    Err(error) => view! {
-                        <p role="alert" class="mt-6 rounded-md border border-rose-200 bg-rose-50 px-4 py-3 text-sm text-rose-900">{server_message(&error)}</p>
-                    }.into_any(),
-                }
-            })}
-        </Transition>
+        <Loaded resource=overview show=move |overview| view! { <OverviewBody overview=overview/> }/>
     }
 }
 

@@ -10,6 +10,7 @@ use leptos_meta::Title;
 use crate::api::queues::{PauseQueue, QueueView, ResumeQueue, queues_overview};
 use crate::ui::components::focus;
 use crate::ui::components::form::{SECONDARY_BUTTON, server_message, use_hydrated};
+use crate::ui::components::loaded::Loaded;
 use crate::ui::components::poll::use_polling;
 use crate::ui::components::status_chip::{StatusChip, Tone};
 use crate::ui::components::toast::use_toasts;
@@ -45,18 +46,9 @@ pub fn QueuesPage() -> impl IntoView {
             <h1 class="text-2xl font-semibold tracking-tight">"Queues"</h1>
             <p class="text-sm text-slate-500">"A paused queue's jobs wait in every StandMeet process until you resume it."</p>
         </div>
-        <Transition fallback=|| view! { <p class="mt-6 text-sm text-slate-500">"Loading…"</p> }>
-            {move || Suspend::new(async move {
-                match overview.await {
-                    Ok(queues) => view! {
-                        <ul class="mt-6 divide-y divide-slate-100 rounded-xl border border-slate-200 bg-white">
+        <Loaded resource=overview show=move |queues| view! { <ul class="mt-6 divide-y divide-slate-100 rounded-xl border border-slate-200 bg-white">
                             {queues.into_iter().map(|queue| view! { <QueueRow queue=queue pause=pause resume=resume hydrated=hydrated/> }).collect_view()}
-                        </ul>
-                    }.into_any(),
-                    Err(error) => view! { <p role="alert" class="mt-6 text-sm text-rose-800">{server_message(&error)}</p> }.into_any(),
-                }
-            })}
-        </Transition>
+                        </ul> }/>
     }
 }
 

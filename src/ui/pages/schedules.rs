@@ -14,6 +14,7 @@ use crate::ui::components::form::{
     INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON, server_message, use_hydrated,
 };
 use crate::ui::components::live::refetch_on_jobs;
+use crate::ui::components::loaded::LoadError;
 use crate::ui::components::status_chip::{JobStateChip, StatusChip, Tone};
 use crate::ui::components::toast::use_toasts;
 
@@ -64,7 +65,7 @@ pub fn SchedulesPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 match overview.await {
                     Ok(view) => view! { <SchedulesBody view=view toggle=toggle run_now=run_now add=add hydrated=hydrated/> }.into_any(),
-                    Err(error) => view! { <p role="alert" class="mt-6 text-sm text-rose-800">{server_message(&error)}</p> }.into_any(),
+                    Err(error) => view! { <LoadError error=error/> }.into_any(),
                 }
             })}
         </Transition>

@@ -420,7 +420,9 @@ fn TaskRowView(row: RwSignal<TaskRow>, selected: RwSignal<Vec<i64>>) -> impl Int
                 <a class="text-teal-700 hover:underline" href=format!("/admin/tasks/{id}")>{id}</a>
             </td>
             <td class=format!("{CELL} min-w-0 break-all font-mono text-xs") data-label="Kind">{move || row.get().kind}</td>
-            <td class=CELL data-label="Queue">{move || row.get().queue}</td>
+            // On a phone the card keeps what tells jobs apart; the queue and the creation
+            // time are on the job's page.
+            <td class=format!("{CELL} max-md:hidden") data-label="Queue">{move || row.get().queue}</td>
             <td class=CELL data-label="State">
                 {move || {
                     let current = row.get();
@@ -428,7 +430,7 @@ fn TaskRowView(row: RwSignal<TaskRow>, selected: RwSignal<Vec<i64>>) -> impl Int
                 }}
             </td>
             <td class=format!("{CELL} tabular-nums") data-label="Attempt">{move || { let r = row.get(); format!("{} / {}", r.attempt, r.max_attempts) }}</td>
-            <td class=format!("{CELL} md:whitespace-nowrap text-slate-600") data-label="Created">{move || view! { <When moment=row.get().created_at/> }}</td>
+            <td class=format!("{CELL} max-md:hidden md:whitespace-nowrap text-slate-600") data-label="Created">{move || view! { <When moment=row.get().created_at/> }}</td>
             <td class=format!("{CELL} md:whitespace-nowrap text-slate-600") data-label="Finished">
                 {move || {
                     let r = row.get();
@@ -439,7 +441,13 @@ fn TaskRowView(row: RwSignal<TaskRow>, selected: RwSignal<Vec<i64>>) -> impl Int
                     }
                 }}
             </td>
-            <td class=format!("{CELL} md:max-w-xs md:truncate break-words text-rose-800") data-label="Error" title=move || { let r = row.get(); r.note.or(r.last_error).unwrap_or_default() }>
+            <td class=move || {
+                    // An empty error line says nothing on a phone.
+                    let r = row.get();
+                    let none = if r.note.is_none() && r.last_error.is_none() { "max-md:hidden" } else { "" };
+                    format!("{CELL} {none} md:max-w-xs md:truncate break-words text-rose-800")
+                }
+                data-label="Error" title=move || { let r = row.get(); r.note.or(r.last_error).unwrap_or_default() }>
                 {move || {
                     let r = row.get();
                     match r.note {

@@ -21,6 +21,7 @@ use crate::ui::components::focus;
 use crate::ui::components::form::{
     INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON, server_message, use_hydrated,
 };
+use crate::ui::components::loaded::LoadError;
 use crate::ui::components::params::use_id_param;
 use crate::ui::components::poll::use_polling;
 use crate::ui::components::status_chip::{StatusChip, Tone};
@@ -171,7 +172,7 @@ pub fn WebhooksPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 match overview.await {
                     Ok(view) => view! { <WebhooksBody view=view toggle=toggle remove=remove test=test create=create hydrated=hydrated/> }.into_any(),
-                    Err(error) => view! { <p role="alert" class="mt-6 text-sm text-rose-800">{server_message(&error)}</p> }.into_any(),
+                    Err(error) => view! { <LoadError error=error/> }.into_any(),
                 }
             })}
         </Transition>
@@ -393,9 +394,7 @@ pub fn WebhookDetailPage() -> impl IntoView {
                 match detail.await {
                     Ok(Some(detail)) => view! { <WebhookDetailView detail=detail redeliver=redeliver test=test toggle=toggle hydrated=hydrated/> }.into_any(),
                     Ok(None) => view! { <NotFound/> }.into_any(),
-                    Err(error) => view! {
-                        <p role="alert" class="rounded-md border border-rose-200 bg-rose-50 px-4 py-3 text-sm text-rose-900">{server_message(&error)}</p>
-                    }.into_any(),
+                    Err(error) => view! { <LoadError error=error/> }.into_any(),
                 }
             })}
         </Transition>
