@@ -19,3 +19,50 @@ pub const ROW: &str = "block px-4 py-3 md:table-row md:p-0";
 pub const CELL: &str = "flex min-w-0 items-baseline gap-3 py-1 md:table-cell md:px-4 md:py-3 before:w-24 before:shrink-0 before:text-xs before:font-medium before:uppercase before:tracking-wide before:text-slate-500 before:content-[attr(data-label)] md:before:content-none";
 /// A cell of buttons (no column name): on a phone they end the card.
 pub const ACTION_CELL: &str = "flex flex-wrap gap-2 pt-2 md:table-cell md:px-4 md:py-3";
+
+use leptos::prelude::*;
+
+use crate::ui::components::live::{FollowsJob, follow_row_jobs};
+
+/// A table of rows whose chips follow their jobs live (access requests, bookings): the
+/// column names (an empty one over the buttons), one row view per row, keyed by
+/// `key`, and what to say when there is no row.
+#[component]
+pub fn FollowedTable<R, K, F, V>(
+    rows: Vec<R>,
+    columns: &'static [&'static str],
+    key: K,
+    row: F,
+    #[prop(into)] empty: String,
+) -> impl IntoView
+where
+    R: FollowsJob,
+    K: Fn(&R) -> i64 + Clone + Send + Sync + 'static,
+    F: Fn(RwSignal<R>) -> V + Clone + Send + Sync + 'static,
+    V: IntoView + 'static,
+{
+    let rows: RwSignal<Vec<RwSignal<R>>> =
+        RwSignal::new(rows.into_iter().map(RwSignal::new).collect());
+    follow_row_jobs(rows);
+    view! {
+        <div class=TABLE_CARD>
+            <table class=TABLE>
+                <thead class=HEAD>
+                    <tr>
+                        {columns.iter().map(|column| view! { <th class=HEAD_CELL>{*column}</th> }).collect_view()}
+                    </tr>
+                </thead>
+                <tbody class=BODY>
+                    <For
+                        each=move || rows.get()
+                        key=move |one| one.with_untracked(|value| key(value))
+                        children=move |one| row(one)
+                    />
+                </tbody>
+            </table>
+            <Show when=move || rows.with(Vec::is_empty)>
+                <p class="px-4 py-8 text-center text-sm text-slate-500">{empty.clone()}</p>
+            </Show>
+        </div>
+    }
+}

@@ -17,12 +17,10 @@ use crate::ui::components::focus;
 use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{PRIMARY_BUTTON, SECONDARY_BUTTON};
-use crate::ui::components::live::{FollowsJob, follow_row_jobs};
+use crate::ui::components::live::FollowsJob;
 use crate::ui::components::loaded::Loaded;
 use crate::ui::components::status_chip::{StatusChip, Tone, mail_state_tone};
-use crate::ui::components::table::{
-    ACTION_CELL, BODY, CELL, HEAD, HEAD_CELL, ROW, TABLE, TABLE_CARD,
-};
+use crate::ui::components::table::{ACTION_CELL, CELL, FollowedTable, ROW};
 use crate::ui::components::toast::use_toasts;
 
 fn status_tone(status: RequestStatus) -> Tone {
@@ -52,38 +50,12 @@ pub fn AccessRequestsPage() -> impl IntoView {
                    aria-current=move || (status.get().as_deref() == Some(word)).then_some("page")>{word}</a>
             }).collect_view()}
         </nav>
-        <Loaded resource=requests loading="Loading requests…" show=move |rows| view! { <RequestTable rows=rows/> }/>
-    }
-}
-
-#[component]
-fn RequestTable(rows: Vec<AccessRequestView>) -> impl IntoView {
-    let rows: RwSignal<Vec<RwSignal<AccessRequestView>>> =
-        RwSignal::new(rows.into_iter().map(RwSignal::new).collect());
-    follow_row_jobs(rows);
-    view! {
-        <div class=TABLE_CARD>
-            <table class=TABLE>
-                <thead class=HEAD>
-                    <tr>
-                        <th class=HEAD_CELL>"Who"</th>
-                        <th class=HEAD_CELL>"Message"</th>
-                        <th class=HEAD_CELL>"Asked"</th>
-                        <th class=HEAD_CELL>"Status"</th>
-                        <th class=HEAD_CELL>"Mail"</th>
-                        <th class=HEAD_CELL></th>
-                    </tr>
-                </thead>
-                <tbody class=BODY>
-                    <For each=move || rows.get() key=|row| row.get_untracked().id let:row>
-                        <RequestRowView row=row/>
-                    </For>
-                </tbody>
-            </table>
-            <Show when=move || rows.with(Vec::is_empty)>
-                <p class="px-4 py-8 text-center text-sm text-slate-500">"No access requests here."</p>
-            </Show>
-        </div>
+        <Loaded resource=requests loading="Loading requests…" show=move |rows| view! {
+            <FollowedTable rows=rows columns=&["Who", "Message", "Asked", "Status", "Mail", ""]
+                key=|request: &AccessRequestView| request.id
+                row=|row| view! { <RequestRowView row=row/> }
+                empty="No access requests here."/>
+        }/>
     }
 }
 

@@ -16,12 +16,10 @@ use crate::ui::components::focus;
 use crate::ui::components::form::{
     INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON, server_message, use_hydrated,
 };
-use crate::ui::components::live::{FollowsJob, follow_row_jobs};
+use crate::ui::components::live::FollowsJob;
 use crate::ui::components::loaded::LoadError;
 use crate::ui::components::status_chip::{StatusChip, Tone, mail_state_tone};
-use crate::ui::components::table::{
-    ACTION_CELL, BODY, CELL, HEAD, HEAD_CELL, ROW, TABLE, TABLE_CARD,
-};
+use crate::ui::components::table::{ACTION_CELL, CELL, FollowedTable, ROW};
 use crate::ui::components::toast::use_toasts;
 
 #[component]
@@ -39,7 +37,10 @@ pub fn BookingsPage() -> impl IntoView {
                         </p>
                         <AvailabilityEditor form=data.availability/>
                         <h2 class="mt-10 text-lg font-semibold">"Meetings"</h2>
-                        <BookingTable rows=data.bookings/>
+                        <FollowedTable rows=data.bookings columns=&["When", "Who", "Topic", "State", "Owner told", ""]
+                            key=|booking: &BookingView| booking.id
+                            row=|row| view! { <BookingRow row=row/> }
+                            empty="No meetings booked."/>
                     }.into_any(),
                     Err(error) => view! { <LoadError error=error/> }.into_any(),
                 }
@@ -105,37 +106,6 @@ fn state_tone(state: BookingState) -> Tone {
     match state {
         BookingState::Confirmed => Tone::Success,
         BookingState::Cancelled => Tone::Muted,
-    }
-}
-
-#[component]
-fn BookingTable(rows: Vec<BookingView>) -> impl IntoView {
-    let rows: RwSignal<Vec<RwSignal<BookingView>>> =
-        RwSignal::new(rows.into_iter().map(RwSignal::new).collect());
-    follow_row_jobs(rows);
-    view! {
-        <div class=TABLE_CARD>
-            <table class=TABLE>
-                <thead class=HEAD>
-                    <tr>
-                        <th class=HEAD_CELL>"When"</th>
-                        <th class=HEAD_CELL>"Who"</th>
-                        <th class=HEAD_CELL>"Topic"</th>
-                        <th class=HEAD_CELL>"State"</th>
-                        <th class=HEAD_CELL>"Owner told"</th>
-                        <th class=HEAD_CELL></th>
-                    </tr>
-                </thead>
-                <tbody class=BODY>
-                    <For each=move || rows.get() key=|row| row.get_untracked().id let:row>
-                        <BookingRow row=row/>
-                    </For>
-                </tbody>
-            </table>
-            <Show when=move || rows.with(Vec::is_empty)>
-                <p class="px-4 py-8 text-center text-sm text-slate-500">"No meetings booked."</p>
-            </Show>
-        </div>
     }
 }
 
