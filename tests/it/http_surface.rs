@@ -168,14 +168,34 @@ async fn the_home_page_is_rendered_on_the_server_with_the_shell(pool: PgPool) {
 }
 
 #[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
-async fn a_signed_in_admin_sees_the_admin_links_everywhere(pool: PgPool) {
+async fn a_signed_in_admin_has_one_way_into_the_console_from_the_visitor_pages(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let home = common::get_with_cookie(&app, "/", &cookie).await;
+    assert!(
+        home.body.contains(r#"data-testid="admin-link""#) && home.body.contains(r#"href="/admin""#),
+        "the Admin link: {}",
+        home.body
+    );
+    // Not every admin page: the console's sidebar has them.
+    for (href, _) in standmeet::ui::layout::ADMIN_PAGES
+        .iter()
+        .filter(|(href, _)| *href != "/admin")
+    {
+        assert!(
+            !home.body.contains(&format!(r#"href="{href}""#)),
+            "no header link to {href}"
+        );
+    }
+    // A visitor gets none.
+    let visitor = common::get(&app, "/").await;
+    assert!(!visitor.body.contains(r#"data-testid="admin-link""#));
+    // The console's own pages have every link, in the sidebar.
+    let console = common::get_with_cookie(&app, "/admin", &cookie).await;
     for (href, _) in standmeet::ui::layout::ADMIN_PAGES {
         assert!(
-            home.body.contains(&format!(r#"href="{href}""#)),
-            "admin nav link {href}"
+            console.body.contains(&format!(r#"href="{href}""#)),
+            "sidebar link {href}"
         );
     }
 }
