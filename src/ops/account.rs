@@ -47,6 +47,8 @@ mod operations {
     use crate::ops::when;
     use crate::state::AppState;
 
+    /// The owner's address, the change waiting for its confirmation, and the last
+    /// recovery-phrase send.
     pub async fn overview(state: &AppState, _by: Operator) -> Result<AccountView, AppError> {
         let current = owner::owner_email(&state.pool, &state.settings).await?;
         let pending = owner::pending_change(&state.pool).await?.map(|change| {
@@ -79,6 +81,8 @@ mod operations {
         })
     }
 
+    /// Asks to change the owner's address: a pending change, confirmed by a link mailed to
+    /// the new address (a job). Answers what to tell the admin.
     pub async fn change(
         state: &AppState,
         by: Operator,
@@ -110,11 +114,13 @@ mod operations {
         ))
     }
 
+    /// Cancels the pending change; its link no longer works.
     pub async fn cancel(state: &AppState, _by: Operator, id: i64) -> Result<String, AppError> {
         owner::cancel_change(&state.pool, id).await?;
         Ok("The change was cancelled; its link no longer works.".into())
     }
 
+    /// Sends a recovery phrase now (synchronously, by decision); answers whether it went.
     pub async fn recovery(state: &AppState, _by: Operator) -> Result<RecoveryView, AppError> {
         let attempt =
             owner::send_recovery_phrase(&state.pool, &state.settings, &state.mailer).await?;
@@ -126,12 +132,14 @@ mod operations {
         })
     }
 
+    /// What the confirmation link `token` would do: the new address. Nothing changes.
     pub async fn preview(state: &AppState, token: String) -> Result<String, AppError> {
         owner::preview(&state.pool, &token)
             .await?
             .map_err(AppError::from)
     }
 
+    /// Applies the change the confirmation link `token` names; answers the new address.
     pub async fn confirm(state: &AppState, token: String) -> Result<String, AppError> {
         owner::confirm(&state.pool, &token)
             .await?

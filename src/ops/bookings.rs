@@ -111,7 +111,7 @@ mod operations {
     /// How far ahead `/book` looks, at most, whatever the owner's days ahead.
     const MAX_DAYS_SHOWN: i64 = 60;
 
-    /// The email this visitor's session redeemed an access code with.
+    /// When the booking is, in the owner's zone, as pages and mails say it.
     fn owner_when(state: &AppState, booking: &Booking) -> String {
         bookings::owner_when(&state.settings.timezone, booking)
     }
@@ -138,6 +138,7 @@ mod operations {
         }
     }
 
+    /// What `/book` shows this visitor: the free slots, or why they cannot book.
     pub async fn book_page(state: &AppState, visitor: &Visitor) -> Result<BookingOffer, AppError> {
         let email = visitor.granted.clone();
         let mode = state.settings.booking;
@@ -179,6 +180,8 @@ mod operations {
         })
     }
 
+    /// Books `start` (one of the free slots) for the visitor, within the limit on bookings
+    /// from one address.
     pub async fn book(
         state: &AppState,
         visitor: &Visitor,
@@ -209,6 +212,7 @@ mod operations {
         })
     }
 
+    /// The booking a cancel link names, as its page shows it.
     pub async fn booking_for_cancel_link(
         state: &AppState,
         token: String,
@@ -221,6 +225,7 @@ mod operations {
         })
     }
 
+    /// Cancels the booking a cancel link names; both sides are told by mail.
     pub async fn cancel_by_link(state: &AppState, token: String) -> Result<String, AppError> {
         let booking = bookings::cancel_by_link(&state.pool, &state.jobs, &token).await?;
         Ok(format!(
@@ -253,6 +258,8 @@ mod operations {
         }
     }
 
+    /// What `/admin/bookings` shows: the availability form and the bookings from a week
+    /// back.
     pub async fn admin_page(
         state: &AppState,
         _by: Operator,

@@ -127,6 +127,7 @@ mod operations {
     /// How many entries the admin page lists.
     const ENTRIES_SHOWN: i64 = 200;
 
+    /// An entry as the console shows it.
     pub fn view(row: EntryRow) -> EntryView {
         EntryView {
             id: row.id,
@@ -145,6 +146,7 @@ mod operations {
         }
     }
 
+    /// The newest entries; with `grep`, those whose text contains it, drafts included.
     pub async fn entries(
         state: &AppState,
         _by: Operator,
@@ -154,6 +156,7 @@ mod operations {
         Ok(rows.into_iter().map(view).collect())
     }
 
+    /// One entry, with its body rendered as the console previews it.
     pub async fn entry(state: &AppState, _by: Operator, id: i64) -> Result<EntryView, AppError> {
         let row = corpus::entry(&state.pool, id).await?;
         let preview = corpus::body_html(&state.pool, &row.body, corpus::Reader::Admin).await?;
@@ -198,6 +201,7 @@ mod operations {
         receipt(state, written).await
     }
 
+    /// Promotes a draft so visitors can find it; answers the write's receipt.
     pub async fn promote(
         state: &AppState,
         by: Operator,
@@ -208,6 +212,7 @@ mod operations {
         receipt(state, written).await
     }
 
+    /// A search hit as the visitors' page shows it.
     pub fn hit_view(hit: corpus::Hit) -> SearchHit {
         SearchHit {
             id: hit.id,
@@ -224,6 +229,8 @@ mod operations {
         }
     }
 
+    /// An entry as this visitor may read it; `None` when they may not, or it is not there
+    /// (a visitor cannot tell which).
     pub async fn public_entry(
         state: &AppState,
         visitor: &Visitor,

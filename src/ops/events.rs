@@ -43,6 +43,7 @@ mod operations {
 
     use crate::state::AppState;
 
+    /// The newest events, of one type or all, a page at a time (before `before`).
     pub async fn page(
         state: &AppState,
         _by: Operator,

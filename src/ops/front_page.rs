@@ -34,6 +34,8 @@ mod operations {
     use crate::domain::front_page;
     use crate::state::AppState;
 
+    /// The front page: the owner's name and introduction (rendered), and whether booking is
+    /// offered.
     pub async fn view(state: &AppState) -> Result<FrontPageView, AppError> {
         let page = front_page::get(&state.pool).await?;
         Ok(FrontPageView {
@@ -46,6 +48,7 @@ mod operations {
         })
     }
 
+    /// The front page's form as saved.
     pub async fn form(state: &AppState, _by: Operator) -> Result<FrontPageDraft, AppError> {
         let page = front_page::get(&state.pool).await?;
         Ok(page
@@ -56,6 +59,7 @@ mod operations {
             .unwrap_or_default())
     }
 
+    /// Saves the front page's name and introduction (Markdown), checked.
     pub async fn save(
         state: &AppState,
         by: Operator,

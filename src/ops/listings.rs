@@ -60,6 +60,7 @@ mod operations {
     use crate::ops::when;
     use crate::state::AppState;
 
+    /// The listings page: the sources with their last fetch, and the newest listings.
     pub async fn overview(state: &AppState, _by: Operator) -> Result<ListingsView, AppError> {
         let sources = listings::sources(&state.pool).await?;
         let (rows, more) =
@@ -102,6 +103,7 @@ mod operations {
         })
     }
 
+    /// Adds a job board to follow.
     pub async fn add_source(
         state: &AppState,
         by: Operator,
@@ -121,6 +123,7 @@ mod operations {
         Ok(format!("Source {} added.", name.trim()))
     }
 
+    /// Enables or disables a source.
     pub async fn set_enabled(
         state: &AppState,
         _by: Operator,
@@ -136,6 +139,7 @@ mod operations {
         .into())
     }
 
+    /// Removes a source and the listings only it lists.
     pub async fn remove_source(
         state: &AppState,
         by: Operator,

@@ -80,6 +80,7 @@ mod operations {
     use crate::ops::queues::age_in_words;
     use crate::state::AppState;
 
+    /// Everything the overview shows, each figure read where it is cheap.
     pub async fn overview(state: &AppState, _by: Operator) -> Result<Overview, AppError> {
         let now = jiff::Timestamp::now();
         // Independent reads, at once: the page is as quick as the slowest.

@@ -578,6 +578,7 @@ mod operations {
             .collect()
     }
 
+    /// What a bulk action did, in words: how many changed, and why the others did not.
     pub fn bulk_message(action: Bulk, outcome: &standmeet_jobs::BulkOutcome) -> TaskActionResult {
         let count = outcome.changed.len();
         let mut message = format!(

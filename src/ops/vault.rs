@@ -62,6 +62,8 @@ mod operations {
     use crate::domain::webhooks;
     use crate::state::AppState;
 
+    /// The vault panel: the newest rebuild, its counts and its hooks' deliveries; `None`
+    /// without a vault.
     pub async fn status(state: &AppState, _by: Operator) -> Result<Option<VaultView>, AppError> {
         if state.settings.vault.is_none() {
             return Ok(None);

@@ -224,6 +224,7 @@ mod operations {
         Ok(created)
     }
 
+    /// Enables or disables an endpoint.
     pub async fn set_enabled(
         state: &AppState,
         by: Operator,
@@ -280,6 +281,7 @@ mod operations {
         })
     }
 
+    /// One delivery, for following it after "Send test".
     pub async fn delivery(
         state: &AppState,
         _by: Operator,
@@ -289,6 +291,8 @@ mod operations {
         Ok(delivery_view(delivery))
     }
 
+    /// An endpoint's page: its circuit, what it has in flight, and its deliveries, a page
+    /// at a time.
     pub async fn detail(
         state: &AppState,
         _by: Operator,
@@ -327,6 +331,7 @@ mod operations {
         }))
     }
 
+    /// "Redeliver": the delivery is tried again now, under its same `webhook-id`.
     pub async fn redeliver(state: &AppState, by: Operator, id: i64) -> Result<String, AppError> {
         let job = webhooks::redeliver(&state.pool, &state.jobs, id).await?;
         tracing::info!(
