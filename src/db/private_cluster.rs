@@ -135,6 +135,18 @@ impl PrivateCluster {
         self.port
     }
 
+    /// The postmaster's process id (the first line of its `postmaster.pid`): the
+    /// benchmarks read the CPU time of it and its children from `/proc`.
+    pub fn postmaster_pid(&self) -> anyhow::Result<u32> {
+        let file = self.data_dir().join("postmaster.pid");
+        let text =
+            fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
+        text.lines()
+            .next()
+            .and_then(|line| line.trim().parse().ok())
+            .with_context(|| format!("{} does not start with a process id", file.display()))
+    }
+
     /// Whether this process started the postmaster (and will stop it).
     pub fn is_owned(&self) -> bool {
         self.owned

@@ -31,6 +31,10 @@ enum Command {
         /// 0.17.3, installed with npm into ~/.cache/standmeet on first use).
         #[arg(long)]
         peer: Option<String>,
+        /// With --peer: run the comparison this many times, alternating the two
+        /// systems, and print each run's figures and the median of the runs' medians.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=50))]
+        runs: u16,
     },
     /// Fault-test StandMeet on a fresh private PostgreSQL cluster: kill -9 workers,
     /// restart PostgreSQL, a misbehaving mail server, bad input.
@@ -73,9 +77,19 @@ fn main() -> ExitCode {
     };
     let outcome = runtime.block_on(async {
         match cli.command {
-            Command::Bench { quick, only, peer } => {
-                standmeet_lab::bench::run(standmeet_lab::bench::BenchOptions { quick, only, peer })
-                    .await
+            Command::Bench {
+                quick,
+                only,
+                peer,
+                runs,
+            } => {
+                standmeet_lab::bench::run(standmeet_lab::bench::BenchOptions {
+                    quick,
+                    only,
+                    peer,
+                    runs: runs.into(),
+                })
+                .await
             }
             Command::Chaos { full, only } => {
                 standmeet_lab::chaos::run(standmeet_lab::chaos::ChaosOptions { full, only }).await

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
+use super::cpu::{self, Reading, Spent};
 use super::{median, ms, percentile};
 use serde_json::json;
 use sqlx::PgPool;
@@ -98,7 +99,7 @@ fn engine_pool(pool: &PgPool) -> PgPool {
 }
 
 /// Runs the measures on `pool` (a fresh database) and prints their table.
-pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
+pub async fn measure(pool: &PgPool, quick: bool, cluster: &cpu::Cluster) -> anyhow::Result<()> {
     let sizes = &Sizes::for_run(quick);
     let pool = pool.clone();
     let jobs = JobClient::new(pool.clone(), 64);
@@ -115,17 +116,21 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
 
     // (b) Drain throughput. One run on a shared machine swings by a fifth either way:
     // the median of the rounds is the figure, printed with their range.
-    let mut rates = Vec::new();
+    let mut rounds = Vec::new();
     for round in 1..=sizes.drain_rounds {
         eprintln!(
             "bench: (b) round {round}: draining {} no-op jobs",
             sizes.drain
         );
-        rates.push(drain(&pool, &jobs, sizes.drain).await?);
+        rounds.push(drain(&pool, &jobs, sizes.drain, cluster).await?);
     }
+    let of_rounds =
+        |figure: fn(&Drained) -> f64| median(&mut rounds.iter().map(figure).collect::<Vec<_>>());
     let drain = Drain {
-        median: median(&mut rates.clone()),
-        rounds: rates,
+        median: of_rounds(|d| d.rate),
+        engine_per_thousand: of_rounds(Drained::process_per_thousand),
+        cluster_per_thousand: of_rounds(Drained::cluster_per_thousand),
+        rounds: rounds.iter().map(|d| d.rate).collect(),
     };
 
     // (c) Latency under load.
@@ -142,9 +147,12 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The drain figures: the median over the rounds, and each round's.
+/// The drain figures: the medians over the rounds, and each round's speed.
 struct Drain {
     median: f64,
+    /// Milliseconds of CPU per 1,000 jobs, this process (the engine) and the cluster.
+    engine_per_thousand: f64,
+    cluster_per_thousand: f64,
     rounds: Vec<f64>,
 }
 
@@ -166,14 +174,65 @@ pub(super) async fn commit_to_woken(jobs: &JobClient) -> anyhow::Result<Duration
     }
 }
 
+/// What a drain came to: its speed and the CPU it cost.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Drained {
+    pub jobs: usize,
+    /// Jobs per second.
+    pub rate: f64,
+    /// The CPU spent from the start to the last job recorded.
+    pub spent: Spent,
+}
+
+impl Drained {
+    /// Milliseconds of CPU per 1,000 jobs of this process (where StandMeet's engine
+    /// runs; for a peer, of its processes).
+    pub(super) fn process_per_thousand(&self) -> f64 {
+        Spent::per_thousand(self.spent.this_process + self.spent.peers, self.jobs)
+    }
+
+    /// Milliseconds of CPU per 1,000 jobs of the PostgreSQL cluster.
+    pub(super) fn cluster_per_thousand(&self) -> f64 {
+        Spent::per_thousand(self.spent.cluster, self.jobs)
+    }
+
+    /// The mean of some drains of the same size.
+    pub(super) fn mean(drains: &[Drained]) -> Drained {
+        let n = drains.len() as u32;
+        let sum = |part: fn(&Spent) -> Duration| {
+            drains.iter().map(|d| part(&d.spent)).sum::<Duration>() / n
+        };
+        Drained {
+            jobs: drains[0].jobs,
+            rate: drains.iter().map(|d| d.rate).sum::<f64>() / f64::from(n),
+            spent: Spent {
+                this_process: sum(|s| s.this_process),
+                cluster: sum(|s| s.cluster),
+                peers: sum(|s| s.peers),
+            },
+        }
+    }
+
+    /// Both together.
+    pub(super) fn total_per_thousand(&self) -> f64 {
+        self.process_per_thousand() + self.cluster_per_thousand()
+    }
+}
+
 /// Queues `count` no-op jobs with no engine running, then starts one and measures how
-/// fast it drains them.
-pub(super) async fn drain(pool: &PgPool, jobs: &JobClient, count: usize) -> anyhow::Result<f64> {
+/// fast it drains them, and the CPU this process and the cluster spend meanwhile.
+pub(super) async fn drain(
+    pool: &PgPool,
+    jobs: &JobClient,
+    count: usize,
+    cluster: &cpu::Cluster,
+) -> anyhow::Result<Drained> {
     queue_noops(pool, count).await?;
 
     // Counted in this process (the engine runs here), so that measuring does not
     // load the database it measures.
     let before = jobs.recorded();
+    let cpu_before = Reading::now(cluster, &[])?;
     let started = Instant::now();
     let running = start_jobs(pool, jobs).await?;
     while jobs.recorded() - before < count as u64 {
@@ -186,6 +245,7 @@ pub(super) async fn drain(pool: &PgPool, jobs: &JobClient, count: usize) -> anyh
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let took = started.elapsed();
+    let spent = cpu_before.spent_until(&Reading::now(cluster, &[])?);
     running.shutdown().await;
     let completed: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs WHERE state = 'completed'")
         .fetch_one(pool)
@@ -193,14 +253,22 @@ pub(super) async fn drain(pool: &PgPool, jobs: &JobClient, count: usize) -> anyh
     if completed as usize != count {
         bail!("only {completed} of {count} jobs completed");
     }
-    Ok(count as f64 / took.as_secs_f64())
+    Ok(Drained {
+        jobs: count,
+        rate: count as f64 / took.as_secs_f64(),
+        spent,
+    })
 }
 
 /// Queues `count` no-op jobs as for [`drain`], then runs the engine's claim and write
 /// on them with nothing else around (`standmeet_jobs::bare`), on as many connections
 /// as the engine claims on at once and in batches as large as its, with the terminal
-/// notification as the engine sends it; answers jobs/s.
-pub(super) async fn drain_bare(pool: &PgPool, count: usize) -> anyhow::Result<f64> {
+/// notification as the engine sends it; answers its speed and CPU as [`drain`] does.
+pub(super) async fn drain_bare(
+    pool: &PgPool,
+    count: usize,
+    cluster: &cpu::Cluster,
+) -> anyhow::Result<Drained> {
     queue_noops(pool, count).await?;
     let config = bench_config();
     let queue = &config.queues[0];
@@ -219,6 +287,7 @@ pub(super) async fn drain_bare(pool: &PgPool, count: usize) -> anyhow::Result<f6
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    let cpu_before = Reading::now(cluster, &[])?;
     let started = Instant::now();
     let recorded = standmeet_jobs::bare::drain_bare(
         &engine_pool(pool),
@@ -229,10 +298,15 @@ pub(super) async fn drain_bare(pool: &PgPool, count: usize) -> anyhow::Result<f6
     )
     .await?;
     let took = started.elapsed();
+    let spent = cpu_before.spent_until(&Reading::now(cluster, &[])?);
     if recorded as usize != count {
         bail!("the bare drain recorded {recorded} of {count} jobs");
     }
-    Ok(count as f64 / took.as_secs_f64())
+    Ok(Drained {
+        jobs: count,
+        rate: count as f64 / took.as_secs_f64(),
+        spent,
+    })
 }
 
 /// Waits until no job is left to run (another process drains them), looking every
@@ -392,6 +466,18 @@ fn report(
             true,
         ),
         (
+            "(b) drain, CPU per 1,000 jobs: engine process".to_string(),
+            format!("{:.1} ms", drain.engine_per_thousand),
+            "",
+            true,
+        ),
+        (
+            "(b) drain, CPU per 1,000 jobs: PostgreSQL".to_string(),
+            format!("{:.1} ms", drain.cluster_per_thousand),
+            "",
+            true,
+        ),
+        (
             format!("(c) commit → woken at {background_rate:.0} jobs/s, p50"),
             format!("{loaded_p50:.2} ms"),
             "",
@@ -417,6 +503,8 @@ fn report(
         "drain_rounds": sizes.drain_rounds,
         "drain_jobs_per_sec": drained.round(),
         "drain_jobs_per_sec_rounds": drain.rounds.iter().map(|rate| rate.round()).collect::<Vec<_>>(),
+        "drain_engine_cpu_ms_per_1000": (drain.engine_per_thousand * 10.0).round() / 10.0,
+        "drain_postgres_cpu_ms_per_1000": (drain.cluster_per_thousand * 10.0).round() / 10.0,
         "load_jobs_per_sec": background_rate.round(),
         "load_p50_ms": loaded_p50,
         "load_p99_ms": loaded_p99,

@@ -18,6 +18,7 @@
 //! - [`peer`] (`--peer graphile`, on its own): StandMeet beside graphile-worker.
 
 mod corpus;
+mod cpu;
 mod events;
 mod helper;
 mod jobs;
@@ -44,6 +45,9 @@ pub struct BenchOptions {
     pub only: Option<String>,
     /// Instead of the subjects, the comparison with this peer (`graphile`).
     pub peer: Option<String>,
+    /// How many times the comparison with the peer runs (at least 1); it prints each
+    /// run's figures and the median of the runs' medians.
+    pub runs: usize,
 }
 
 pub async fn run(options: BenchOptions) -> anyhow::Result<()> {
@@ -53,6 +57,9 @@ pub async fn run(options: BenchOptions) -> anyhow::Result<()> {
             anyhow::bail!("there is no peer {other:?} to compare with; try graphile")
         }
         (Some(_), Some(_)) => anyhow::bail!("--peer runs on its own: leave out --only"),
+        (None, _) if options.runs != 1 => {
+            anyhow::bail!("--runs is for the comparison with a peer: add --peer graphile")
+        }
         (None, None) => vec![
             "jobs", "scale", "memory", "panel", "corpus", "events", "vault",
         ],
@@ -78,9 +85,10 @@ pub async fn run(options: BenchOptions) -> anyhow::Result<()> {
             "bench: PostgreSQL {version}, fsync {fsync}, {} mode",
             if options.quick { "quick" } else { "full" }
         );
+        let cpu = cpu::Cluster::new(&cluster)?;
         for subject in subjects {
             match subject {
-                "jobs" => jobs::measure(&pool, options.quick).await?,
+                "jobs" => jobs::measure(&pool, options.quick, &cpu).await?,
                 "panel" => panel::measure(&pool, options.quick).await?,
                 "scale" => {
                     let url = cluster.database_url("standmeet_bench");
@@ -90,7 +98,7 @@ pub async fn run(options: BenchOptions) -> anyhow::Result<()> {
                     let url = cluster.database_url("standmeet_bench");
                     memory::measure(&pool, &url, options.quick).await?
                 }
-                "peer" => peer::compare(&cluster, &pool, options.quick).await?,
+                "peer" => peer::compare(&cluster, &pool, &options, &cpu).await?,
                 "events" => events::measure(&pool, options.quick).await?,
                 "vault" => vault::measure(&pool, options.quick).await?,
                 _ => corpus::measure(&pool, options.quick).await?,
