@@ -47,7 +47,8 @@
 //! with its `BEGIN`; see [`open`]), so that the claims open at once are counted for the
 //! whole database, however many processes run the queue.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -65,7 +66,7 @@ enum Stage {
     /// `unfinished` (job → attempt number).
     Collecting {
         ended: Vec<Outcome>,
-        unfinished: HashMap<JobId, i16>,
+        unfinished: FxHashMap<JobId, i16>,
     },
     /// The claim is being written; outcomes that arrive now wait for the commit, and
     /// the attempts that end with nothing to write are noted in `quiet`: they are not
@@ -97,7 +98,7 @@ pub(crate) struct Claim {
     pub(crate) serial: u64,
     /// The attempts this claim put in the process's held set (see [`hand_over_late`]),
     /// which it releases when one of them ends with nothing to write.
-    held: Mutex<HashSet<HeldAttempt>>,
+    held: Mutex<FxHashSet<HeldAttempt>>,
 }
 
 impl Claim {
@@ -112,13 +113,13 @@ impl Claim {
             written: watch::channel(None).0,
             rows,
             serial: CLAIM_SERIALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            held: Mutex::new(HashSet::new()),
+            held: Mutex::new(FxHashSet::default()),
         })
     }
 
     /// Moves the claim to its write: answers the outcomes of the attempts that ended
     /// and the attempts still going (job → attempt number).
-    fn start_writing(&self) -> (Vec<Outcome>, HashMap<JobId, i16>) {
+    fn start_writing(&self) -> (Vec<Outcome>, FxHashMap<JobId, i16>) {
         let mut stage = self.stage.lock().expect("not poisoned");
         let writing = Stage::Writing {
             late: Vec::new(),

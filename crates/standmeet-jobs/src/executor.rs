@@ -4,8 +4,10 @@
 
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -45,7 +47,7 @@ const NO_HANDLER_WAIT: Duration = Duration::from_secs(60);
 /// `claim` is the claim the attempt runs in (see `claim`), if any: that claim decides
 /// whether the attempt is held (`Claim::attempt_ended`), so it is not released here.
 pub(crate) async fn execute(
-    job: FetchedJob,
+    mut job: FetchedJob,
     context: &ExecutorContext,
     claim: Option<Arc<Claim>>,
 ) -> Option<Outcome> {
@@ -58,7 +60,7 @@ pub(crate) async fn execute(
     let attempt_run = async {
         let started = std::time::Instant::now();
         let in_claim = claim.is_some();
-        let result = run_attempt(&job, context, claim).await;
+        let result = run_attempt(&mut job, context, claim).await;
         log_result(&result, started.elapsed());
         if result == AttemptResult::CompletedInTransaction {
             // The handler committed its completion: wake this process's waiters now.
@@ -87,7 +89,7 @@ pub(crate) async fn execute(
 }
 
 async fn run_attempt(
-    job: &FetchedJob,
+    job: &mut FetchedJob,
     context: &ExecutorContext,
     claim: Option<Arc<Claim>>,
 ) -> AttemptResult {
@@ -119,6 +121,8 @@ async fn run_attempt(
         claim,
     };
     let timeout = handler.timeout();
+    // The handler takes the arguments (nothing after it reads them).
+    let args = std::mem::take(&mut job.args);
     let finished = |ran: Result<Result<serde_json::Value, JobError>, Box<dyn Any + Send>>| match ran
     {
         Ok(Ok(_)) if completed_in_tx.load(Ordering::Acquire) => {
@@ -138,9 +142,20 @@ async fn run_attempt(
         // The handler runs in this task, its panic caught as a failed attempt (not lost
         // with the worker): what a task of its own would give, without a second task for
         // every job.
-        let mut handler_run = std::pin::pin!(
-            AssertUnwindSafe(handler.run(job_context, job.args.clone())).catch_unwind()
-        );
+        let mut handler_run =
+            std::pin::pin!(AssertUnwindSafe(handler.run(job_context, args)).catch_unwind());
+
+        // Most jobs of a busy queue finish in their first poll: try that before arming
+        // the timeout, whose timer (a clock read, an entry in the timer wheel and its
+        // removal) costs more than such a job. A stop that came first goes the long way,
+        // where it is seen before the handler's answer.
+        if !running.token.is_cancelled()
+            && let Poll::Ready(ran) = poll_once(handler_run.as_mut()).await
+        {
+            let result = finished(ran);
+            context.signals.unregister_running(job.id, &running);
+            return result;
+        }
 
         tokio::select! {
             // A stop first: a handler that ends because it saw the stop (a sleep that
@@ -169,6 +184,11 @@ async fn run_attempt(
     };
     context.signals.unregister_running(job.id, &running);
     result
+}
+
+/// Polls `future` once: its answer if it has one, without waiting.
+async fn poll_once<F: Future + Unpin>(mut future: F) -> Poll<F::Output> {
+    std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut future).poll(cx))).await
 }
 
 fn panic_message(payload: Box<dyn Any + Send>) -> String {

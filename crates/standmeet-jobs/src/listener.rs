@@ -22,6 +22,7 @@
 //! seconds. The silent connection is closed without the pool's usual goodbye ping,
 //! which would wait for an answer that never comes.
 
+use rustc_hash::FxHashMap;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -95,14 +96,14 @@ impl RunningJob {
 pub(crate) struct Signals {
     // std Mutexes: they are held for a map lookup only, never across an await.
     queues: Mutex<HashMap<String, Arc<Notify>>>,
-    running: Mutex<HashMap<JobId, RunningJob>>,
+    running: Mutex<FxHashMap<JobId, RunningJob>>,
     /// Numbers the registrations of running attempts (`RunningJob::serial`).
     registrations: AtomicU64,
     /// The attempts this process holds: fetched and not yet recorded (running, or with
     /// an outcome waiting for the completer). Exactly these leases are renewed, so an
     /// attempt whose outcome was given up on is not kept alive, and the rescuer takes
     /// its job back when the lease runs out.
-    held: Mutex<HashMap<JobId, i16>>,
+    held: Mutex<FxHashMap<JobId, i16>>,
     connected: AtomicBool,
     /// Whether a listener runs for these signals (connected or reconnecting).
     listening: AtomicBool,

@@ -16,14 +16,24 @@
 //! after a fetch that found the queue empty is no news (new work notifies), and a
 //! fetch then would be a round trip that finds nothing, beside the outcome's write.
 //!
+//! A claim's attempts run together in one task ([`run_together`]), not a task each:
+//! a quick job's whole attempt is then one poll inside that task, where spawning it
+//! (an aligned allocation, a trip through the scheduler, a wake of the join set, often
+//! of the other worker thread) cost more than the job. Handlers are async: one that
+//! waits lets the others of its claim run meanwhile. The producer counts the attempts
+//! running across its claims ([`InFlight`]) to know its room.
+//!
 //! On shutdown it stops fetching, lets running attempts finish until the grace period
 //! ends, then stops the rest so that they become `retryable` (never lost).
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -53,7 +63,9 @@ pub(crate) async fn run(
     stop: CancellationToken,
 ) {
     let wakeup = context.executor.signals.queue_wakeup(&queue.name);
+    // The tasks that run attempts: a claim's attempts together, or one quiet job.
     let mut running: JoinSet<()> = JoinSet::new();
+    let in_flight = Arc::new(InFlight::default());
     // Open claims, each in one of the queue's claim slots (see `claim::open`).
     let mut claims: JoinSet<()> = JoinSet::new();
     let mut slots: HashMap<tokio::task::Id, usize> = HashMap::new();
@@ -68,16 +80,14 @@ pub(crate) async fn run(
     let mut looked_at = tokio::time::Instant::now();
 
     while !stop.is_cancelled() {
-        // Collect every attempt that ended since the last turn: a JoinSet counts
-        // finished tasks until they are joined, and uncounted room would make the
-        // next fetch needlessly small.
+        // Let go of the tasks that ended (the room is counted by `in_flight`).
         while running.try_join_next().is_some() {}
         while let Some(ended) = claims.try_join_next_with_id() {
             slots.remove(&task_of(ended));
         }
-        let room = queue.workers.saturating_sub(running.len());
+        let room = queue.workers.saturating_sub(in_flight.count());
         let mut fetched_full_batch = false;
-        let quiet = running.is_empty() && claims.is_empty() && last_fetched < QUIET_CLAIM;
+        let quiet = in_flight.count() == 0 && claims.is_empty() && last_fetched < QUIET_CLAIM;
         if !may_have_work || room == 0 {
             // Nothing to look for, or no room to take it: wait.
         } else if quiet {
@@ -94,6 +104,7 @@ pub(crate) async fn run(
                     for job in jobs {
                         let context = context.clone();
                         let outcomes = outcomes.clone();
+                        let in_flight = in_flight.started(1);
                         running.spawn(async move {
                             let executor = &context.executor;
                             if let Some(outcome) = executor::execute(job, executor, None).await {
@@ -106,6 +117,7 @@ pub(crate) async fn run(
                                 )
                                 .await;
                             }
+                            in_flight.ended_one();
                         });
                     }
                 }
@@ -139,29 +151,34 @@ pub(crate) async fn run(
                     fetched_full_batch = fetched == room;
                     may_have_work = fetched_full_batch;
                     if let Some((tx, jobs, this_claim)) = claimed {
-                        for job in jobs {
-                            let context = context.clone();
-                            let outcomes = outcomes.clone();
-                            let this_claim = this_claim.clone();
-                            running.spawn(async move {
-                                let (id, attempt) = (job.id, job.attempt);
-                                let outcome = executor::execute(
-                                    job,
-                                    &context.executor,
-                                    Some(this_claim.clone()),
-                                )
-                                .await;
-                                this_claim
-                                    .attempt_ended(
-                                        id,
-                                        attempt,
-                                        outcome,
-                                        &context.executor.signals,
-                                        &outcomes,
+                        let attempts: FuturesUnordered<_> = jobs
+                            .into_iter()
+                            .map(|job| {
+                                let context = context.clone();
+                                let outcomes = outcomes.clone();
+                                let this_claim = this_claim.clone();
+                                async move {
+                                    let (id, attempt) = (job.id, job.attempt);
+                                    let outcome = executor::execute(
+                                        job,
+                                        &context.executor,
+                                        Some(this_claim.clone()),
                                     )
                                     .await;
-                            });
-                        }
+                                    this_claim
+                                        .attempt_ended(
+                                            id,
+                                            attempt,
+                                            outcome,
+                                            &context.executor.signals,
+                                            &outcomes,
+                                        )
+                                        .await;
+                                }
+                            })
+                            .collect();
+                        let in_flight = in_flight.started(attempts.len());
+                        running.spawn(run_together(attempts, in_flight));
                         let finishing = claims.spawn(claim::finish(
                             tx,
                             this_claim,
@@ -180,7 +197,7 @@ pub(crate) async fn run(
             }
         }
         if fetched_full_batch
-            && running.len() < queue.workers
+            && in_flight.count() < queue.workers
             && claims.len() < queue.claims_in_flight
         {
             continue;
@@ -195,9 +212,9 @@ pub(crate) async fn run(
             _ = stop.cancelled() => {}
             _ = wakeup.notified() => may_have_work = true,
             // (Only while there is nothing to look for: with work known and no room,
-            // an attempt's end is what lets the producer take it.)
+            // an attempt's end, the arm below, is what lets the producer take it.)
             _ = tokio::time::sleep_until(looked_at + pause), if !may_have_work => may_have_work = true,
-            Some(_) = running.join_next(), if !running.is_empty() => {}
+            _ = in_flight.ended.notified() => {}
             Some(ended) = claims.join_next_with_id(), if !claims.is_empty() => {
                 slots.remove(&task_of(ended));
             }
@@ -206,15 +223,15 @@ pub(crate) async fn run(
 
     // Shutting down: no more fetching. Let the running attempts finish in time…
     let deadline = tokio::time::Instant::now() + context.shutdown_grace;
-    while !running.is_empty() {
+    while in_flight.count() > 0 {
         tokio::select! {
-            _ = running.join_next() => {}
+            _ = in_flight.ended.notified() => {}
             _ = tokio::time::sleep_until(deadline) => break,
         }
     }
     // …then stop the rest; each records an "interrupted" outcome and ends.
-    if !running.is_empty() {
-        tracing::info!(queue = %queue.name, jobs = running.len(), "stopping attempts still running at shutdown");
+    if in_flight.count() > 0 {
+        tracing::info!(queue = %queue.name, jobs = in_flight.count(), "stopping attempts still running at shutdown");
         context
             .executor
             .signals
@@ -223,6 +240,42 @@ pub(crate) async fn run(
     }
     // The claims write what their attempts came to, and commit.
     while claims.join_next().await.is_some() {}
+}
+
+/// The attempts a producer's tasks run now, across its claims, and a wake for the
+/// producer when one ends (it may have room again).
+#[derive(Default)]
+struct InFlight {
+    count: AtomicUsize,
+    ended: Notify,
+}
+
+impl InFlight {
+    fn count(&self) -> usize {
+        self.count.load(Ordering::Acquire)
+    }
+
+    /// Counts `attempts` more; answers the handle their task counts them off with.
+    fn started(self: &Arc<Self>, attempts: usize) -> Arc<InFlight> {
+        self.count.fetch_add(attempts, Ordering::AcqRel);
+        self.clone()
+    }
+
+    fn ended_one(&self) {
+        self.count.fetch_sub(1, Ordering::AcqRel);
+        // A permit when the producer is not waiting: it looks at its room next turn.
+        self.ended.notify_one();
+    }
+}
+
+/// Runs a claim's attempts together in this task, counting each off as it ends.
+async fn run_together<F: Future<Output = ()>>(
+    mut attempts: FuturesUnordered<F>,
+    in_flight: Arc<InFlight>,
+) {
+    while attempts.next().await.is_some() {
+        in_flight.ended_one();
+    }
 }
 
 /// Which claim task ended, whether it returned or panicked (its slot is free either way).

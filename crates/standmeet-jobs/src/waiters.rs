@@ -19,7 +19,8 @@
 //! at once, without touching the database. Dropping a wait (the caller went away)
 //! frees its slot and its registration.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::FxHashMap;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -52,7 +53,7 @@ struct Waiter {
     woken_at: Mutex<Option<OffsetDateTime>>,
     /// Finished jobs whose rows came with the news (from this process's writes): when
     /// every job's row is here, the answer needs no query.
-    rows: Mutex<HashMap<JobId, JobRow>>,
+    rows: Mutex<FxHashMap<JobId, JobRow>>,
 }
 
 impl Waiter {
@@ -62,7 +63,7 @@ impl Waiter {
             pending: Mutex::new(ids.iter().copied().collect()),
             wake: Notify::new(),
             woken_at: Mutex::new(None),
-            rows: Mutex::new(HashMap::new()),
+            rows: Mutex::new(FxHashMap::default()),
         }
     }
 
@@ -110,10 +111,10 @@ pub struct Waiters {
     slots: Arc<Semaphore>,
     max: usize,
     /// Job id → the waiters waiting for it. A std Mutex: held for map updates only.
-    by_job: Mutex<HashMap<JobId, Vec<Arc<Waiter>>>>,
+    by_job: Mutex<FxHashMap<JobId, Vec<Arc<Waiter>>>>,
     /// Jobs a write of this process (a claim's, the completer's) may finish, whose rows
     /// it hands to their waiters after its commit (see [`Waiters::rows_coming`]).
-    rows_coming: Mutex<HashMap<JobId, Coming>>,
+    rows_coming: Mutex<FxHashMap<JobId, Coming>>,
     receipts: AtomicU64,
     answered: AtomicU64,
     /// Seconds from a job's finalization to its waiter waking.
@@ -130,8 +131,8 @@ impl Waiters {
         Arc::new(Waiters {
             slots: Arc::new(Semaphore::new(max)),
             max,
-            by_job: Mutex::new(HashMap::new()),
-            rows_coming: Mutex::new(HashMap::new()),
+            by_job: Mutex::new(FxHashMap::default()),
+            rows_coming: Mutex::new(FxHashMap::default()),
             receipts: AtomicU64::new(0),
             answered: AtomicU64::new(0),
             wake_latency: prometheus_client::metrics::histogram::Histogram::new(WAKE_BUCKETS),
@@ -246,6 +247,25 @@ impl Waiters {
             return;
         }
         self.wake_without_row(id);
+    }
+
+    /// [`Waiters::wake_without_row`] for many jobs, looking them up under one lock (a
+    /// drain finishes a thousand jobs a write, and mostly nobody waits for them).
+    fn wake_all_without_row(&self, ids: &[JobId]) {
+        let found: Vec<(JobId, Vec<Arc<Waiter>>)> = {
+            let by_job = self.by_job.lock().expect("not poisoned");
+            if by_job.is_empty() {
+                return;
+            }
+            ids.iter()
+                .filter_map(|id| by_job.get(id).map(|waiting| (*id, waiting.clone())))
+                .collect()
+        };
+        for (id, waiting) in found {
+            for waiter in waiting {
+                waiter.finished(id, None);
+            }
+        }
     }
 
     fn wake_without_row(&self, id: JobId) {
@@ -393,7 +413,7 @@ impl RowsComing<'_> {
     /// jobs it finished (with no row: they read it) and of those news was kept back of.
     pub(crate) fn done(self, written: Vec<RecordedJob>, outcomes: &[Outcome]) {
         let waiters = self.waiters;
-        let finishing: HashSet<JobId> = outcomes
+        let finishing: rustc_hash::FxHashSet<JobId> = outcomes
             .iter()
             .filter(|o| o.state.is_terminal())
             .map(|o| o.id)
@@ -409,9 +429,7 @@ impl RowsComing<'_> {
             }
         }
         drop(self);
-        for id in without_row {
-            waiters.wake_without_row(id);
-        }
+        waiters.wake_all_without_row(&without_row);
     }
 }
 

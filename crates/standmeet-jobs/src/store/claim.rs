@@ -2,7 +2,7 @@
 //! jobs to run), the trace a claim leaves so that its attempts count even if its
 //! process dies, and what becomes of a claim whose connection broke.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::time::Duration;
 
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, Transaction};
@@ -275,7 +275,7 @@ pub async fn job_count_dead_claims(
 /// tenth of that write's database time for quick jobs.
 #[derive(Debug, Default)]
 pub struct ClaimedRows {
-    pub(super) rows: HashMap<JobId, String>,
+    pub(super) rows: FxHashMap<JobId, String>,
     /// The claim's transaction id (`pg_current_xact_id()`, as text): the key of its
     /// trace in `job_claims`. Empty when the claim took nothing.
     pub xact: String,

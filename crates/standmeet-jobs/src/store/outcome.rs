@@ -117,7 +117,7 @@ pub async fn job_record_claimed(
         "#,
         &c.ids,
         &c.attempts,
-        &c.states,
+        &c.states as &[&str],
         &c.outputs as &[Option<String>],
         &c.errors as &[Option<String>],
         &c.delays as &[Option<i64>],
@@ -275,7 +275,7 @@ pub(super) fn max_delay_ms() -> f64 {
 struct OutcomeColumns {
     ids: Vec<i64>,
     attempts: Vec<i16>,
-    states: Vec<String>,
+    states: Vec<&'static str>,
     outputs: Vec<Option<String>>,
     errors: Vec<Option<String>>,
     delays: Vec<Option<i64>>,
@@ -300,7 +300,7 @@ impl OutcomeColumns {
     fn push_outcome(&mut self, o: &Outcome) {
         self.ids.push(o.id.0);
         self.attempts.push(o.attempt);
-        self.states.push(o.state.as_str().to_string());
+        self.states.push(o.state.as_str());
         self.outputs.push(o.output.as_ref().map(clean_json_text));
         self.errors.push(o.error.as_deref().map(clean_error));
         let (delay, backoff) = match o.delay {
@@ -317,7 +317,7 @@ impl OutcomeColumns {
     fn push_running(&mut self, held: &HeldAttempt) {
         self.ids.push(held.id.0);
         self.attempts.push(held.attempt);
-        self.states.push(JobState::Running.as_str().to_string());
+        self.states.push(JobState::Running.as_str());
         self.outputs.push(None);
         self.errors.push(None);
         self.delays.push(None);
@@ -399,7 +399,7 @@ pub async fn job_record_outcomes(
         "#,
         &c.ids,
         &c.attempts,
-        &c.states,
+        &c.states as &[&str],
         &c.outputs as &[Option<String>],
         &c.errors as &[Option<String>],
         &c.delays as &[Option<i64>],
