@@ -269,10 +269,7 @@ impl Waiters {
     }
 
     fn wake_without_row(&self, id: JobId) {
-        let waiters = self.by_job.lock().expect("not poisoned").get(&id).cloned();
-        for waiter in waiters.into_iter().flatten() {
-            waiter.finished(id, None);
-        }
+        self.wake_all_without_row(std::slice::from_ref(&id));
     }
 
     /// Marks a job finished, with its terminal row as just committed, for every
