@@ -104,8 +104,9 @@ pub(crate) async fn run(
                     for job in jobs {
                         let context = context.clone();
                         let outcomes = outcomes.clone();
-                        let in_flight = in_flight.started(1);
+                        let counted = in_flight.started();
                         running.spawn(async move {
+                            let _counted = counted;
                             let executor = &context.executor;
                             if let Some(outcome) = executor::execute(job, executor, None).await {
                                 completer::write_at_once(
@@ -117,7 +118,6 @@ pub(crate) async fn run(
                                 )
                                 .await;
                             }
-                            in_flight.ended_one();
                         });
                     }
                 }
@@ -157,7 +157,9 @@ pub(crate) async fn run(
                                 let context = context.clone();
                                 let outcomes = outcomes.clone();
                                 let this_claim = this_claim.clone();
+                                let counted = in_flight.started();
                                 async move {
+                                    let _counted = counted;
                                     let (id, attempt) = (job.id, job.attempt);
                                     let outcome = executor::execute(
                                         job,
@@ -177,8 +179,7 @@ pub(crate) async fn run(
                                 }
                             })
                             .collect();
-                        let in_flight = in_flight.started(attempts.len());
-                        running.spawn(run_together(attempts, in_flight));
+                        running.spawn(run_together(attempts));
                         let finishing = claims.spawn(claim::finish(
                             tx,
                             this_claim,
@@ -255,27 +256,29 @@ impl InFlight {
         self.count.load(Ordering::Acquire)
     }
 
-    /// Counts `attempts` more; answers the handle their task counts them off with.
-    fn started(self: &Arc<Self>, attempts: usize) -> Arc<InFlight> {
-        self.count.fetch_add(attempts, Ordering::AcqRel);
-        self.clone()
-    }
-
-    fn ended_one(&self) {
-        self.count.fetch_sub(1, Ordering::AcqRel);
-        // A permit when the producer is not waiting: it looks at its room next turn.
-        self.ended.notify_one();
+    /// Counts one attempt more, until the answer is dropped: when the attempt ends,
+    /// or when its task unwinds (a count that outlived its attempt would shrink the
+    /// producer's room for good).
+    fn started(self: &Arc<Self>) -> Counted {
+        self.count.fetch_add(1, Ordering::AcqRel);
+        Counted(self.clone())
     }
 }
 
-/// Runs a claim's attempts together in this task, counting each off as it ends.
-async fn run_together<F: Future<Output = ()>>(
-    mut attempts: FuturesUnordered<F>,
-    in_flight: Arc<InFlight>,
-) {
-    while attempts.next().await.is_some() {
-        in_flight.ended_one();
+/// One attempt counted in [`InFlight`] while it lives.
+struct Counted(Arc<InFlight>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.count.fetch_sub(1, Ordering::AcqRel);
+        // A permit when the producer is not waiting: it looks at its room next turn.
+        self.0.ended.notify_one();
     }
+}
+
+/// Runs a claim's attempts together in this task (each counts itself off as it ends).
+async fn run_together<F: Future<Output = ()>>(mut attempts: FuturesUnordered<F>) {
+    while attempts.next().await.is_some() {}
 }
 
 /// Which claim task ended, whether it returned or panicked (its slot is free either way).
