@@ -166,7 +166,7 @@ mod tests {
     fn attempt() -> standmeet_jobs::attempt::AttemptContext {
         standmeet_jobs::attempt::AttemptContext {
             id: standmeet_jobs::JobId(42),
-            kind: "mail.send".to_string(),
+            kind: "mail.send".into(),
             attempt: 3,
         }
     }

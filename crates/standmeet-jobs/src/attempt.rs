@@ -9,13 +9,17 @@
 //! lines that are actually written (StandMeet's own adds the job's id, kind and
 //! attempt to every line written inside an attempt, in text and in JSON).
 
+use std::borrow::Cow;
+
 use crate::types::JobId;
 
 /// The job attempt a line of code runs in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AttemptContext {
     pub id: JobId,
-    pub kind: String,
+    /// Borrowed from the registry when this process knows the kind (always, but for a
+    /// registry that changed under a running producer).
+    pub kind: Cow<'static, str>,
     pub attempt: i16,
 }
 
@@ -43,7 +47,7 @@ mod tests {
         assert_eq!(current_attempt(), None);
         let context = AttemptContext {
             id: JobId(7),
-            kind: "system.noop".to_string(),
+            kind: "system.noop".into(),
             attempt: 2,
         };
         let seen = in_attempt(context.clone(), async {

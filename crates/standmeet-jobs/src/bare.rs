@@ -10,7 +10,7 @@ use std::time::Duration;
 use sqlx::PgPool;
 
 use crate::JobState;
-use crate::store::{self, Outcome};
+use crate::store::{self, Outcome, OutputJson};
 
 /// Takes every available job of `queue` (of `kinds`) and records it `completed` with a
 /// `null` output (a no-op's), `batch` at a time on each of `connections` connections,
@@ -22,9 +22,11 @@ pub async fn drain_bare(
     batch: i64,
     connections: usize,
 ) -> Result<u64, sqlx::Error> {
+    let null = OutputJson::of(&()).expect("the unit value prints as JSON null");
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..connections {
         let (pool, queue, kinds) = (pool.clone(), queue.to_string(), kinds.to_vec());
+        let null = null.clone();
         tasks.spawn(async move {
             let mut recorded = 0u64;
             loop {
@@ -41,7 +43,7 @@ pub async fn drain_bare(
                         attempt: job.attempt,
                         max_attempts: job.max_attempts,
                         state: JobState::Completed,
-                        output: Some(serde_json::Value::Null),
+                        output: Some(null.clone()),
                         error: None,
                         delay: None,
                         give_back_attempt: false,

@@ -621,7 +621,7 @@ mod tests {
         let job = FetchedJob {
             id: JobId(id),
             kind: "system.noop".into(),
-            args: serde_json::json!({}),
+            args: "{}".to_string(),
             attempt: 1,
             max_attempts: 3,
         };

@@ -3,6 +3,7 @@
 //! admin's cancel or by shutdown; then decide what to write.
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -17,9 +18,9 @@ use super::claim::Claim;
 use super::client::JobClient;
 use super::kind::{ErrorAction, JobContext, JobError};
 use super::listener::{Signals, StopReason};
-use super::registry::Registry;
+use super::registry::{ErasedHandler, Registry};
 use super::retry::{self, AttemptResult};
-use super::store::{FetchedJob, Outcome};
+use super::store::{FetchedJob, Outcome, OutputJson};
 
 /// How long a cancelled handler may take to wind down on its own before it is dropped.
 const CANCEL_GRACE: Duration = Duration::from_secs(5);
@@ -51,16 +52,20 @@ pub(crate) async fn execute(
     context: &ExecutorContext,
     claim: Option<Arc<Claim>>,
 ) -> Option<Outcome> {
+    let handler = context.registry.handler(&job.kind);
     // What the attempt's log lines name (not a span: see `attempt`).
     let attempt = AttemptContext {
         id: job.id,
-        kind: job.kind.clone(),
+        kind: match handler {
+            Some((kind, _)) => Cow::Borrowed(kind),
+            None => Cow::Owned(job.kind.clone()),
+        },
         attempt: job.attempt,
     };
     let attempt_run = async {
         let started = std::time::Instant::now();
         let in_claim = claim.is_some();
-        let result = run_attempt(&mut job, context, claim).await;
+        let result = run_attempt(&mut job, handler, context, claim).await;
         log_result(&result, started.elapsed());
         if result == AttemptResult::CompletedInTransaction {
             // The handler committed its completion: wake this process's waiters now.
@@ -90,10 +95,11 @@ pub(crate) async fn execute(
 
 async fn run_attempt(
     job: &mut FetchedJob,
+    handler: Option<(&'static str, &Arc<dyn ErasedHandler>)>,
     context: &ExecutorContext,
     claim: Option<Arc<Claim>>,
 ) -> AttemptResult {
-    let Some(handler) = context.registry.handler(&job.kind) else {
+    let Some((kind, handler)) = handler else {
         // Never a discard: another StandMeet (a newer version) may know the kind.
         return AttemptResult::Failed(JobError::snooze(
             NO_HANDLER_WAIT,
@@ -111,7 +117,7 @@ async fn run_attempt(
     let completed_in_tx = Arc::new(AtomicBool::new(false));
     let job_context = JobContext {
         id: job.id,
-        kind: job.kind.clone(),
+        kind,
         attempt: job.attempt,
         max_attempts: job.max_attempts,
         jobs: context.jobs.clone(),
@@ -123,8 +129,7 @@ async fn run_attempt(
     let timeout = handler.timeout();
     // The handler takes the arguments (nothing after it reads them).
     let args = std::mem::take(&mut job.args);
-    let finished = |ran: Result<Result<serde_json::Value, JobError>, Box<dyn Any + Send>>| match ran
-    {
+    let finished = |ran: Result<Result<OutputJson, JobError>, Box<dyn Any + Send>>| match ran {
         Ok(Ok(_)) if completed_in_tx.load(Ordering::Acquire) => {
             AttemptResult::CompletedInTransaction
         }

@@ -62,7 +62,7 @@ pub trait JobKind: Send + Sync + 'static {
 #[derive(Clone)]
 pub struct JobContext {
     pub id: JobId,
-    pub kind: String,
+    pub kind: &'static str,
     /// This attempt's number, from 1.
     pub attempt: i16,
     pub max_attempts: i16,
@@ -108,7 +108,7 @@ impl JobContext {
         tx: &mut PgConnection,
         output: &O,
     ) -> Result<Completed, JobError> {
-        let output = serde_json::to_value(output)
+        let output = store::OutputJson::of(output)
             .map_err(|err| JobError::discard(format!("the output cannot be stored: {err}")))?;
         // A job still in its claim is `available` to every snapshot until the claim
         // commits: have it written `running` first.

@@ -505,7 +505,14 @@ fn spawn_listener_on(
             delay = Duration::from_millis(50);
             signals.after_reconnect();
 
-            // Receive until the connection breaks or goes silent.
+            // Receive until the connection breaks or goes silent. One timer for the
+            // quiet spell, not one per notification (a timer armed and dropped for each
+            // of a drain's tens of thousands of notifications a second was a few
+            // percent of the engine's CPU): when it fires, it is pushed on if a
+            // notification came meanwhile, and only a real silence pings.
+            let quiet = tokio::time::sleep(PING_AFTER_QUIET);
+            tokio::pin!(quiet);
+            let mut last_heard = tokio::time::Instant::now();
             loop {
                 let received = tokio::select! {
                     _ = stop.cancelled() => {
@@ -517,14 +524,23 @@ fn spawn_listener_on(
                         return;
                     }
                     received = listener.try_recv() => received,
-                    _ = tokio::time::sleep(PING_AFTER_QUIET) => {
+                    _ = quiet.as_mut() => {
+                        let quiet_until = last_heard + PING_AFTER_QUIET;
+                        if quiet_until > tokio::time::Instant::now() {
+                            quiet.as_mut().reset(quiet_until);
+                            continue;
+                        }
                         let answered = tokio::time::timeout(
                             PING_ANSWER_WITHIN,
                             sqlx::query("SELECT 1").execute(&mut listener),
                         )
                         .await;
                         match answered {
-                            Ok(Ok(_)) => continue,
+                            Ok(Ok(_)) => {
+                                last_heard = tokio::time::Instant::now();
+                                quiet.as_mut().reset(last_heard + PING_AFTER_QUIET);
+                                continue;
+                            }
                             Ok(Err(err)) => {
                                 tracing::warn!(error = %err, "the job listener lost its connection");
                             }
@@ -541,6 +557,7 @@ fn spawn_listener_on(
                 };
                 match received {
                     Ok(Some(notification)) => {
+                        last_heard = tokio::time::Instant::now();
                         signals.dispatch(notification.channel(), notification.payload())
                     }
                     Ok(None) => {

@@ -8,18 +8,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::kind::{JobContext, JobError, JobKind};
+use super::store::OutputJson;
 
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
-/// A handler with its argument and output types erased to JSON.
+/// A handler with its argument and output types erased to JSON text: the arguments
+/// as the row holds them, parsed straight into the kind's type, and the output
+/// printed straight from it (no `serde_json::Value` in between).
 pub(crate) trait ErasedHandler: Send + Sync {
     fn timeout(&self) -> Duration;
     fn defaults(&self) -> KindDefaults;
-    fn run(
-        &self,
-        job: JobContext,
-        args: serde_json::Value,
-    ) -> BoxFuture<Result<serde_json::Value, JobError>>;
+    fn run(&self, job: JobContext, args: String) -> BoxFuture<Result<OutputJson, JobError>>;
 }
 
 struct Typed<K>(Arc<K>);
@@ -38,19 +37,15 @@ impl<K: JobKind> ErasedHandler for Typed<K> {
         }
     }
 
-    fn run(
-        &self,
-        job: JobContext,
-        args: serde_json::Value,
-    ) -> BoxFuture<Result<serde_json::Value, JobError>> {
+    fn run(&self, job: JobContext, args: String) -> BoxFuture<Result<OutputJson, JobError>> {
         let handler = self.0.clone();
         Box::pin(async move {
             // Arguments that do not parse will never parse: discard, do not retry.
-            let args: K::Args = serde_json::from_value(args).map_err(|err| {
+            let args: K::Args = serde_json::from_str(&args).map_err(|err| {
                 JobError::discard(format!("the arguments do not fit a {} job: {err}", K::KIND))
             })?;
             let output = handler.run(job, args).await?;
-            serde_json::to_value(output).map_err(|err| {
+            OutputJson::of(&output).map_err(|err| {
                 JobError::discard(format!("the output cannot be stored as JSON: {err}"))
             })
         })
@@ -87,8 +82,12 @@ impl Registry {
         self
     }
 
-    pub(crate) fn handler(&self, kind: &str) -> Option<&Arc<dyn ErasedHandler>> {
-        self.handlers.get(kind)
+    /// The handler for `kind`, with the kind's name as the registry keeps it (a
+    /// `&'static str`, which an attempt's context takes without a copy).
+    pub(crate) fn handler(&self, kind: &str) -> Option<(&'static str, &Arc<dyn ErasedHandler>)> {
+        self.handlers
+            .get_key_value(kind)
+            .map(|(name, handler)| (*name, handler))
     }
 
     /// The kinds this registry can run.

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use super::JobState;
 use super::kind::{ErrorAction, JobError};
-use super::store::{Delay, MAX_DELAY, Outcome};
+use super::store::{Delay, MAX_DELAY, Outcome, OutputJson};
 
 /// How one attempt ended, as the executor saw it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum AttemptResult {
     /// The handler returned its output.
-    Succeeded(serde_json::Value),
+    Succeeded(OutputJson),
     /// The handler completed the job in its own transaction (`complete_tx`).
     CompletedInTransaction,
     /// The handler returned an error (a panic and a timeout count as a retry).
@@ -31,7 +31,7 @@ pub enum AttemptResult {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
     pub state: JobState,
-    pub output: Option<serde_json::Value>,
+    pub output: Option<OutputJson>,
     pub error: Option<String>,
     pub delay: Option<Delay>,
     /// Not a try: the attempt number goes back down (a snooze, a shutdown).
@@ -149,14 +149,17 @@ mod tests {
     #[test]
     fn success_completes_with_the_output() {
         let plan = plan(
-            AttemptResult::Succeeded(serde_json::json!({"ok": 1})),
+            AttemptResult::Succeeded(OutputJson::of(&serde_json::json!({"ok": 1})).unwrap()),
             1,
             3,
             BASE,
         )
         .unwrap();
         assert_eq!(plan.state, JobState::Completed);
-        assert_eq!(plan.output, Some(serde_json::json!({"ok": 1})));
+        assert_eq!(
+            plan.output.as_ref().map(OutputJson::as_str),
+            Some(r#"{"ok":1}"#)
+        );
         assert_eq!(plan.error, None);
     }
 
@@ -253,7 +256,7 @@ mod tests {
             attempt,
             max_attempts: 3,
             state: JobState::Completed,
-            output: Some(serde_json::json!({"too": "big"})),
+            output: Some(OutputJson::of(&serde_json::json!({"too": "big"})).unwrap()),
             error: None,
             delay: None,
             give_back_attempt: false,

@@ -12,8 +12,8 @@ use super::store::{self, HeldAttempt};
 
 pub use super::maintenance::clean_finished;
 pub use super::store::{
-    Delay, FINISHED_PER_MINUTE_SQL, MAX_DELAY, MAX_ERROR_CHARS, Outcome, job_record_outcomes,
-    job_rescue_expired, job_summaries_fold,
+    Delay, FINISHED_PER_MINUTE_SQL, MAX_DELAY, MAX_ERROR_CHARS, Outcome, OutputJson,
+    job_record_outcomes, job_rescue_expired, job_summaries_fold,
 };
 pub use super::store::{SLOT_WAIT, slot_lock_key};
 

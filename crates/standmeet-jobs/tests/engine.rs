@@ -13,7 +13,7 @@ use common::jobs::{
 use serde_json::json;
 use sqlx::PgPool;
 use standmeet_jobs::builtin::{Noop, Sleep, SleepArgs};
-use standmeet_jobs::testing::{self, Outcome};
+use standmeet_jobs::testing::{self, Outcome, OutputJson};
 use standmeet_jobs::{CancelOutcome, RetryOutcome};
 use standmeet_jobs::{InsertOptions, JobId, JobState};
 
@@ -530,7 +530,7 @@ fn completion(id: JobId, attempt: i16) -> Outcome {
         attempt,
         max_attempts: 25,
         state: JobState::Completed,
-        output: Some(json!({"late": true})),
+        output: Some(OutputJson::of(&json!({"late": true})).unwrap()),
         error: None,
         delay: None,
         give_back_attempt: false,

@@ -39,7 +39,7 @@ pub async fn job_claim(
     // claims in flight (a few) and the dead ones not yet counted.
     let rows = sqlx::query!(
         r#"
-        SELECT id AS "id: JobId", kind, args, attempt + 1 AS "attempt!: i16", max_attempts,
+        SELECT id AS "id: JobId", kind, args::text AS "args!", attempt + 1 AS "attempt!: i16", max_attempts,
                ctid::text AS "row!", pg_current_xact_id()::text AS "xact!"
         FROM jobs
         WHERE state = 'available' AND queue = $1 AND scheduled_at <= now()
@@ -106,7 +106,7 @@ pub async fn job_claim_running(
             LIMIT $2
             FOR UPDATE SKIP LOCKED))
           AND j.state = 'available'
-        RETURNING j.id AS "id: JobId", j.kind, j.args, j.attempt, j.max_attempts
+        RETURNING j.id AS "id: JobId", j.kind, j.args::text AS "args!", j.attempt, j.max_attempts
         "#,
         queue,
         limit,

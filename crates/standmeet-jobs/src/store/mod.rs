@@ -33,8 +33,8 @@ pub use operator::{
     job_delete, job_delete_many, job_retry, job_retry_many,
 };
 pub use outcome::{
-    Delay, MAX_DELAY, Outcome, RecordedJob, job_counts_by_trigger_again, job_record_claimed,
-    job_record_outcomes,
+    Delay, MAX_DELAY, Outcome, OutputJson, RecordedJob, job_counts_by_trigger_again,
+    job_record_claimed, job_record_outcomes,
 };
 pub use queue::{QueueStateCount, queue_pause, queue_paused, queue_resume, queue_state_counts};
 pub use read::{
@@ -108,7 +108,9 @@ impl JobRow {
 pub struct FetchedJob {
     pub id: JobId,
     pub kind: String,
-    pub args: serde_json::Value,
+    /// The arguments as JSON text (`args::text`), for the handler to parse straight
+    /// into its own type.
+    pub args: String,
     pub attempt: i16,
     pub max_attempts: i16,
 }

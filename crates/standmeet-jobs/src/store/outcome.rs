@@ -196,13 +196,39 @@ pub struct Outcome {
     /// depends on it: see `retry::unwritable`).
     pub max_attempts: i16,
     pub state: JobState,
-    pub output: Option<serde_json::Value>,
+    pub output: Option<OutputJson>,
     /// Appended to `errors` when present.
     pub error: Option<String>,
     /// When the job runs again, for a job that goes back to waiting.
     pub delay: Option<Delay>,
     /// The attempt is given back (`attempt - 1`): a snooze or a shutdown is not a try.
     pub give_back_attempt: bool,
+}
+
+/// A job's output as JSON text, serialized once from the handler's own value and
+/// written as it is: never built as a `serde_json::Value` tree and printed again
+/// (that tree and its printing were a tenth of the engine's CPU per no-op job,
+/// #52 in docs/benchmarks.md).
+#[derive(Clone, Debug)]
+pub struct OutputJson(Box<serde_json::value::RawValue>);
+
+impl OutputJson {
+    /// `value` as JSON text (an error for what JSON cannot hold, e.g. a map with
+    /// keys that are not strings).
+    pub fn of<T: serde::Serialize + ?Sized>(value: &T) -> Result<Self, serde_json::Error> {
+        serde_json::value::to_raw_value(value).map(OutputJson)
+    }
+
+    pub fn as_str(&self) -> &str {
+        self.0.get()
+    }
+}
+
+/// Equal when the texts are (what tests compare: both come from the same printer).
+impl PartialEq for OutputJson {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
 }
 
 /// When a job that goes back to waiting runs again (`scheduled_at`, from the write).
@@ -237,14 +263,18 @@ pub fn clean_error(text: &str) -> String {
     cleaned
 }
 
-/// `value` as jsonb text, without NUL characters in strings and keys (jsonb refuses
-/// them); serializes once in the usual case.
-fn clean_json_text(value: &serde_json::Value) -> String {
-    let text = value.to_string();
+/// `output` as jsonb text, without NUL characters in strings and keys (jsonb refuses
+/// them); a copy of the text in the usual case.
+fn clean_json_text(output: &OutputJson) -> String {
+    let text = output.as_str();
     if text.contains("\\u0000") {
-        without_nul(value).to_string()
+        // Rare: only then is the text parsed, to drop the NULs where they are (the
+        // text came from serde_json's printer, so it parses).
+        serde_json::from_str::<serde_json::Value>(text)
+            .map(|value| without_nul(&value).to_string())
+            .unwrap_or_else(|_| text.to_owned())
     } else {
-        text
+        text.to_owned()
     }
 }
 
