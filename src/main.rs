@@ -7,12 +7,6 @@ use clap::{Parser, Subcommand};
 use standmeet::config::Settings;
 use standmeet::db::PrivateCluster;
 
-/// mimalloc, not the system's malloc: a job's attempt allocates and frees dozens of
-/// small blocks (its row, its context, its output), and glibc's malloc and free were
-/// a fifth of the engine's CPU per job (`perf` of a drain, #52 in docs/benchmarks.md).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser)]
 #[command(
     name = "standmeet",

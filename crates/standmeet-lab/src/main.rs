@@ -5,11 +5,6 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use standmeet::config::Settings;
 
-/// The server's allocator (see `src/main.rs`), so that the benchmark's engine, which
-/// runs in this process, is measured as it ships.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser)]
 #[command(
     name = "standmeet-lab",
