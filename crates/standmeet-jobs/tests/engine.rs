@@ -773,7 +773,9 @@ async fn a_graceful_shutdown_lets_short_attempts_finish_and_interrupts_long_ones
         ..quick_config(4)
     };
     let engine = start_engine(&pool, registry(), config).await;
-    let short = insert::<Sleep>(&pool, &SleepArgs { ms: 200 })
+    // Long enough to be seen running by a poll on a busy machine (at 200 ms a CI run
+    // once saw it only completed), short enough to end within the grace.
+    let short = insert::<Sleep>(&pool, &SleepArgs { ms: 1_000 })
         .await
         .unwrap();
     let long = insert::<Sleep>(&pool, &SleepArgs { ms: 60_000 })
