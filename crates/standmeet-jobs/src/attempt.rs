@@ -33,9 +33,14 @@ pub fn current_attempt() -> Option<AttemptContext> {
     CURRENT.try_with(Clone::clone).ok()
 }
 
-/// Runs `future` as (part of) the attempt `context`.
-pub(crate) async fn in_attempt<F: Future>(context: AttemptContext, future: F) -> F::Output {
-    CURRENT.scope(context, future).await
+/// Runs `future` as (part of) the attempt `context`. (Not an `async fn`: that would
+/// wrap the scope in a future of its own, which holds `future` twice over, and every
+/// attempt's task carries its size.)
+pub(crate) fn in_attempt<F: Future>(
+    context: AttemptContext,
+    future: F,
+) -> impl Future<Output = F::Output> {
+    CURRENT.scope(context, future)
 }
 
 #[cfg(test)]

@@ -52,10 +52,11 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sqlx::{PgPool, Postgres, Transaction};
+use sqlx::PgPool;
 use tokio::sync::{Notify, mpsc, watch};
 
 use super::JobId;
+use super::kept::{ClaimTransaction, KeptConnections};
 use super::listener::{Signals, StopReason};
 use super::store::{self, ClaimFate, ClaimedRows, FetchedJob, HeldAttempt, Outcome, RecordedJob};
 use super::try_again::TryAgain;
@@ -199,11 +200,13 @@ static CLAIM_SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU6
 
 /// What a claim needs to write itself.
 pub(crate) struct ClaimContext {
-    /// Where claims open their transactions.
+    /// Where claims open their transactions (and a second write its own): the pool's
+    /// connections, kept between claims (see `kept`).
     pub pool: PgPool,
-    /// The engine's own connections (see `Engine::start`), where a claim's trace is
-    /// committed while its transaction stays open.
-    pub control: PgPool,
+    pub claims: KeptConnections,
+    /// Connections of the engine's own pool (see `Engine::start`), where a claim's
+    /// trace is committed while its transaction stays open; one is kept.
+    pub traces: KeptConnections,
     pub signals: Arc<Signals>,
     pub worker_id: Arc<str>,
     pub lease: Duration,
@@ -224,18 +227,27 @@ pub(crate) async fn open(
     mine: usize,
     limit: i64,
     kinds: &[String],
-) -> Result<Option<(Transaction<'static, Postgres>, Vec<FetchedJob>, Arc<Claim>)>, sqlx::Error> {
-    let mut tx =
-        store::job_claim_begin_in_slot(&context.pool, &context.begin_sql(), queue, slots, mine)
-            .await?;
+) -> Result<Option<(ClaimTransaction, Vec<FetchedJob>, Arc<Claim>)>, sqlx::Error> {
+    let begin = store::job_claim_begin_in_slot_sql(&context.begin_sql(), queue, slots, mine);
+    let mut tx = ClaimTransaction::begin(context.claims.take().await?, &begin).await?;
     let (jobs, rows) = store::job_claim(&mut tx, queue, limit, kinds).await?;
     if jobs.is_empty() {
-        tx.rollback().await?;
+        // The queue is empty: its connections go back to the pool until there is work
+        // again (see `kept`).
+        drop(tx.rollback().await?);
+        context.claims.let_go();
         return Ok(None);
     }
     let attempts: Vec<HeldAttempt> = jobs.iter().map(FetchedJob::attempt_held).collect();
+    let mut trace_connection = match context.traces.take().await {
+        Ok(connection) => connection,
+        Err(err) => {
+            let _ = tx.rollback().await;
+            return Err(err);
+        }
+    };
     if let Err(err) = store::job_claim_trace(
-        &context.control,
+        &mut *trace_connection,
         &rows.xact,
         queue,
         &context.worker_id,
@@ -246,10 +258,12 @@ pub(crate) async fn open(
     )
     .await
     {
-        // Nothing ran: the jobs go back as they were.
+        // Nothing ran: the jobs go back as they were (and the trace's connection to
+        // the pool, which tries it).
         let _ = tx.rollback().await;
         return Err(err);
     }
+    context.traces.keep(trace_connection);
     let claim = Claim::new(&jobs, rows);
     Ok(Some((tx, jobs, claim)))
 }
@@ -263,8 +277,9 @@ pub(crate) async fn take_running(
     limit: i64,
     kinds: &[String],
 ) -> Result<Vec<FetchedJob>, sqlx::Error> {
+    let mut connection = context.claims.take().await?;
     let jobs = store::job_claim_running(
-        &context.pool,
+        &mut connection,
         queue,
         limit,
         kinds,
@@ -272,6 +287,7 @@ pub(crate) async fn take_running(
         context.lease,
     )
     .await?;
+    context.claims.keep(connection);
     context
         .signals
         .hold(jobs.iter().map(FetchedJob::attempt_held));
@@ -297,7 +313,7 @@ impl ClaimContext {
 /// writes what became of its jobs and commits, then hands the late outcomes to the
 /// completer.
 pub(crate) async fn finish(
-    tx: Transaction<'static, Postgres>,
+    tx: ClaimTransaction,
     claim: Arc<Claim>,
     context: Arc<ClaimContext>,
     completer: mpsc::Sender<Outcome>,
@@ -393,7 +409,7 @@ struct Written {
 /// one the database refuses as a failed attempt. An error is answered only when the
 /// write could not be done in time: the rescuer counts the attempts then.
 async fn write(
-    mut tx: Transaction<'static, Postgres>,
+    mut tx: ClaimTransaction,
     context: &ClaimContext,
     ended: &[Outcome],
     still_running: &[HeldAttempt],
@@ -413,7 +429,8 @@ async fn write(
     .await
     {
         Ok(written) => match tx.commit().await {
-            Ok(()) => {
+            Ok(connection) => {
+                context.claims.keep(connection);
                 return Ok(Written {
                     running: still_running.to_vec(),
                     recorded: ended.len(),

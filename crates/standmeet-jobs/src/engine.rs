@@ -13,6 +13,7 @@ use super::client::JobClient;
 use super::completer::CompleterContext;
 use super::config::EngineConfig;
 use super::executor::ExecutorContext;
+use super::kept::KeptConnections;
 use super::listener::Signals;
 use super::producer::{self, ProducerContext};
 use super::registry::Registry;
@@ -72,6 +73,8 @@ pub(crate) fn check_pool(pool: &PgPool, config: &EngineConfig) -> Result<(), Err
 pub struct Engine {
     pool: PgPool,
     control: PgPool,
+    /// What the claims share, with the connections they keep between them.
+    claims: Arc<ClaimContext>,
     stop: CancellationToken,
     producers: Vec<tokio::task::JoinHandle<()>>,
     completer: tokio::task::JoinHandle<()>,
@@ -116,6 +119,21 @@ impl Engine {
         let mut kinds: Vec<String> = registry.kinds().map(str::to_string).collect();
         kinds.sort();
         let kinds = Arc::new(kinds);
+        let claims = Arc::new(ClaimContext {
+            pool: pool.clone(),
+            // No more than the claims the queues may keep open at once, which the pool
+            // has room for (`check_pool`).
+            claims: KeptConnections::new(
+                pool.clone(),
+                (config.connections_needed() - CONNECTIONS_BESIDE_CLAIMS) as usize,
+            ),
+            // One: the control pool counts one connection for the claims' traces.
+            traces: KeptConnections::new(control.clone(), 1),
+            signals: signals.clone(),
+            worker_id: worker_id.clone(),
+            lease: config.lease,
+            window: config.claim_window,
+        });
         let (outcomes, completer) = completer::spawn(CompleterContext {
             pool: control.clone(),
             signals: signals.clone(),
@@ -132,18 +150,11 @@ impl Engine {
                 registry,
                 signals: signals.clone(),
                 retry_base: config.retry_base,
-                worker_id: worker_id.clone(),
+                worker_id,
             },
             kinds: kinds.as_ref().clone(),
             shutdown_grace: config.shutdown_grace,
-            claim: Arc::new(ClaimContext {
-                pool: pool.clone(),
-                control: control.clone(),
-                signals: signals.clone(),
-                worker_id,
-                lease: config.lease,
-                window: config.claim_window,
-            }),
+            claim: claims.clone(),
         });
         let producers = config
             .queues
@@ -178,6 +189,7 @@ impl Engine {
         Ok(Engine {
             pool,
             control,
+            claims,
             stop,
             producers,
             completer,
@@ -205,6 +217,10 @@ impl Engine {
             let _ = producer.await;
         }
         let _ = self.completer.await;
+        // No claim is open now: the kept connections go back, or the control pool
+        // would wait for its one forever as it closes.
+        self.claims.claims.let_go();
+        self.claims.traces.let_go();
         for chore in self.maintenance {
             let _ = chore.await;
         }

@@ -17,7 +17,7 @@ use super::attempt::{AttemptContext, in_attempt};
 use super::claim::Claim;
 use super::client::JobClient;
 use super::kind::{ErrorAction, JobContext, JobError};
-use super::listener::{Signals, StopReason};
+use super::listener::{RunningJob, Signals, StopReason};
 use super::registry::{ErasedHandler, Registry};
 use super::retry::{self, AttemptResult};
 use super::store::{FetchedJob, Outcome, OutputJson};
@@ -162,33 +162,58 @@ async fn run_attempt(
             return result;
         }
 
-        tokio::select! {
-            // A stop first: a handler that ends because it saw the stop (a sleep that
-            // answers "stopped") is ready in the same poll, and its answer must be
-            // read for the stop's reason (a shutdown gives the attempt back).
-            biased;
-            _ = running.token.cancelled() => {
-                // The handler sees the cancel too; give it a moment to finish on its own.
-                let result = match tokio::time::timeout(CANCEL_GRACE, handler_run.as_mut()).await {
-                    Ok(ran) => finished(ran),
-                    Err(_) => AttemptResult::Failed(JobError::cancel("stopped")),
-                };
-                match (result, running.reason()) {
-                    // It finished its work after all: that stands.
-                    (done @ (AttemptResult::Succeeded(_) | AttemptResult::CompletedInTransaction), _) => done,
-                    (_, StopReason::Shutdown) => AttemptResult::Interrupted,
-                    (_, StopReason::LeaseLost) => AttemptResult::LeaseLost,
-                    _ => AttemptResult::CancelledWhileRunning,
-                }
-            }
-            ran = handler_run.as_mut() => finished(ran),
-            _ = tokio::time::sleep(timeout) => {
-                AttemptResult::Failed(JobError::retry(format!("timed out after {timeout:?}")))
-            }
-        }
+        // Boxed: only an attempt that did not end in its first poll needs what waits
+        // for it (a timer, the stop's and the grace's futures), and in the attempt's own
+        // future it would make every quick job's task that much larger to allocate and
+        // move.
+        Box::pin(wait_for_handler(
+            handler_run.as_mut(),
+            &running,
+            timeout,
+            finished,
+        ))
+        .await
     };
     context.signals.unregister_running(job.id, &running);
     result
+}
+
+/// Waits for a handler that did not end in its first poll: its answer, or its timeout,
+/// or a stop (an admin's cancel, a shutdown, a lost lease), after which it has
+/// [`CANCEL_GRACE`] to end on its own.
+async fn wait_for_handler<H>(
+    mut handler_run: Pin<&mut H>,
+    running: &RunningJob,
+    timeout: Duration,
+    finished: impl Fn(H::Output) -> AttemptResult,
+) -> AttemptResult
+where
+    H: Future,
+{
+    tokio::select! {
+        // A stop first: a handler that ends because it saw the stop (a sleep that
+        // answers "stopped") is ready in the same poll, and its answer must be
+        // read for the stop's reason (a shutdown gives the attempt back).
+        biased;
+        _ = running.token.cancelled() => {
+            // The handler sees the cancel too; give it a moment to finish on its own.
+            let result = match tokio::time::timeout(CANCEL_GRACE, handler_run.as_mut()).await {
+                Ok(ran) => finished(ran),
+                Err(_) => AttemptResult::Failed(JobError::cancel("stopped")),
+            };
+            match (result, running.reason()) {
+                // It finished its work after all: that stands.
+                (done @ (AttemptResult::Succeeded(_) | AttemptResult::CompletedInTransaction), _) => done,
+                (_, StopReason::Shutdown) => AttemptResult::Interrupted,
+                (_, StopReason::LeaseLost) => AttemptResult::LeaseLost,
+                _ => AttemptResult::CancelledWhileRunning,
+            }
+        }
+        ran = handler_run.as_mut() => finished(ran),
+        _ = tokio::time::sleep(timeout) => {
+            AttemptResult::Failed(JobError::retry(format!("timed out after {timeout:?}")))
+        }
+    }
 }
 
 /// Polls `future` once: its answer if it has one, without waiting.

@@ -113,6 +113,8 @@
 //!   holds one of its queue's claim slots (counted for the whole database), leaves a
 //!   trace that makes its attempts count even if its process dies, and lets go of its
 //!   jobs within the lease however its process fails.
+//! - `kept`: the connections claims keep between them (sqlx tries each one that goes
+//!   back to its pool with a round trip), and a claim's transaction on one.
 //! - `queues`: each queue's figures, and the pause every process obeys.
 //! - `completer`: writes the outcomes of attempts that outlived their claim, batching
 //!   them when busy.
@@ -152,6 +154,8 @@ mod error;
 mod executor;
 #[cfg(feature = "engine")]
 mod insert;
+#[cfg(feature = "engine")]
+mod kept;
 #[cfg(feature = "engine")]
 mod kind;
 #[cfg(feature = "engine")]

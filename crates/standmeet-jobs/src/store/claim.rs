@@ -5,7 +5,7 @@
 use rustc_hash::FxHashMap;
 use std::time::Duration;
 
-use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, Transaction};
+use sqlx::{PgConnection, PgExecutor, PgPool};
 
 use crate::JobId;
 
@@ -36,37 +36,63 @@ pub async fn job_claim(
     kinds: &[String],
 ) -> Result<(Vec<FetchedJob>, ClaimedRows), sqlx::Error> {
     // `NOT IN (subquery)` is hashed once per claim; the traces of a queue are its
-    // claims in flight (a few) and the dead ones not yet counted.
-    let rows = sqlx::query!(
+    // claims in flight (a few) and the dead ones not yet counted. The jobs come back
+    // as one row of arrays, not a row each: a row costs the client far more to read
+    // than an element. (Every aggregate reads the claimed rows in one pass, in their
+    // order, so the arrays line up; the transaction's id is asked for only when there
+    // are jobs, as asking gives an empty claim one.)
+    let row = sqlx::query!(
         r#"
-        SELECT id AS "id: JobId", kind, args::text AS "args!", attempt + 1 AS "attempt!: i16", max_attempts,
-               ctid::text AS "row!", pg_current_xact_id()::text AS "xact!"
-        FROM jobs
-        WHERE state = 'available' AND queue = $1 AND scheduled_at <= now()
-          AND kind = ANY($3)
-          AND NOT EXISTS (SELECT FROM job_queue_pauses p WHERE p.queue = $1)
-          AND id NOT IN (SELECT unnest(c.jobs) FROM job_claims c WHERE c.queue = $1)
-        ORDER BY priority, scheduled_at, id
-        LIMIT $2
-        FOR UPDATE SKIP LOCKED
+        WITH claimed AS (
+            SELECT id, kind, args::text AS args, attempt + 1 AS attempt, max_attempts,
+                   ctid::text AS row_at
+            FROM jobs
+            WHERE state = 'available' AND queue = $1 AND scheduled_at <= now()
+              AND kind = ANY($3)
+              AND NOT EXISTS (SELECT FROM job_queue_pauses p WHERE p.queue = $1)
+              AND id NOT IN (SELECT unnest(c.jobs) FROM job_claims c WHERE c.queue = $1)
+            ORDER BY priority, scheduled_at, id
+            LIMIT $2
+            FOR UPDATE SKIP LOCKED
+        )
+        SELECT coalesce(array_agg(id), '{}') AS "ids!",
+               coalesce(array_agg(kind), '{}') AS "kinds!",
+               coalesce(array_agg(args), '{}') AS "args!: Vec<String>",
+               coalesce(array_agg(attempt), '{}') AS "attempts!: Vec<i16>",
+               coalesce(array_agg(max_attempts), '{}') AS "max_attempts!",
+               coalesce(array_agg(row_at), '{}') AS "rows_at!: Vec<String>",
+               CASE WHEN count(*) > 0 THEN pg_current_xact_id()::text END AS xact
+        FROM claimed
         "#,
         queue,
         limit,
         kinds,
     )
-    .fetch_all(tx)
+    .fetch_one(tx)
     .await?;
-    let mut jobs = Vec::with_capacity(rows.len());
-    let mut claimed = ClaimedRows::default();
-    for row in rows {
-        claimed.rows.insert(row.id, row.row);
-        claimed.xact = row.xact;
+    let count = row.ids.len();
+    let mut claimed = ClaimedRows {
+        rows: FxHashMap::with_capacity_and_hasher(count, Default::default()),
+        xact: row.xact.unwrap_or_default(),
+    };
+    let mut jobs = Vec::with_capacity(count);
+    let columns = row
+        .ids
+        .into_iter()
+        .zip(row.kinds)
+        .zip(row.args)
+        .zip(row.attempts)
+        .zip(row.max_attempts)
+        .zip(row.rows_at);
+    for (((((id, kind), args), attempt), max_attempts), row_at) in columns {
+        let id = JobId(id);
+        claimed.rows.insert(id, row_at);
         jobs.push(FetchedJob {
-            id: row.id,
-            kind: row.kind,
-            args: row.args,
-            attempt: row.attempt,
-            max_attempts: row.max_attempts,
+            id,
+            kind,
+            args,
+            attempt,
+            max_attempts,
         });
     }
     Ok((jobs, claimed))
@@ -82,7 +108,7 @@ pub async fn job_claim(
 /// whose process died, counting the attempt). Picks as [`job_claim`] does (priority
 /// order, known kinds, no paused queue, no job with a trace).
 pub async fn job_claim_running(
-    pool: &PgPool,
+    connection: &mut PgConnection,
     queue: &str,
     limit: i64,
     kinds: &[String],
@@ -114,7 +140,7 @@ pub async fn job_claim_running(
         worker,
         lease.as_millis() as f64,
     )
-    .fetch_all(pool)
+    .fetch_all(connection)
     .await
 }
 
@@ -334,7 +360,7 @@ pub fn job_claim_begin_sql(idle_limit: Duration) -> String {
 /// slot until PostgreSQL ends its idle transaction, a lease later at most.)
 pub const SLOT_WAIT: Duration = Duration::from_secs(1);
 
-/// Begins a claim's transaction (`begin`: see [`job_claim_begin_sql`]) holding one
+/// What begins a claim's transaction (`begin`: see [`job_claim_begin_sql`]) holding one
 /// of the claim slots of `queue` (there are `slots`; transaction-scoped advisory
 /// locks): the claims of a queue open at once are counted across every process on the
 /// database, not per process, so that N
@@ -343,15 +369,9 @@ pub const SLOT_WAIT: Duration = Duration::from_secs(1);
 /// pages: without this, four processes drained a sixth slower than one; README
 /// "Benchmarks".) The claim takes the first free slot; when all are taken it waits
 /// for slot `mine`, up to [`SLOT_WAIT`], then goes ahead without one (the SQL
-/// function `standmeet_claim_slot`, whose migration says why it is one). One round
-/// trip, like a plain `BEGIN`.
-pub async fn job_claim_begin_in_slot(
-    pool: &PgPool,
-    begin: &str,
-    queue: &str,
-    slots: usize,
-    mine: usize,
-) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+/// function `standmeet_claim_slot`, whose migration says why it is one). Simple text,
+/// one round trip like a plain `BEGIN`.
+pub fn job_claim_begin_in_slot_sql(begin: &str, queue: &str, slots: usize, mine: usize) -> String {
     // The statement goes as simple text, without parameters (that is what makes it
     // one round trip with the `BEGIN`): integers, and the queue's name (for the
     // warning) only when it needs no quoting.
@@ -363,13 +383,12 @@ pub async fn job_claim_begin_in_slot(
     } else {
         "(unnamed)"
     };
-    pool.begin_with(format!(
+    format!(
         "{begin}; SELECT standmeet_claim_slot('{name}', {key}, {slots}, {mine}, {wait})",
         key = slot_lock_key(queue),
         slots = slots.max(1),
         wait = SLOT_WAIT.as_millis(),
-    ))
-    .await
+    )
 }
 
 /// The first half of a queue's claim-slot advisory locks: a stable hash (FNV-1a) of

@@ -17,7 +17,7 @@ mod schedule;
 mod worker;
 
 pub use claim::{
-    ClaimFate, ClaimedRows, job_claim, job_claim_again, job_claim_begin_in_slot,
+    ClaimFate, ClaimedRows, job_claim, job_claim_again, job_claim_begin_in_slot_sql,
     job_claim_begin_sql, job_claim_running, job_claim_settle, job_claim_trace,
     job_count_dead_claims,
 };

@@ -63,7 +63,7 @@ pub async fn job_record_claimed(
         rows.iter().all(Option::is_some),
         "a claim writes only jobs it holds"
     );
-    sqlx::query!(
+    let row = sqlx::query!(
         r#"
         WITH untraced AS (DELETE FROM job_claims WHERE xid = $12::text::xid8),
         written AS (
@@ -111,8 +111,14 @@ pub async fn job_record_claimed(
             FROM written WHERE finalized_at IS NOT NULL GROUP BY 1, 2, 3, 4
             ON CONFLICT (block, queue, kind, state, writer) DO UPDATE SET jobs = b.jobs + excluded.jobs
         )
-        SELECT w.id AS "id!: JobId", w.notified, w.whole AS "whole?: String",
-               w.has_output AS "has_output?: bool"
+        -- One row of arrays, not a row per job: a row costs the client far more to
+        -- read than an element. (`notified` is read so that no plan leaves it out.)
+        SELECT coalesce(array_agg(w.id), '{}') AS "ids!",
+               count(w.notified) AS "notified!",
+               coalesce(array_agg(w.id) FILTER (WHERE w.whole IS NOT NULL), '{}') AS "watched!",
+               coalesce(array_agg(w.whole) FILTER (WHERE w.whole IS NOT NULL), '{}') AS "wholes!",
+               coalesce(array_agg(w.has_output) FILTER (WHERE w.whole IS NOT NULL), '{}')
+                   AS "has_output!: Vec<Option<bool>>"
         FROM written w
         "#,
         &c.ids,
@@ -130,13 +136,22 @@ pub async fn job_record_claimed(
         max_delay_ms(),
         &c.backoff_units as &[Option<f64>],
     )
-    .fetch_all(tx)
-    .await
-    .map(|rows| {
-        rows.into_iter()
-            .map(|row| RecordedJob::new(row.id, row.whole, row.has_output))
-            .collect()
-    })
+    .fetch_one(tx)
+    .await?;
+    // The watched are few (none, mostly): their rows by id.
+    let mut wholes: rustc_hash::FxHashMap<i64, (String, Option<bool>)> = row
+        .watched
+        .into_iter()
+        .zip(row.wholes.into_iter().zip(row.has_output))
+        .collect();
+    Ok(row
+        .ids
+        .into_iter()
+        .map(|id| match wholes.remove(&id) {
+            Some((whole, has_output)) => RecordedJob::new(JobId(id), Some(whole), has_output),
+            None => RecordedJob::new(JobId(id), None, None),
+        })
+        .collect())
 }
 
 /// How a statement of the engine keeps the summaries of finished jobs
