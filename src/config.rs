@@ -153,6 +153,8 @@ settings! {
         "who may book: access, open or off";
     STANDMEET_VAULT: Nothing("unset: no vault"),
         "an Obsidian vault (a folder of Markdown notes) the corpus is rebuilt from";
+    STANDMEET_TRACE_URL: Nothing("unset: the trace id as text"),
+        "a trace viewer's address for one trace, with {trace_id} in it (a job's page links there)";
     STANDMEET_VAULT_WATCH: Value("false"),
         "rebuild the corpus within 2 s of a change under the vault";
     RUST_LOG: Value(DEFAULT_LOG_FILTER),
@@ -322,6 +324,9 @@ pub struct Settings {
     pub vault: Option<PathBuf>,
     /// `STANDMEET_VAULT_WATCH`: whether a change under the vault queues a rebuild.
     pub vault_watch: bool,
+    /// `STANDMEET_TRACE_URL`: a trace viewer's address for one trace, holding
+    /// `{trace_id}`; `None`: a job's trace id is shown as text.
+    pub trace_url: Option<String>,
     /// `RUST_LOG`: the tracing filter (already checked to parse).
     pub log_filter: String,
 }
@@ -660,6 +665,30 @@ impl Settings {
             });
         }
 
+        let trace_url = match read(&env::STANDMEET_TRACE_URL).map(|raw| raw.trim().to_string()) {
+            None => None,
+            Some(raw) if raw.is_empty() => None,
+            Some(raw) => {
+                let web = url::Url::parse(&raw.replace("{trace_id}", "0"))
+                    .is_ok_and(|url| matches!(url.scheme(), "http" | "https"));
+                let problem = if !web {
+                    Some("it must be an http or https address")
+                } else if !raw.contains("{trace_id}") {
+                    Some("it must hold {trace_id}, where the trace's id goes")
+                } else {
+                    None
+                };
+                if let Some(problem) = problem {
+                    return Err(ConfigError {
+                        setting: env::STANDMEET_TRACE_URL.name,
+                        value: Some(raw),
+                        problem: problem.into(),
+                    });
+                }
+                Some(raw)
+            }
+        };
+
         let raw = read(&env::RUST_LOG).unwrap_or_default();
         tracing_subscriber::EnvFilter::builder()
             .parse(&raw)
@@ -710,6 +739,7 @@ impl Settings {
             trusted_proxy_header,
             timezone,
             booking,
+            trace_url,
             log_filter,
         })
     }
@@ -1073,6 +1103,27 @@ mod tests {
             help.contains("STANDMEET_BOOKING") && help.contains("[default: access]"),
             "{help}"
         );
+    }
+
+    #[test]
+    fn a_trace_url_needs_the_trace_id_and_a_web_address() {
+        assert_eq!(settings(&[]).unwrap().trace_url, None);
+        let given = "https://tempo.example/trace/{trace_id}";
+        let s = settings(&[("STANDMEET_TRACE_URL", given)]).unwrap();
+        assert_eq!(s.trace_url.as_deref(), Some(given));
+        for (bad, words) in [
+            ("https://tempo.example/trace/", "{trace_id}"),
+            ("javascript:alert({trace_id})", "http or https"),
+            ("tempo/{trace_id}", "http or https"),
+        ] {
+            let refused = settings(&[("STANDMEET_TRACE_URL", bad)]).unwrap_err();
+            assert_eq!(refused.setting, "STANDMEET_TRACE_URL");
+            assert!(
+                refused.problem.contains(words),
+                "{bad}: {}",
+                refused.problem
+            );
+        }
     }
 
     #[test]

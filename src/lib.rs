@@ -44,7 +44,10 @@
 //!   StandMeet starts itself when `DATABASE_URL` is unset.
 //! - `config`: every setting, its default, and validation that names a bad one.
 //! - `telemetry`: the tracing subscriber, the span of each request, and the job named
-//!   on the lines written inside an attempt.
+//!   on the lines written inside an attempt; `telemetry::otel` exports traces over
+//!   OpenTelemetry when `OTEL_EXPORTER_OTLP_ENDPOINT` is set: a request, its server
+//!   function or MCP tool, the job it inserts and every attempt of that job (in
+//!   whichever process), and the SMTP send, webhook delivery or board fetch inside it.
 //! - `domain`: what StandMeet does, in its own words and errors: access requests, the
 //!   owner's address, the front page's name and introduction (Markdown), listings, the
 //!   corpus (entries, search, index, bodies as sanitized Markdown, the rebuild from an

@@ -87,7 +87,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    standmeet::telemetry::init(&settings.log_filter, settings.log_format);
+    let traces = match standmeet::telemetry::init(&settings.log_filter, settings.log_format) {
+        Ok(traces) => traces,
+        Err(err) => {
+            eprintln!("standmeet: {}", standmeet_jobs::error_chain(err.as_ref()));
+            return ExitCode::from(2);
+        }
+    };
 
     let runtime = || {
         tokio::runtime::Builder::new_multi_thread()
@@ -134,6 +140,10 @@ fn main() -> ExitCode {
         },
         Command::Postgres { action } => postgres(action, &settings),
     };
+    // What is queued for the collector goes out before the process ends.
+    if let Some(traces) = traces {
+        traces.shutdown();
+    }
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

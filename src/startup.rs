@@ -96,6 +96,10 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn(
             crate::api::replies::bad_arguments_are_400,
         ))
+        // A server function's span, inside the request's (only when exporting traces).
+        .layer(middleware::from_fn(
+            crate::telemetry::otel::server_function_span,
+        ))
         .layer(middleware::from_fn_with_state(
             state.pool.clone(),
             guard::require_admin_where_needed,

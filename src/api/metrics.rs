@@ -127,6 +127,15 @@ pub async fn metrics(
         "Time from a job's finalization to its waiter waking",
         state.jobs.wake_latency().clone(),
     );
+    // Counted whether or not traces are exported (0 then), so that a dashboard's query
+    // does not depend on the setting.
+    let spans_dropped = Counter::<u64>::default();
+    spans_dropped.inc_by(crate::telemetry::otel::spans_dropped());
+    registry.register(
+        "trace_spans_dropped",
+        "Trace spans dropped because the queue to the collector was full or their export failed",
+        spans_dropped,
+    );
     let listener = Gauge::<i64>::default();
     listener.set(i64::from(state.jobs.listener_connected()));
     registry.register(

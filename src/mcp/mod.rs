@@ -128,7 +128,22 @@ fn with_underscore_names(router: ToolRouter<Tools>) -> ToolRouter<Tools> {
 }
 
 #[tool_handler(router = self.tool_router, name = "standmeet", version = "0.1.0")]
-impl ServerHandler for Tools {}
+impl ServerHandler for Tools {
+    /// Every tool call, in a span of its own under the HTTP request that carried it
+    /// (when exporting traces; see `telemetry::otel`).
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, ErrorData> {
+        let span = crate::telemetry::otel::tool_call_span(
+            &request.name,
+            context.extensions.get::<axum::http::request::Parts>(),
+        );
+        let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+        tracing::Instrument::instrument(self.tool_router.call(call), span).await
+    }
+}
 
 /// The `/mcp` routes: the tools behind the token check. `None` when no token is set
 /// (MCP is off; a log line says so).
@@ -164,6 +179,9 @@ pub fn routes(state: &AppState, stop: CancellationToken) -> Option<Router<AppSta
     Some(
         Router::new()
             .nest_service("/mcp", service)
+            .layer(middleware::from_fn(
+                crate::telemetry::otel::keep_trace_context,
+            ))
             .layer(middleware::from_fn_with_state(check, require_token)),
     )
 }

@@ -158,6 +158,13 @@ pub struct TaskDetail {
     pub attempted: Option<String>,
     pub attempted_by: Option<String>,
     pub cancel_requested: bool,
+    /// The id of the trace the job was inserted in, when its inserting process exported
+    /// traces (every attempt is a span of that trace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+    /// Where a trace viewer shows that trace (`STANDMEET_TRACE_URL`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_url: Option<String>,
 }
 
 /// What Retry or Cancel did, in words for a toast.
@@ -365,6 +372,7 @@ mod operations {
     }
 
     fn detail_of(job: JobRow) -> TaskDetail {
+        let trace_id = job.trace_id().map(str::to_string);
         let attempts = job
             .attempt_errors()
             .into_iter()
@@ -396,6 +404,8 @@ mod operations {
             attempted: job.attempted_at.map(when),
             attempted_by: job.attempted_by,
             cancel_requested: job.cancel_requested_at.is_some(),
+            trace_id,
+            trace_url: None,
         }
     }
 
@@ -410,6 +420,11 @@ mod operations {
             return Ok(None);
         };
         let mut detail = detail_of(job);
+        detail.trace_url = detail
+            .trace_id
+            .as_deref()
+            .zip(state.settings.trace_url.as_deref())
+            .map(|(trace_id, url)| url.replace("{trace_id}", trace_id));
         let nobody_runs =
             kinds_nobody_runs(state, [(detail.row.kind.as_str(), detail.row.state)]).await?;
         if !nobody_runs.is_empty() {

@@ -18,7 +18,7 @@ use sqlx::{Connection, PgConnection};
 const BIN: &str = env!("CARGO_BIN_EXE_standmeet");
 
 /// A command for the binary with none of the caller's StandMeet settings leaking in.
-fn standmeet() -> Command {
+pub(crate) fn standmeet() -> Command {
     let mut cmd = Command::new(BIN);
     for (name, _) in std::env::vars() {
         if name.starts_with("STANDMEET_") || name == "DATABASE_URL" || name == "LEPTOS_SITE_ADDR" {
@@ -29,7 +29,7 @@ fn standmeet() -> Command {
     cmd
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -50,14 +50,14 @@ fn scratch_dir() -> tempfile::TempDir {
 
 /// A database of its own on the test server, named after `what` and this process: its
 /// URL, and the server's admin URL to drop it with ([`drop_database`]).
-fn scratch_database(what: &str) -> (url::Url, String) {
+pub(crate) fn scratch_database(what: &str) -> (url::Url, String) {
     let admin_url = std::env::var("DATABASE_URL").expect("the test command sets DATABASE_URL");
     let mut url = url::Url::parse(&admin_url).unwrap();
     url.set_path(&format!("standmeet_{what}_{}", std::process::id()));
     (url, admin_url)
 }
 
-async fn drop_database(admin_url: &str, url: &url::Url) {
+pub(crate) async fn drop_database(admin_url: &str, url: &url::Url) {
     let name = url.path().trim_start_matches('/');
     let mut admin = PgConnection::connect(admin_url).await.unwrap();
     sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
@@ -66,16 +66,16 @@ async fn drop_database(admin_url: &str, url: &url::Url) {
         .unwrap();
 }
 
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     /// What the server printed on stdout (the console) and stderr (the log).
     stdout: tempfile::NamedTempFile,
     stderr: tempfile::NamedTempFile,
 }
 
 impl Server {
-    fn start(cmd: Command) -> Server {
+    pub(crate) fn start(cmd: Command) -> Server {
         Server::start_with(cmd, |_| Vec::new())
     }
 
@@ -107,12 +107,12 @@ impl Server {
         std::fs::read_to_string(self.stdout.path()).unwrap()
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.stderr.path()).unwrap()
     }
 
     /// Waits until /healthz answers 200 (the server is up and its database ok).
-    async fn wait_healthy(&mut self) -> serde_json::Value {
+    pub(crate) async fn wait_healthy(&mut self) -> serde_json::Value {
         let url = format!("http://127.0.0.1:{}/healthz", self.port);
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
@@ -133,7 +133,7 @@ impl Server {
     }
 
     /// Sends SIGTERM and waits for a successful exit; answers (console, log).
-    fn stop(mut self) -> (String, String) {
+    pub(crate) fn stop(mut self) -> (String, String) {
         kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM).unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {

@@ -29,6 +29,7 @@ mod private_cluster;
 mod queues;
 mod schedules;
 mod tasks;
+mod traces;
 mod vault;
 mod waiters;
 mod webhooks;

@@ -641,6 +641,7 @@ mod tests {
             args: "{}".to_string(),
             attempt: 1,
             max_attempts: 3,
+            trace_context: None,
         };
         Claim::new(&[job], ClaimedRows::default())
     }

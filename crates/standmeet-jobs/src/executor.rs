@@ -21,6 +21,7 @@ use super::listener::{RunningJob, Signals, StopReason};
 use super::registry::{ErasedHandler, Registry};
 use super::retry::{self, AttemptResult};
 use super::store::{FetchedJob, Outcome, OutputJson};
+use super::trace;
 
 /// How long a cancelled handler may take to wind down on its own before it is dropped.
 const CANCEL_GRACE: Duration = Duration::from_secs(5);
@@ -51,6 +52,7 @@ pub(crate) async fn execute(
     mut job: FetchedJob,
     context: &ExecutorContext,
     claim: Option<Arc<Claim>>,
+    queue: &str,
 ) -> Option<Outcome> {
     let handler = context.registry.handler(&job.kind);
     // What the attempt's log lines name (not a span: see `attempt`).
@@ -62,18 +64,31 @@ pub(crate) async fn execute(
         },
         attempt: job.attempt,
     };
+    let traces = trace::traces();
+    let parent = job.trace_context.take();
     let attempt_run = async {
         let started = std::time::Instant::now();
         let in_claim = claim.is_some();
         let result = run_attempt(&mut job, handler, context, claim).await;
         log_result(&result, started.elapsed());
-        if result == AttemptResult::CompletedInTransaction {
+        let completed_in_transaction = result == AttemptResult::CompletedInTransaction;
+        let lost = result == AttemptResult::LeaseLost;
+        if completed_in_transaction {
             // The handler committed its completion: wake this process's waiters now.
             context.signals.add_recorded(1);
             context.signals.waiters.job_finished(job.id);
         }
-        let Some(plan) = retry::plan(result, job.attempt, job.max_attempts, context.retry_base)
-        else {
+        let plan = retry::plan(result, job.attempt, job.max_attempts, context.retry_base);
+        if let Some(traces) = traces {
+            let (outcome, error) = match &plan {
+                Some(plan) => (plan.state.as_str(), plan.error.as_deref()),
+                None if completed_in_transaction => ("completed", None),
+                None if lost => ("lost", Some("this process no longer holds the job")),
+                None => ("released", None),
+            };
+            traces.attempt_ended(&tracing::Span::current(), outcome, error);
+        }
+        let Some(plan) = plan else {
             if !in_claim {
                 context.signals.release(job.id, job.attempt);
             }
@@ -90,7 +105,18 @@ pub(crate) async fn execute(
             give_back_attempt: plan.give_back_attempt,
         })
     };
-    in_attempt(attempt, attempt_run).await
+    match traces {
+        None => in_attempt(attempt, attempt_run).await,
+        // Boxed, so that the span adds nothing to an untraced attempt's future.
+        Some(traces) => {
+            let span = traces.attempt_span(&attempt, queue, parent.as_deref());
+            Box::pin(tracing::Instrument::instrument(
+                in_attempt(attempt, attempt_run),
+                span,
+            ))
+            .await
+        }
+    }
 }
 
 async fn run_attempt(

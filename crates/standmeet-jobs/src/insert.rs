@@ -4,11 +4,30 @@
 
 use sqlx::{PgConnection, PgExecutor};
 use time::OffsetDateTime;
+use tracing::Instrument;
 
 use super::kind::JobKind;
 use super::registry::KindDefaults;
 use super::store;
+use super::trace;
 use super::{Error, JobId, JobState};
+
+/// Runs `insert` with the `traceparent` to store with its job(s): in an insert span
+/// when this process carries traces (`trace`), and as it is, with none, otherwise.
+async fn traced<T, F: Future<Output = T>>(
+    kind: &str,
+    queue: &str,
+    insert: impl FnOnce(Option<String>) -> F,
+) -> T {
+    match trace::traces() {
+        None => insert(None).await,
+        Some(traces) => {
+            let span = traces.insert_span(kind, queue);
+            let traceparent = span.in_scope(|| traces.current_traceparent());
+            insert(traceparent).instrument(span).await
+        }
+    }
+}
 
 /// Anything about one insert that differs from the kind's defaults.
 #[derive(Clone, Debug, Default)]
@@ -27,15 +46,19 @@ pub(crate) async fn insert_with<'e, K: JobKind>(
     options: InsertOptions,
 ) -> Result<JobId, Error> {
     let args = to_json::<K>(args)?;
-    let id = store::job_insert(
-        executor,
-        K::KIND,
-        K::QUEUE,
-        &args,
-        options.max_attempts.unwrap_or(K::MAX_ATTEMPTS),
-        options.priority.unwrap_or(K::PRIORITY),
-        options.scheduled_at,
-    )
+    let id = traced(K::KIND, K::QUEUE, async |traceparent| {
+        store::job_insert(
+            executor,
+            K::KIND,
+            K::QUEUE,
+            &args,
+            options.max_attempts.unwrap_or(K::MAX_ATTEMPTS),
+            options.priority.unwrap_or(K::PRIORITY),
+            options.scheduled_at,
+            traceparent.as_deref(),
+        )
+        .await
+    })
     .await?;
     Ok(id)
 }
@@ -50,8 +73,19 @@ pub(crate) async fn insert_many_tx<K: JobKind>(
         .iter()
         .map(to_json::<K>)
         .collect::<Result<Vec<_>, _>>()?;
-    let ids =
-        store::job_insert_many(tx, K::KIND, K::QUEUE, &args, K::MAX_ATTEMPTS, K::PRIORITY).await?;
+    let ids = traced(K::KIND, K::QUEUE, async |traceparent| {
+        store::job_insert_many(
+            tx,
+            K::KIND,
+            K::QUEUE,
+            &args,
+            K::MAX_ATTEMPTS,
+            K::PRIORITY,
+            traceparent.as_deref(),
+        )
+        .await
+    })
+    .await?;
     Ok(ids)
 }
 
@@ -128,6 +162,35 @@ pub(crate) async fn insert_unique_by_name(
     unique_key: &str,
     options: InsertOptions,
 ) -> Result<Inserted, Error> {
+    traced(kind, queue, async |traceparent| {
+        let traceparent = traceparent.as_deref();
+        insert_unique_tries(
+            conn,
+            kind,
+            queue,
+            defaults,
+            args,
+            unique_key,
+            options,
+            traceparent,
+        )
+        .await
+    })
+    .await
+}
+
+/// [`insert_unique_by_name`]'s tries, storing `traceparent` with the job.
+#[allow(clippy::too_many_arguments)] // One insert's parts, as the statement takes them.
+async fn insert_unique_tries(
+    conn: &mut PgConnection,
+    kind: &str,
+    queue: &str,
+    defaults: KindDefaults,
+    args: &serde_json::Value,
+    unique_key: &str,
+    options: InsertOptions,
+    traceparent: Option<&str>,
+) -> Result<Inserted, Error> {
     let max_attempts = options.max_attempts.unwrap_or(defaults.max_attempts);
     let priority = options.priority.unwrap_or(defaults.priority);
     for _ in 0..UNIQUE_TRIES {
@@ -140,6 +203,7 @@ pub(crate) async fn insert_unique_by_name(
             priority,
             options.scheduled_at,
             unique_key,
+            traceparent,
         )
         .await?;
         if let Some(id) = inserted {

@@ -123,6 +123,8 @@
 //! - `listener`: the one LISTEN connection of the process, and what it wakes (waiters,
 //!   producers, running attempts, subscribers to finished jobs).
 //! - `waiters`: callers waiting for jobs to finish, up to a limit, then a receipt.
+//! - [`trace`]: a job keeps the W3C trace context of the span that inserted it, and
+//!   its attempts are spans of that trace, when the application exports traces.
 //! - `try_again`: the pauses between tries of a statement, until a deadline.
 //! - `engine`, `runtime`: put it together: start, and a graceful stop.
 //! - [`periodic`]: schedules in `job_schedules`, fired once per slot across processes
@@ -178,6 +180,8 @@ mod runtime;
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+#[cfg(feature = "engine")]
+pub mod trace;
 #[cfg(feature = "engine")]
 mod try_again;
 #[cfg(feature = "engine")]

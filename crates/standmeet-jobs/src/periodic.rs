@@ -496,7 +496,22 @@ pub(crate) async fn fire_due(
         if slot <= timestamp(schedule.fired_through) {
             continue;
         }
-        if let Some(inserted) = fire(pool, &schedule.name, defaults, slot).await? {
+        let firing = fire(pool, &schedule.name, defaults, slot);
+        // A firing starts a trace of its own when this process carries traces: its
+        // job's attempts are then spans of that trace (see `trace`).
+        let inserted = match crate::trace::traces() {
+            None => firing.await?,
+            Some(_) => {
+                let span = tracing::info_span!(
+                    parent: None,
+                    "schedule.fire",
+                    schedule = %schedule.name,
+                    job.kind = %schedule.kind,
+                );
+                tracing::Instrument::instrument(firing, span).await?
+            }
+        };
+        if let Some(inserted) = inserted {
             fired.push((schedule.name, inserted));
         }
     }

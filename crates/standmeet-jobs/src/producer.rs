@@ -63,6 +63,8 @@ pub(crate) async fn run(
     stop: CancellationToken,
 ) {
     let wakeup = context.executor.signals.queue_wakeup(&queue.name);
+    // What each attempt's span names its queue (see `trace`).
+    let queue_name: Arc<str> = Arc::from(queue.name.as_str());
     // The tasks that run attempts: a claim's attempts together, or one quiet job.
     let mut running: JoinSet<()> = JoinSet::new();
     let in_flight = Arc::new(InFlight::default());
@@ -104,11 +106,14 @@ pub(crate) async fn run(
                     for job in jobs {
                         let context = context.clone();
                         let outcomes = outcomes.clone();
+                        let queue_name = queue_name.clone();
                         let counted = in_flight.started();
                         running.spawn(async move {
                             let _counted = counted;
                             let executor = &context.executor;
-                            if let Some(outcome) = executor::execute(job, executor, None).await {
+                            if let Some(outcome) =
+                                executor::execute(job, executor, None, &queue_name).await
+                            {
                                 completer::write_at_once(
                                     executor.jobs.pool(),
                                     &executor.signals,
@@ -157,6 +162,7 @@ pub(crate) async fn run(
                                 let context = context.clone();
                                 let outcomes = outcomes.clone();
                                 let this_claim = this_claim.clone();
+                                let queue_name = queue_name.clone();
                                 let counted = in_flight.started();
                                 async move {
                                     let _counted = counted;
@@ -165,6 +171,7 @@ pub(crate) async fn run(
                                         job,
                                         &context.executor,
                                         Some(this_claim.clone()),
+                                        &queue_name,
                                     )
                                     .await;
                                     this_claim

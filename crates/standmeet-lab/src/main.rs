@@ -64,7 +64,18 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    standmeet::telemetry::init(&settings.log_filter, settings.log_format);
+    // With an OTLP endpoint set, the bench's jobs are traced as the server's are
+    // (`bench` prints what that costs).
+    let traces = match standmeet::telemetry::init(&settings.log_filter, settings.log_format) {
+        Ok(traces) => traces,
+        Err(err) => {
+            eprintln!(
+                "standmeet-lab: {}",
+                standmeet_jobs::error_chain(err.as_ref())
+            );
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -98,6 +109,10 @@ fn main() -> ExitCode {
             Command::ChaosWorker => standmeet_lab::chaos::worker_main().await,
         }
     });
+    drop(runtime);
+    if let Some(traces) = traces {
+        traces.shutdown();
+    }
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

@@ -1227,7 +1227,10 @@ pub fn watch(
                     Ok(Err(_)) | Err(_) => break,
                 }
             }
-            match queue_rebuild(&pool, &jobs).await {
+            // A trace of its own (when exporting): nobody clicked, a file changed.
+            let span = crate::trace_span!(parent: None, "vault.watch", otel.name = "vault change");
+            let queued = tracing::Instrument::instrument(queue_rebuild(&pool, &jobs), span);
+            match queued.await {
                 Ok(inserted) => {
                     tracing::info!(job.id = %inserted.id, duplicate = inserted.duplicate, "a change under the vault queued a rebuild")
                 }

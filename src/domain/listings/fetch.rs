@@ -87,9 +87,7 @@ impl FetchSource {
         if let Some(refused) = outbound::refusal(url, self.allow_private) {
             return Err(JobError::discard(refused));
         }
-        let mut response = self
-            .client
-            .get(url.clone())
+        let mut response = crate::telemetry::otel::with_trace_headers(self.client.get(url.clone()))
             .header(reqwest::header::ACCEPT, accept)
             .send()
             .await
@@ -200,7 +198,15 @@ impl JobKind for FetchSource {
         .ok_or_else(|| JobError::discard(format!("source {} was removed", args.source_id)))?;
         let url = Url::parse(&source.url)
             .map_err(|err| JobError::discard(format!("the source's URL is not valid: {err}")))?;
-        let body = self.download(&url, source.kind).await?;
+        // The GET, a span of the attempt's trace (when exporting), whose request
+        // carries the trace's context to the board.
+        let span = crate::trace_span!(
+            "board.fetch",
+            otel.name = "board fetch",
+            otel.kind = "client",
+            board.kind = ?source.kind,
+        );
+        let body = tracing::Instrument::instrument(self.download(&url, source.kind), span).await?;
         let page = boards::parse(source.kind, &body, &url)
             .map_err(|err| JobError::discard(err.to_string()))?;
 

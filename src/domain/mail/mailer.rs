@@ -97,13 +97,27 @@ impl Mailer {
             }
             Mailer::Smtp(transport) => {
                 let message = build_message(from, mail).map_err(SendError::Permanent)?;
-                match transport.send(message).await {
+                // The SMTP conversation, a span of the attempt's trace (when exporting).
+                let span = crate::trace_span!(
+                    "smtp.send",
+                    otel.name = "smtp send",
+                    otel.kind = "client",
+                    otel.status_code = tracing::field::Empty,
+                    otel.status_message = tracing::field::Empty,
+                );
+                let sent = tracing::Instrument::instrument(transport.send(message), span.clone());
+                let answer = match sent.await {
                     Ok(_) => Ok(()),
                     Err(error) if error.is_permanent() => {
                         Err(SendError::Permanent(smtp_reply(&error)))
                     }
                     Err(error) => Err(SendError::Transient(smtp_reply(&error))),
+                };
+                if let Err(SendError::Permanent(reply) | SendError::Transient(reply)) = &answer {
+                    span.record("otel.status_code", "ERROR");
+                    span.record("otel.status_message", reply.as_str());
                 }
+                answer
             }
         }
     }

@@ -206,7 +206,23 @@ impl JobKind for DeliverWebhook {
             }
         }
 
-        let record = self.post(&target.url, &secret, &message_id, body).await;
+        // The POST, a span of the attempt's trace (when exporting), whose request
+        // carries the trace's context to the endpoint.
+        let span = crate::trace_span!(
+            "webhook.deliver",
+            otel.name = "webhook deliver",
+            otel.kind = "client",
+            webhook.message_id = %message_id,
+            http.response.status_code = tracing::field::Empty,
+        );
+        let record = tracing::Instrument::instrument(
+            self.post(&target.url, &secret, &message_id, body),
+            span.clone(),
+        )
+        .await;
+        if let Some(status) = record.status {
+            span.record("http.response.status_code", status);
+        }
         if let Some(flight) = flight {
             flight.landed(record.status.map(|_| record.duration));
         }
@@ -322,9 +338,7 @@ impl DeliverWebhook {
         }
         let timestamp = started_at.unix_timestamp();
         let signature = secret.sign(message_id, timestamp, &body);
-        let sent = self
-            .client
-            .post(url)
+        let sent = crate::telemetry::otel::with_trace_headers(self.client.post(url))
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header("webhook-id", message_id)
             .header("webhook-timestamp", timestamp.to_string())

@@ -179,6 +179,22 @@ fn JobView(
             <div><dt class="text-slate-500">"Attempt"</dt><dd data-testid="job-attempt">{format!("{} / {}", job.row.attempt, job.row.max_attempts)}</dd></div>
             <div><dt class="text-slate-500">"Priority"</dt><dd>{job.priority}</dd></div>
             <div><dt class="text-slate-500">"Worker"</dt><dd class="font-mono text-xs">{job.attempted_by.clone().unwrap_or_else(|| "—".into())}</dd></div>
+            // The trace the job was inserted in (its attempts are spans of it), a link
+            // to the trace viewer when STANDMEET_TRACE_URL names one.
+            {job.trace_id.clone().map(|trace_id| {
+                let shown = match job.trace_url.clone() {
+                    Some(url) => view! {
+                        <a class="text-indigo-700 underline hover:text-indigo-900 dark:text-indigo-300" href=url rel="noopener noreferrer" target="_blank">{trace_id}</a>
+                    }.into_any(),
+                    None => view! { <span>{trace_id}</span> }.into_any(),
+                };
+                view! {
+                    <div class="sm:col-span-2">
+                        <dt class="text-slate-500">"Trace"</dt>
+                        <dd class="font-mono text-xs break-all" data-testid="job-trace-id">{shown}</dd>
+                    </div>
+                }
+            })}
         </dl>
 
         <section class="mt-8">

@@ -8,6 +8,7 @@ pub mod app;
 pub mod boards;
 pub mod jobs;
 pub mod mcp;
+pub mod otlp;
 pub mod receiver;
 pub mod smtp;
 

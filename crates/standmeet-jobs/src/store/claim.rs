@@ -45,7 +45,7 @@ pub async fn job_claim(
         r#"
         WITH claimed AS (
             SELECT id, kind, args::text AS args, attempt + 1 AS attempt, max_attempts,
-                   ctid::text AS row_at
+                   ctid::text AS row_at, trace_context
             FROM jobs
             WHERE state = 'available' AND queue = $1 AND scheduled_at <= now()
               AND kind = ANY($3)
@@ -61,6 +61,7 @@ pub async fn job_claim(
                coalesce(array_agg(attempt), '{}') AS "attempts!: Vec<i16>",
                coalesce(array_agg(max_attempts), '{}') AS "max_attempts!",
                coalesce(array_agg(row_at), '{}') AS "rows_at!: Vec<String>",
+               coalesce(array_agg(trace_context), '{}') AS "trace_contexts!: Vec<Option<String>>",
                CASE WHEN count(*) > 0 THEN pg_current_xact_id()::text END AS xact
         FROM claimed
         "#,
@@ -83,8 +84,9 @@ pub async fn job_claim(
         .zip(row.args)
         .zip(row.attempts)
         .zip(row.max_attempts)
-        .zip(row.rows_at);
-    for (((((id, kind), args), attempt), max_attempts), row_at) in columns {
+        .zip(row.rows_at)
+        .zip(row.trace_contexts);
+    for ((((((id, kind), args), attempt), max_attempts), row_at), trace_context) in columns {
         let id = JobId(id);
         claimed.rows.insert(id, row_at);
         jobs.push(FetchedJob {
@@ -93,6 +95,7 @@ pub async fn job_claim(
             args,
             attempt,
             max_attempts,
+            trace_context,
         });
     }
     Ok((jobs, claimed))
@@ -132,7 +135,8 @@ pub async fn job_claim_running(
             LIMIT $2
             FOR UPDATE SKIP LOCKED))
           AND j.state = 'available'
-        RETURNING j.id AS "id: JobId", j.kind, j.args::text AS "args!", j.attempt, j.max_attempts
+        RETURNING j.id AS "id: JobId", j.kind, j.args::text AS "args!", j.attempt, j.max_attempts,
+                  j.trace_context
         "#,
         queue,
         limit,

@@ -6,6 +6,7 @@ use time::OffsetDateTime;
 use crate::{JobId, JobState};
 
 /// Inserts one job. It is `scheduled` when `scheduled_at` lies ahead, else `available`.
+#[allow(clippy::too_many_arguments)] // One job's columns, as the statement takes them.
 pub async fn job_insert<'e>(
     executor: impl PgExecutor<'e>,
     kind: &str,
@@ -14,12 +15,15 @@ pub async fn job_insert<'e>(
     max_attempts: i16,
     priority: i16,
     scheduled_at: Option<OffsetDateTime>,
+    trace_context: Option<&str>,
 ) -> Result<JobId, sqlx::Error> {
     sqlx::query_scalar!(
         r#"
-        INSERT INTO jobs (kind, queue, args, max_attempts, priority, scheduled_at, state)
+        INSERT INTO jobs (kind, queue, args, max_attempts, priority, scheduled_at, state,
+                          trace_context)
         VALUES ($1, $2, $3, $4, $5, coalesce($6, now()),
-                CASE WHEN $6 > now() THEN 'scheduled'::job_state ELSE 'available'::job_state END)
+                CASE WHEN $6 > now() THEN 'scheduled'::job_state ELSE 'available'::job_state END,
+                $7)
         RETURNING id AS "id: JobId"
         "#,
         kind,
@@ -28,6 +32,7 @@ pub async fn job_insert<'e>(
         max_attempts,
         priority,
         scheduled_at,
+        trace_context,
     )
     .fetch_one(executor)
     .await
@@ -41,11 +46,12 @@ pub async fn job_insert_many(
     args: &[serde_json::Value],
     max_attempts: i16,
     priority: i16,
+    trace_context: Option<&str>,
 ) -> Result<Vec<JobId>, sqlx::Error> {
     sqlx::query_scalar!(
         r#"
-        INSERT INTO jobs (kind, queue, args, max_attempts, priority)
-        SELECT $1, $2, a.args, $4, $5
+        INSERT INTO jobs (kind, queue, args, max_attempts, priority, trace_context)
+        SELECT $1, $2, a.args, $4, $5, $6
         FROM unnest($3::jsonb[]) WITH ORDINALITY AS a(args, n)
         ORDER BY a.n
         RETURNING id AS "id: JobId"
@@ -55,6 +61,7 @@ pub async fn job_insert_many(
         args,
         max_attempts,
         priority,
+        trace_context,
     )
     .fetch_all(conn)
     .await
@@ -73,13 +80,15 @@ pub async fn job_insert_unique(
     priority: i16,
     scheduled_at: Option<OffsetDateTime>,
     unique_key: &str,
+    trace_context: Option<&str>,
 ) -> Result<Option<JobId>, sqlx::Error> {
     sqlx::query_scalar!(
         r#"
-        INSERT INTO jobs (kind, queue, args, max_attempts, priority, scheduled_at, state, unique_key)
+        INSERT INTO jobs (kind, queue, args, max_attempts, priority, scheduled_at, state, unique_key,
+                          trace_context)
         VALUES ($1, $2, $3, $4, $5, coalesce($6, now()),
                 CASE WHEN $6 > now() THEN 'scheduled'::job_state ELSE 'available'::job_state END,
-                $7)
+                $7, $8)
         ON CONFLICT (unique_key)
             WHERE unique_key IS NOT NULL AND state IN ('available', 'scheduled', 'running', 'retryable')
             DO NOTHING
@@ -92,6 +101,7 @@ pub async fn job_insert_unique(
         priority,
         scheduled_at,
         unique_key,
+        trace_context,
     )
     .fetch_optional(conn)
     .await

@@ -94,9 +94,20 @@ pub struct JobRow {
     pub attempted_by: Option<String>,
     #[serde(with = "time::serde::rfc3339::option")]
     pub cancel_requested_at: Option<OffsetDateTime>,
+    /// The W3C `traceparent` of the span that inserted the job (see `trace`), when the
+    /// inserting process exported traces; [`JobRow::trace_id`] is its trace's id.
+    #[serde(default)]
+    pub trace_context: Option<String>,
 }
 
 impl JobRow {
+    /// The id of the trace the job was inserted in, as trace viewers look it up.
+    pub fn trace_id(&self) -> Option<&str> {
+        self.trace_context
+            .as_deref()
+            .and_then(crate::trace::trace_id_of)
+    }
+
     /// The error entries, oldest first.
     pub fn attempt_errors(&self) -> Vec<AttemptError> {
         serde_json::from_value(self.errors.clone()).unwrap_or_default()
@@ -113,6 +124,8 @@ pub struct FetchedJob {
     pub args: String,
     pub attempt: i16,
     pub max_attempts: i16,
+    /// The `traceparent` of the span that inserted the job (see `trace`), if any.
+    pub trace_context: Option<String>,
 }
 
 /// One attempt this process holds: the job and the attempt number it fetched.

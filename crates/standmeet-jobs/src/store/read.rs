@@ -18,7 +18,7 @@ pub async fn job_get_many(
         r#"
         SELECT id AS "id: JobId", kind, queue, args, state AS "state: JobState", attempt,
                max_attempts, priority, scheduled_at, created_at, attempted_at, finalized_at,
-               errors, output, attempted_by, cancel_requested_at
+               errors, output, attempted_by, cancel_requested_at, trace_context
         FROM jobs WHERE id = ANY($1)
         "#,
         &ids
@@ -341,7 +341,7 @@ pub async fn job_get(
         r#"
         SELECT id AS "id: JobId", kind, queue, args, state AS "state: JobState", attempt,
                max_attempts, priority, scheduled_at, created_at, attempted_at, finalized_at,
-               errors, output, attempted_by, cancel_requested_at
+               errors, output, attempted_by, cancel_requested_at, trace_context
         FROM jobs WHERE id = $1
         "#,
         id.0

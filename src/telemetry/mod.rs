@@ -1,4 +1,7 @@
-//! Tracing: one subscriber for the process, and the span every HTTP request runs in.
+//! Tracing: one subscriber for the process, the span every HTTP request runs in, and
+//! (`otel`) traces exported over OpenTelemetry when an endpoint is set.
+
+pub mod otel;
 
 use std::fmt::{self, Write as _};
 use std::io::IsTerminal;
@@ -18,7 +21,16 @@ use tracing_subscriber::registry::LookupSpan;
 /// Logs go to stderr, so that stdout carries only what a command prints on purpose
 /// (`standmeet postgres start` prints a URL). Safe to call more than once (tests):
 /// later calls leave the first subscriber.
-pub fn init(filter: &str, format: LogFormat) {
+///
+/// With an OTLP endpoint in the environment, StandMeet's spans are also exported as
+/// traces (see [`otel`]), whatever the log filter: the answer is that export, to shut
+/// down before the process ends. Exporting cannot start with a setting it refuses
+/// (`OTEL_EXPORTER_OTLP_PROTOCOL=grpc`): that is an error in words.
+pub fn init(filter: &str, format: LogFormat) -> anyhow::Result<Option<otel::TraceExport>> {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+
     // Chatty dependencies stay quiet (`config::QUIET_DEPENDENCIES`), unless the filter
     // names them itself.
     let mut filter = filter.to_string();
@@ -30,18 +42,32 @@ pub fn init(filter: &str, format: LogFormat) {
     let filter = EnvFilter::builder()
         .parse(&filter)
         .unwrap_or_else(|_| EnvFilter::new(crate::config::DEFAULT_LOG_FILTER));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Text => builder
+    let (export, tracer) = match otel::start_from_env()? {
+        Some((export, tracer)) => (Some(export), Some(tracer)),
+        None => (None, None),
+    };
+    // The traces take StandMeet's own spans (and the events in them) at info, however
+    // quiet the log is.
+    let traces = tracer.map(|tracer| {
+        tracing_opentelemetry::layer()
+            .with_tracer(tracer)
+            .with_filter(
+                tracing_subscriber::filter::Targets::new()
+                    .with_target("standmeet", tracing::Level::INFO)
+                    .with_target("standmeet_jobs", tracing::Level::INFO),
+            )
+    });
+    let log = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let log = match format {
+        LogFormat::Text => log
             .with_ansi(std::io::stderr().is_terminal())
             .event_format(WithAttempt {
                 inner: format::Format::default().with_target(true),
                 format,
             })
-            .try_init(),
-        LogFormat::Json => builder
+            .with_filter(filter)
+            .boxed(),
+        LogFormat::Json => log
             .fmt_fields(JsonFields::new())
             .event_format(WithAttempt {
                 inner: format::Format::default()
@@ -51,8 +77,14 @@ pub fn init(filter: &str, format: LogFormat) {
                     .with_span_list(true),
                 format,
             })
-            .try_init(),
+            .with_filter(filter)
+            .boxed(),
     };
+    let _ = tracing_subscriber::registry()
+        .with(log)
+        .with(traces)
+        .try_init();
+    Ok(export)
 }
 
 /// Adds the job attempt a line was written in (`standmeet_jobs::attempt::current_attempt`:
@@ -128,13 +160,18 @@ pub fn request_span<B>(request: &Request<B>) -> Span {
         .get("x-request-id")
         .and_then(|value| value.to_str().ok())
         .unwrap_or("-");
-    tracing::info_span!(
+    let span = tracing::info_span!(
         "request",
+        // Filled in only for a trace (`otel::continue_trace`), so the log stays as it was.
+        otel.name = tracing::field::Empty,
+        otel.kind = tracing::field::Empty,
         method = %request.method(),
         path = %request.uri().path(),
         request_id = %request_id,
         client = tracing::field::Empty,
-    )
+    );
+    otel::continue_trace(&span, request);
+    span
 }
 
 /// Marks a health probe's answer (`/readyz`, `/healthz`), whose 503 while the database

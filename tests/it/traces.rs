@@ -1,0 +1,312 @@
+//! Traces as an operator sees them in a collector: one trace from the admin's click to
+//! the mail, across two StandMeet processes sharing one database, and a collector that
+//! is down changing nothing a user sees.
+
+use std::time::{Duration, Instant};
+
+use sqlx::{Connection, PgConnection};
+
+use crate::binary::{Server, drop_database, free_port, scratch_database, standmeet};
+use crate::common::otlp::{ReceivedSpan, TraceCollector};
+use crate::common::smtp::SmtpPeer;
+
+const ADMIN: &str = "admin@example.com";
+const PASSWORD: &str = "a long admin password";
+/// The trace the admin's browser (or the proxy in front) started.
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CLIENT_SPAN: &str = "00f067aa0ba902b7";
+
+/// A StandMeet process on `database`, exporting to `collector` as `instance`, mailing
+/// through `smtp`.
+fn copy(database: &url::Url, collector: &str, instance: &str, smtp: &str) -> std::process::Command {
+    let mut cmd = standmeet();
+    cmd.env("DATABASE_URL", database.as_str())
+        .env("STANDMEET_OWNER_EMAIL", "owner@example.com")
+        .env("STANDMEET_ADMIN_EMAIL", ADMIN)
+        .env("STANDMEET_ADMIN_PASSWORD", PASSWORD)
+        .env("STANDMEET_MAIL", smtp)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector)
+        .env(
+            "OTEL_RESOURCE_ATTRIBUTES",
+            format!("service.instance.id={instance}"),
+        )
+        // Batches go out every 100 ms, not every 5 s.
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .env_remove("OTEL_SERVICE_NAME")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .env_remove("OTEL_TRACES_SAMPLER");
+    cmd
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// Signs the admin in on `server`; answers the session cookie.
+async fn sign_in(server: &Server) -> String {
+    let reply = http()
+        .post(format!("http://127.0.0.1:{}/login", server.port))
+        .header("sec-fetch-site", "same-origin")
+        .form(&[("email", ADMIN), ("password", PASSWORD)])
+        .send()
+        .await
+        .unwrap();
+    let cookie = reply
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .find(|value| value.contains("session"))
+        .unwrap_or_else(|| panic!("no session cookie: {reply:?}"));
+    cookie.split(';').next().unwrap().to_string()
+}
+
+/// A visitor asks for access on `server`; answers the request's id.
+async fn ask_for_access(server: &Server, database: &mut PgConnection) -> i64 {
+    let asked = http()
+        .post(format!(
+            "http://127.0.0.1:{}/api/request_access",
+            server.port
+        ))
+        .header("accept", "application/json")
+        .header("sec-fetch-site", "same-origin")
+        .form(&[
+            ("name", "Ada"),
+            ("email", "ada@example.com"),
+            ("message", "Hello"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(asked.status(), 200, "{}", asked.text().await.unwrap());
+    sqlx::query_scalar("SELECT id FROM access_requests ORDER BY id DESC LIMIT 1")
+        .fetch_one(database)
+        .await
+        .unwrap()
+}
+
+/// The admin approves request `id` on `server`, from a client that started trace
+/// [`TRACE_ID`].
+async fn approve(server: &Server, cookie: &str, id: i64) -> reqwest::Response {
+    http()
+        .post(format!(
+            "http://127.0.0.1:{}/api/access_requests/approve",
+            server.port
+        ))
+        .header("accept", "application/json")
+        .header("sec-fetch-site", "same-origin")
+        .header("cookie", cookie)
+        .header("traceparent", format!("00-{TRACE_ID}-{CLIENT_SPAN}-01"))
+        .form(&[("id", id.to_string())])
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The newest job of kind `kind`: its id, state and attempt.
+async fn newest_job(database: &mut PgConnection, kind: &str) -> (i64, String, i16, Option<String>) {
+    sqlx::query_as(
+        "SELECT id, state::text, attempt, trace_context FROM jobs WHERE kind = $1 ORDER BY id DESC LIMIT 1",
+    )
+    .bind(kind)
+    .fetch_one(database)
+    .await
+    .unwrap()
+}
+
+async fn wait_until_job(
+    database: &mut PgConnection,
+    kind: &str,
+    done: impl Fn(&str, i16) -> bool,
+) -> (i64, String, i16, Option<String>) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let job = newest_job(database, kind).await;
+        if done(&job.1, job.2) {
+            return job;
+        }
+        assert!(Instant::now() < deadline, "the job stayed {job:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn named<'a>(spans: &'a [ReceivedSpan], name: &str) -> Vec<&'a ReceivedSpan> {
+    spans.iter().filter(|span| span.name == name).collect()
+}
+
+// Multi-threaded: the collector answers while this thread waits for a copy to stop
+// (its last export is sent as it stops).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approving_a_request_is_one_trace_from_the_click_to_the_mail_across_two_processes() {
+    let (database, admin_url) = scratch_database("traces");
+    let collector = TraceCollector::start().await;
+    let smtp = SmtpPeer::start().await.unwrap();
+    // The first copy mails through a port nobody listens on: its attempt fails, and
+    // the second copy's attempt sends the mail.
+    let dead_smtp = format!("smtp://127.0.0.1:{}", free_port());
+    let mut first = copy(&database, &collector.endpoint(), "first", &dead_smtp);
+    // Its retry waits long enough for it to stop before the retry is due.
+    first.env("STANDMEET_RETRY_BASE_MS", "4000");
+    let mut first = Server::start(first);
+    first.wait_healthy().await;
+    let mut db = PgConnection::connect(database.as_str()).await.unwrap();
+
+    let request = ask_for_access(&first, &mut db).await;
+    let cookie = sign_in(&first).await;
+    let approved = approve(&first, &cookie, request).await;
+    assert_eq!(approved.status(), 200, "{}", approved.text().await.unwrap());
+    let kind = "access_request.approval_mail";
+    let (job, _, _, stored) = wait_until_job(&mut db, kind, |state, attempt| {
+        state == "retryable" && attempt == 1
+    })
+    .await;
+    assert!(
+        stored
+            .as_deref()
+            .is_some_and(|traceparent| traceparent.contains(TRACE_ID)),
+        "the job keeps its insert's trace context: {stored:?}"
+    );
+    first.stop();
+
+    let mut second = Server::start(copy(
+        &database,
+        &collector.endpoint(),
+        "second",
+        &smtp.url(),
+    ));
+    second.wait_healthy().await;
+    wait_until_job(&mut db, kind, |state, _| state == "completed").await;
+    assert_eq!(smtp.mails_to("ada@example.com").len(), 1);
+
+    // Both copies' spans: the second attempt's and both SMTP sends.
+    let spans = collector
+        .wait_for(Duration::from_secs(30), |spans| {
+            let in_trace = |name: &str| {
+                spans
+                    .iter()
+                    .filter(|span| span.trace_id == TRACE_ID && span.name == name)
+                    .count()
+            };
+            in_trace(&format!("{kind} attempt 2")) == 1 && in_trace("smtp send") == 2
+        })
+        .await;
+    second.stop();
+    let trace: Vec<ReceivedSpan> = spans
+        .into_iter()
+        .filter(|span| span.trace_id == TRACE_ID)
+        .collect();
+    let one = |name: &str| -> ReceivedSpan {
+        let found = named(&trace, name);
+        assert_eq!(found.len(), 1, "one {name:?} span in the trace: {trace:#?}");
+        found[0].clone()
+    };
+    let instance = |span: &ReceivedSpan| span.resource["service.instance.id"].clone();
+
+    // The request continues the client's trace; the server function is its child.
+    let request_span = one("POST /api/access_requests/approve");
+    assert_eq!(request_span.parent_span_id, CLIENT_SPAN);
+    assert_eq!(request_span.resource["service.name"], "standmeet");
+    let server_fn = one("server_fn access_requests/approve");
+    assert_eq!(server_fn.parent_span_id, request_span.span_id);
+    // The insert is under the server function, in the first copy.
+    let insert = one(&format!("insert {kind}"));
+    assert_eq!(instance(&insert), "first");
+    assert!(
+        trace
+            .iter()
+            .any(|span| span.span_id == insert.parent_span_id),
+        "the insert's parent is in the trace: {trace:#?}"
+    );
+    // Both attempts are children of the insert: the first in the first copy, failed;
+    // the second in the second copy, completed.
+    let first_attempt = one(&format!("{kind} attempt 1"));
+    let second_attempt = one(&format!("{kind} attempt 2"));
+    for (attempt, copy, outcome) in [
+        (&first_attempt, "first", "retryable"),
+        (&second_attempt, "second", "completed"),
+    ] {
+        assert_eq!(attempt.parent_span_id, insert.span_id, "{attempt:#?}");
+        assert_eq!(instance(attempt), copy);
+        assert_eq!(attempt.attribute("job.id"), Some(job.to_string().as_str()));
+        assert_eq!(attempt.attribute("job.kind"), Some(kind));
+        assert_eq!(attempt.attribute("job.queue"), Some("mail"));
+        assert_eq!(attempt.attribute("job.outcome"), Some(outcome));
+    }
+    assert_eq!(first_attempt.attribute("job.attempt"), Some("1"));
+    assert_eq!(second_attempt.attribute("job.attempt"), Some("2"));
+    // The SMTP send is the second attempt's child.
+    let sends: Vec<&ReceivedSpan> = named(&trace, "smtp send");
+    assert!(
+        sends
+            .iter()
+            .any(|send| send.parent_span_id == second_attempt.span_id),
+        "{trace:#?}"
+    );
+
+    drop_database(&admin_url, &database).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_that_is_down_changes_nothing_a_user_sees_and_the_drops_are_counted() {
+    let (database, admin_url) = scratch_database("traces_down");
+    let smtp = SmtpPeer::start().await.unwrap();
+    let nobody = format!("http://127.0.0.1:{}", free_port());
+    let mut server = Server::start(copy(&database, &nobody, "alone", &smtp.url()));
+    server.wait_healthy().await;
+    let mut db = PgConnection::connect(database.as_str()).await.unwrap();
+
+    let request = ask_for_access(&server, &mut db).await;
+    let cookie = sign_in(&server).await;
+    let approved = approve(&server, &cookie, request).await;
+    assert_eq!(approved.status(), 200);
+    // The page's Approve does not wait for its mail: the mail goes out all the same.
+    let answer: serde_json::Value = approved.json().await.unwrap();
+    assert_eq!(answer["status"], "approved", "{answer}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while smtp.mails_to("ada@example.com").is_empty() {
+        assert!(Instant::now() < deadline, "no mail: {}", server.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, state, _, _) = newest_job(&mut db, "access_request.approval_mail").await;
+    assert_eq!(state, "completed");
+    let page = http()
+        .get(format!(
+            "http://127.0.0.1:{}/admin/access-requests",
+            server.port
+        ))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+
+    // The exports failed: their spans are counted as dropped on /metrics.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let metrics = http()
+            .get(format!("http://127.0.0.1:{}/metrics", server.port))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let dropped: u64 = metrics
+            .lines()
+            .find_map(|line| line.strip_prefix("standmeet_trace_spans_dropped_total "))
+            .unwrap_or_else(|| panic!("no dropped spans counter: {metrics}"))
+            .trim()
+            .parse()
+            .unwrap();
+        if dropped > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no span was counted as dropped");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server.stop();
+    drop_database(&admin_url, &database).await;
+}
