@@ -81,7 +81,14 @@ export default defineConfig({
     },
   ],
   webServer: [
-    server(ports.app, databaseUrl, `smtp://127.0.0.1:${ports.smtp}`, { STANDMEET_VAULT: vault, STANDMEET_VAULT_WATCH: "true" }),
+    server(ports.app, databaseUrl, `smtp://127.0.0.1:${ports.smtp}`, {
+      STANDMEET_VAULT: vault,
+      STANDMEET_VAULT_WATCH: "true",
+      // Traces go to a collector nobody runs (port 9, discard): every spec passes all
+      // the same, and a job's page links its trace (traces.spec.ts).
+      OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:9",
+      STANDMEET_TRACE_URL: "https://traces.example/trace/{trace_id}",
+    }),
     server(ports.appWithoutMail, `${databaseUrl}_without_mail`, "none"),
     server(ports.appOnFreshDatabase, freshDatabaseUrl(), `smtp://127.0.0.1:${ports.smtp}`),
   ],

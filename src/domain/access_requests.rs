@@ -101,13 +101,14 @@ pub async fn submit(pool: &PgPool, jobs: &JobClient, request: &NewRequest) -> an
     sqlx::query!(
         r#"
         UPDATE access_requests SET notify_job_id = $2 WHERE id = $1
-        RETURNING record_event($3, $4, $5) AS "event_id!"
+        RETURNING record_event($3, $4, $5, $6) AS "event_id!"
         "#,
         id,
         job.0,
         created.event_type.as_str(),
         created.subject_id,
         created.data,
+        crate::telemetry::otel::current_traceparent(),
     )
     .fetch_one(&mut *tx)
     .await?;

@@ -27,6 +27,16 @@ use tracing_subscriber::registry::LookupSpan;
 /// down before the process ends. Exporting cannot start with a setting it refuses
 /// (`OTEL_EXPORTER_OTLP_PROTOCOL=grpc`): that is an error in words.
 pub fn init(filter: &str, format: LogFormat) -> anyhow::Result<Option<otel::TraceExport>> {
+    init_exporting_to(filter, format, None)
+}
+
+/// [`init`], exporting traces to `endpoint` (a collector's base URL) whatever the
+/// environment says, when one is given (the lab's `bench --traces`).
+pub fn init_exporting_to(
+    filter: &str,
+    format: LogFormat,
+    endpoint: Option<&str>,
+) -> anyhow::Result<Option<otel::TraceExport>> {
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
@@ -42,7 +52,7 @@ pub fn init(filter: &str, format: LogFormat) -> anyhow::Result<Option<otel::Trac
     let filter = EnvFilter::builder()
         .parse(&filter)
         .unwrap_or_else(|_| EnvFilter::new(crate::config::DEFAULT_LOG_FILTER));
-    let (export, tracer) = match otel::start_from_env()? {
+    let (export, tracer) = match otel::start(endpoint)? {
         Some((export, tracer)) => (Some(export), Some(tracer)),
         None => (None, None),
     };

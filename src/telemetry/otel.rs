@@ -76,12 +76,14 @@ const ENDPOINT_VARIABLES: [&str; 2] = [
 ];
 
 /// Starts exporting traces when the environment asks for it (see the module
-/// documentation): answers the export (to shut down at the end) and the tracer for the
-/// `tracing` layer; `None` when no endpoint is set.
-pub fn start_from_env() -> anyhow::Result<Option<(TraceExport, Tracer)>> {
-    let wanted = ENDPOINT_VARIABLES
-        .iter()
-        .any(|name| std::env::var(name).is_ok_and(|value| !value.trim().is_empty()));
+/// documentation), or to `endpoint` (a collector's base URL) when one is given: answers
+/// the export (to shut down at the end) and the tracer for the `tracing` layer; `None`
+/// when no endpoint is set.
+pub fn start(endpoint: Option<&str>) -> anyhow::Result<Option<(TraceExport, Tracer)>> {
+    let wanted = endpoint.is_some()
+        || ENDPOINT_VARIABLES
+            .iter()
+            .any(|name| std::env::var(name).is_ok_and(|value| !value.trim().is_empty()));
     if !wanted {
         return Ok(None);
     }
@@ -95,11 +97,14 @@ pub fn start_from_env() -> anyhow::Result<Option<(TraceExport, Tracer)>> {
     }
     let queue_size = env_number("OTEL_BSP_MAX_QUEUE_SIZE").unwrap_or(2048);
     let queued = Arc::new(AtomicUsize::new(0));
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
+    let mut exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-        .with_http_client(OtlpClient::new(export_timeout())?)
-        .build()?;
+        .with_http_client(OtlpClient::new(export_timeout())?);
+    if let Some(endpoint) = endpoint {
+        exporter = exporter.with_endpoint(format!("{}/v1/traces", endpoint.trim_end_matches('/')));
+    }
+    let exporter = exporter.build()?;
     let processor = BatchSpanProcessor::builder(CountedExporter {
         inner: exporter,
         queued: queued.clone(),
@@ -314,6 +319,14 @@ pub fn with_trace_headers(request: reqwest::RequestBuilder) -> reqwest::RequestB
         })
 }
 
+/// The `traceparent` of the span entered now, to store with jobs that SQL inserts
+/// (`record_event`'s deliveries); `None` when this process exports no traces.
+pub fn current_traceparent() -> Option<String> {
+    exporting()
+        .then(|| traceparent_of(&Span::current()))
+        .flatten()
+}
+
 /// The trace context to store with a job, to continue in its attempts.
 pub fn traceparent_of(span: &Span) -> Option<String> {
     let context = span.context();
@@ -419,18 +432,22 @@ pub async fn server_function_span(
     }
 }
 
-/// Keeps the request's trace context with the request, for what runs it in another
-/// task (an MCP tool call: see [`tool_call_span`]).
+/// Runs an MCP request (`/mcp`) in a span of its own, and keeps that span's trace
+/// context with the request, for the tool call it carries, which runs in the MCP
+/// session's task (see [`tool_call_span`]). (The span entered here is the session
+/// layer's, which traces do not take, so its context would be empty.)
 pub async fn keep_trace_context(
     mut request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    if exporting() {
-        request
-            .extensions_mut()
-            .insert(RequestTrace(Span::current().context()));
+    if !exporting() {
+        return next.run(request).await;
     }
-    next.run(request).await
+    let span = tracing::info_span!("mcp", otel.name = "mcp request");
+    request
+        .extensions_mut()
+        .insert(RequestTrace(span.context()));
+    tracing::Instrument::instrument(next.run(request), span).await
 }
 
 /// The trace context of the HTTP request a piece of work came in (see

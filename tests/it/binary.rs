@@ -29,6 +29,26 @@ pub(crate) fn standmeet() -> Command {
     cmd
 }
 
+/// A visitor (Ada) asks `server` for access, as the page's form does.
+pub(crate) async fn ask_for_access(server: &Server) {
+    let asked = reqwest::Client::new()
+        .post(format!(
+            "http://127.0.0.1:{}/api/request_access",
+            server.port
+        ))
+        .header("accept", "application/json")
+        .header("sec-fetch-site", "same-origin")
+        .form(&[
+            ("name", "Ada"),
+            ("email", "ada@example.com"),
+            ("message", "Hello"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(asked.status(), 200, "{}", asked.text().await.unwrap());
+}
+
 pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -298,22 +318,7 @@ async fn json_logs_are_one_object_a_line_with_an_access_line_per_request() {
     assert_eq!(reply.status(), 200);
     // A visitor's request sends the admin a mail (to the log): a job whose line
     // names it.
-    let asked = reqwest::Client::new()
-        .post(format!(
-            "http://127.0.0.1:{}/api/request_access",
-            server.port
-        ))
-        .header("accept", "application/json")
-        .header("sec-fetch-site", "same-origin")
-        .form(&[
-            ("name", "Ada"),
-            ("email", "ada@example.com"),
-            ("message", "Hello"),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(asked.status(), 200, "{}", asked.text().await.unwrap());
+    ask_for_access(&server).await;
     let deadline = Instant::now() + Duration::from_secs(30);
     while !server.log().contains("the log supplier") {
         assert!(

@@ -66,22 +66,7 @@ async fn sign_in(server: &Server) -> String {
 
 /// A visitor asks for access on `server`; answers the request's id.
 async fn ask_for_access(server: &Server, database: &mut PgConnection) -> i64 {
-    let asked = http()
-        .post(format!(
-            "http://127.0.0.1:{}/api/request_access",
-            server.port
-        ))
-        .header("accept", "application/json")
-        .header("sec-fetch-site", "same-origin")
-        .form(&[
-            ("name", "Ada"),
-            ("email", "ada@example.com"),
-            ("message", "Hello"),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(asked.status(), 200, "{}", asked.text().await.unwrap());
+    crate::binary::ask_for_access(server).await;
     sqlx::query_scalar("SELECT id FROM access_requests ORDER BY id DESC LIMIT 1")
         .fetch_one(database)
         .await
@@ -309,4 +294,99 @@ async fn a_collector_that_is_down_changes_nothing_a_user_sees_and_the_drops_are_
     }
     server.stop();
     drop_database(&admin_url, &database).await;
+}
+
+/// In this test's process (nextest gives each test one of its own), traces go to a
+/// collector on loopback: a visitor's request, with the client's `traceparent`, ends in
+/// a webhook POST that carries the same trace, sent from a span of its delivery's
+/// attempt.
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+async fn a_webhook_post_carries_the_trace_of_the_request_that_caused_it(pool: sqlx::PgPool) {
+    use crate::common::TestApp;
+    use crate::common::mcp::{TOKEN, structured};
+    use crate::common::receiver::Receiver;
+    use axum::body::Body;
+    use axum::http::Request;
+
+    let collector = TraceCollector::start().await;
+    let export = standmeet::telemetry::init_exporting_to(
+        "info",
+        standmeet::telemetry::LogFormat::Text,
+        Some(&collector.endpoint()),
+    )
+    .unwrap()
+    .expect("traces are exported");
+    let app = TestApp::desk(&pool)
+        .setting("STANDMEET_MCP_TOKEN", TOKEN)
+        .setting("STANDMEET_FETCH_ALLOW_PRIVATE", "true")
+        .jobs()
+        .spawn()
+        .await;
+    let receiver = Receiver::start().await;
+    let created = app
+        .call_tool(
+            "webhooks.create",
+            serde_json::json!({ "url": receiver.url("/hook"), "event_types": ["access_request.created"] }),
+        )
+        .await;
+    assert!(structured(&created)["id"].is_i64(), "{created}");
+
+    let asked = app
+        .send(
+            Request::post("/api/request_access")
+                .header("content-type", "application/x-www-form-urlencoded")
+                .header("accept", "application/json")
+                .header("sec-fetch-site", "same-origin")
+                .header("traceparent", format!("00-{TRACE_ID}-{CLIENT_SPAN}-01"))
+                .body(Body::from("name=Ada&email=ada%40example.com&message=Hello"))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(asked.status, 200, "{}", asked.body);
+
+    let posted = receiver.wait_for(1).await;
+    let traceparent = posted[0].header("traceparent");
+    let parts: Vec<&str> = traceparent.split('-').collect();
+    assert_eq!(
+        parts.len(),
+        4,
+        "the POST carries a traceparent: {traceparent:?}"
+    );
+    assert_eq!(parts[1], TRACE_ID, "the request's trace: {traceparent}");
+
+    // Shutting down sends what is queued (off this thread, which serves the collector).
+    tokio::task::spawn_blocking(move || export.shutdown())
+        .await
+        .unwrap();
+    let spans = collector.spans();
+    let delivery = spans
+        .iter()
+        .find(|span| span.name == "webhook deliver" && span.span_id == parts[2])
+        .unwrap_or_else(|| panic!("the POST's parent is the delivery span: {spans:#?}"));
+    assert_eq!(delivery.trace_id, TRACE_ID);
+    let attempt = spans
+        .iter()
+        .find(|span| span.span_id == delivery.parent_span_id)
+        .unwrap_or_else(|| panic!("the delivery's parent: {spans:#?}"));
+    assert_eq!(attempt.name, "webhooks.deliver attempt 1");
+    assert_eq!(attempt.attribute("job.outcome"), Some("completed"));
+
+    // The MCP tool call that made the endpoint is a span under its HTTP request's (the
+    // call runs in the MCP session's task, not the request's).
+    let tool = spans
+        .iter()
+        .find(|span| span.name == "tool webhooks.create")
+        .unwrap_or_else(|| panic!("the tool call's span: {spans:#?}"));
+    let parent = |span: &ReceivedSpan| {
+        spans
+            .iter()
+            .find(|parent| parent.span_id == span.parent_span_id)
+            .unwrap_or_else(|| panic!("the parent of {span:#?}: {spans:#?}"))
+            .clone()
+    };
+    let mcp = parent(tool);
+    assert_eq!(mcp.name, "mcp request");
+    let request = parent(&mcp);
+    assert_eq!(request.name, "POST /mcp");
+    assert_eq!(request.trace_id, tool.trace_id);
 }

@@ -230,13 +230,19 @@ pub(crate) async fn open(
 ) -> Result<Option<(ClaimTransaction, Vec<FetchedJob>, Arc<Claim>)>, sqlx::Error> {
     let begin = store::job_claim_begin_in_slot_sql(&context.begin_sql(), queue, slots, mine);
     let mut tx = ClaimTransaction::begin(context.claims.take().await?, &begin).await?;
-    let (jobs, rows) = store::job_claim(&mut tx, queue, limit, kinds).await?;
+    let (mut jobs, rows) = store::job_claim(&mut tx, queue, limit, kinds).await?;
     if jobs.is_empty() {
         // The queue is empty: its connections go back to the pool until there is work
         // again (see `kept`).
         drop(tx.rollback().await?);
         context.claims.let_go();
         return Ok(None);
+    }
+    if crate::trace::traces().is_some()
+        && let Err(err) = store::job_trace_contexts(&mut tx, &mut jobs).await
+    {
+        let _ = tx.rollback().await;
+        return Err(err);
     }
     let attempts: Vec<HeldAttempt> = jobs.iter().map(FetchedJob::attempt_held).collect();
     let mut trace_connection = match context.traces.take().await {

@@ -69,6 +69,16 @@ async fn each_attempt_is_a_child_of_the_insert_and_says_how_it_ended(pool: PgPoo
     assert!(carry_traces(told.clone()));
 
     let noop = insert::<Noop>(&pool, &serde_json::json!({})).await.unwrap();
+    // Enough jobs that most are taken by claims, not by a quiet queue's one-call take
+    // (the two read the stored context in different statements).
+    let mut many = Vec::new();
+    for n in 0..30 {
+        many.push(
+            insert::<Noop>(&pool, &serde_json::json!({ "n": n }))
+                .await
+                .unwrap(),
+        );
+    }
     let flaky = insert::<Flaky>(&pool, &FlakyArgs { succeed_on: 2 })
         .await
         .unwrap();
@@ -79,6 +89,9 @@ async fn each_attempt_is_a_child_of_the_insert_and_says_how_it_ended(pool: PgPoo
     let _engine = start_engine(&pool, test_registry(RunCounts::default()), quick_config(4)).await;
     wait_for_state(&pool, noop, JobState::Completed).await;
     wait_for_state(&pool, flaky, JobState::Completed).await;
+    for &id in &many {
+        wait_for_state(&pool, id, JobState::Completed).await;
+    }
 
     let lines = told.lines();
     let under = format!("under Some({TRACEPARENT:?})");
@@ -105,8 +118,12 @@ async fn each_attempt_is_a_child_of_the_insert_and_says_how_it_ended(pool: PgPoo
         .collect();
     assert_eq!(flaky_attempts.len(), 2, "{lines:#?}");
     assert!(flaky_attempts.iter().all(|line| line.ends_with(&under)));
+    for &id in &many {
+        let (_, attempt) = of(id);
+        assert!(attempt.ends_with(&under), "{attempt}");
+    }
     let endings: Vec<&String> = lines.iter().filter(|l| l.starts_with("ended")).collect();
-    assert_eq!(endings.len(), 3, "{lines:#?}");
+    assert_eq!(endings.len(), 33, "{lines:#?}");
     assert!(
         endings.contains(&&"ended retryable Some(\"attempt 1 failed on purpose\")".to_string()),
         "{lines:#?}"
@@ -116,7 +133,7 @@ async fn each_attempt_is_a_child_of_the_insert_and_says_how_it_ended(pool: PgPoo
             .iter()
             .filter(|line| line.as_str() == "ended completed None")
             .count(),
-        2,
+        32,
         "{lines:#?}"
     );
 }

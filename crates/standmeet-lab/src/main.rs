@@ -35,6 +35,11 @@ enum Command {
         /// systems, and print each run's figures and the median of the runs' medians.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=50))]
         runs: u16,
+        /// Export this process's traces (every attempt a span) to a collector on
+        /// loopback, a process of its own, and say what it received: what trace export
+        /// costs, against a run without it.
+        #[arg(long)]
+        traces: bool,
     },
     /// Fault-test StandMeet on a fresh private PostgreSQL cluster: kill -9 workers,
     /// restart PostgreSQL, a misbehaving mail server, bad input.
@@ -53,6 +58,9 @@ enum Command {
     /// A job worker for `standmeet-lab bench` (the drain with several processes).
     #[command(hide = true)]
     BenchWorker,
+    /// The trace collector of `bench --traces` (hidden).
+    #[command(hide = true, name = "otlp-sink")]
+    OtlpSink,
 }
 
 fn main() -> ExitCode {
@@ -64,9 +72,27 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // With an OTLP endpoint set, the bench's jobs are traced as the server's are
-    // (`bench` prints what that costs).
-    let traces = match standmeet::telemetry::init(&settings.log_filter, settings.log_format) {
+    // `bench --traces`: a collector on loopback, in a process of its own, started
+    // before anything else so that this process exports to it from the start. (With an
+    // OTLP endpoint in the environment, the lab's jobs are traced as the server's are.)
+    let sink = match &cli.command {
+        Command::Bench { traces: true, .. } => match standmeet_lab::bench::sink::Sink::start() {
+            Ok(sink) => Some(sink),
+            Err(err) => {
+                eprintln!(
+                    "standmeet-lab: {}",
+                    standmeet_jobs::error_chain(err.as_ref())
+                );
+                return ExitCode::FAILURE;
+            }
+        },
+        _ => None,
+    };
+    let traces = match standmeet::telemetry::init_exporting_to(
+        &settings.log_filter,
+        settings.log_format,
+        sink.as_ref().map(|sink| sink.endpoint.as_str()),
+    ) {
         Ok(traces) => traces,
         Err(err) => {
             eprintln!(
@@ -93,6 +119,7 @@ fn main() -> ExitCode {
                 only,
                 peer,
                 runs,
+                traces: _,
             } => {
                 standmeet_lab::bench::run(standmeet_lab::bench::BenchOptions {
                     quick,
@@ -107,11 +134,23 @@ fn main() -> ExitCode {
             }
             Command::BenchWorker => standmeet_lab::bench::worker_process().await,
             Command::ChaosWorker => standmeet_lab::chaos::worker_main().await,
+            Command::OtlpSink => standmeet_lab::bench::sink::sink_main().await,
         }
     });
     drop(runtime);
+    // Shutting down sends what is still queued, so the collector's count is whole.
     if let Some(traces) = traces {
         traces.shutdown();
+    }
+    if let Some(sink) = &sink {
+        match sink.received() {
+            Ok((requests, spans, bytes)) => println!(
+                "trace export: the collector received {spans} spans in {requests} requests ({} KiB); {} spans dropped",
+                bytes / 1024,
+                standmeet::telemetry::otel::spans_dropped()
+            ),
+            Err(err) => println!("trace export: cannot ask the collector: {err}"),
+        }
     }
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

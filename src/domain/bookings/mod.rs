@@ -478,7 +478,7 @@ async fn insert_booking(
     sqlx::query!(
         r#"
         UPDATE bookings SET notify_job_id = $2, confirmation_job_id = $3 WHERE id = $1
-        RETURNING record_event($4, $5, $6) AS "event_id!"
+        RETURNING record_event($4, $5, $6, $7) AS "event_id!"
         "#,
         id,
         notify.0,
@@ -486,6 +486,7 @@ async fn insert_booking(
         created.event_type.as_str(),
         created.subject_id,
         created.data,
+        crate::telemetry::otel::current_traceparent(),
     )
     .fetch_one(&mut *tx)
     .await?;

@@ -19,18 +19,22 @@ pub use types::{EventType, NewEvent};
 /// Records `event` in the caller's transaction; answers its id.
 ///
 /// One statement, however many endpoints: the database function `record_event`
-/// (migrations/20261201000003_record_event.sql) inserts the event, a webhook delivery
+/// (migrations/20261201000003_record_event.sql, with the trace argument of
+/// 20261205000002_record_event_trace.sql) inserts the event, a webhook delivery
 /// for each enabled endpoint that wants events of this type, and their
 /// `webhooks.deliver` jobs, so a commit delivers the event and a rollback leaves neither
 /// event nor delivery. A change that already sends a statement of its own can call
-/// `record_event($type, $subject, $data)` inside it instead and save the round trip
-/// (an access request does: `access_requests::submit`).
+/// `record_event($type, $subject, $data, $trace)` inside it instead and save the round
+/// trip (an access request does: `access_requests::submit`). The delivery jobs keep the
+/// trace context of the span recording the event (`$trace`,
+/// `telemetry::otel::current_traceparent`), when traces are exported.
 pub async fn record(tx: &mut PgConnection, event: &NewEvent) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar!(
-        r#"SELECT record_event($1, $2, $3) AS "id!""#,
+        r#"SELECT record_event($1, $2, $3, $4) AS "id!""#,
         event.event_type.as_str(),
         event.subject_id,
         event.data,
+        crate::telemetry::otel::current_traceparent(),
     )
     .fetch_one(&mut *tx)
     .await

@@ -45,7 +45,7 @@ pub async fn job_claim(
         r#"
         WITH claimed AS (
             SELECT id, kind, args::text AS args, attempt + 1 AS attempt, max_attempts,
-                   ctid::text AS row_at, trace_context
+                   ctid::text AS row_at
             FROM jobs
             WHERE state = 'available' AND queue = $1 AND scheduled_at <= now()
               AND kind = ANY($3)
@@ -61,7 +61,6 @@ pub async fn job_claim(
                coalesce(array_agg(attempt), '{}') AS "attempts!: Vec<i16>",
                coalesce(array_agg(max_attempts), '{}') AS "max_attempts!",
                coalesce(array_agg(row_at), '{}') AS "rows_at!: Vec<String>",
-               coalesce(array_agg(trace_context), '{}') AS "trace_contexts!: Vec<Option<String>>",
                CASE WHEN count(*) > 0 THEN pg_current_xact_id()::text END AS xact
         FROM claimed
         "#,
@@ -84,9 +83,8 @@ pub async fn job_claim(
         .zip(row.args)
         .zip(row.attempts)
         .zip(row.max_attempts)
-        .zip(row.rows_at)
-        .zip(row.trace_contexts);
-    for ((((((id, kind), args), attempt), max_attempts), row_at), trace_context) in columns {
+        .zip(row.rows_at);
+    for (((((id, kind), args), attempt), max_attempts), row_at) in columns {
         let id = JobId(id);
         claimed.rows.insert(id, row_at);
         jobs.push(FetchedJob {
@@ -95,10 +93,39 @@ pub async fn job_claim(
             args,
             attempt,
             max_attempts,
-            trace_context,
+            // Read by `job_trace_contexts` when this process carries traces.
+            trace_context: None,
         });
     }
     Ok((jobs, claimed))
+}
+
+/// Fills in the trace context stored with each of `jobs` (see `trace`), in the
+/// transaction that claimed them. Asked only by a process that carries traces, so that
+/// the claim's own statement ([`job_claim`]) is the same with traces off as it was
+/// before there were any: one more statement per claim, not per job.
+pub async fn job_trace_contexts(
+    tx: &mut PgConnection,
+    jobs: &mut [FetchedJob],
+) -> Result<(), sqlx::Error> {
+    let ids: Vec<i64> = jobs.iter().map(|job| job.id.0).collect();
+    let stored = sqlx::query!(
+        r#"
+        SELECT id, trace_context AS "trace_context!" FROM jobs
+        WHERE id = ANY($1) AND trace_context IS NOT NULL
+        "#,
+        &ids,
+    )
+    .fetch_all(tx)
+    .await?;
+    let mut by_id: FxHashMap<i64, String> = stored
+        .into_iter()
+        .map(|row| (row.id, row.trace_context))
+        .collect();
+    for job in jobs {
+        job.trace_context = by_id.remove(&job.id.0);
+    }
+    Ok(())
 }
 
 /// Claims up to `limit` available jobs of `queue` (of `kinds`) in one statement of its

@@ -19,7 +19,7 @@ mod worker;
 pub use claim::{
     ClaimFate, ClaimedRows, job_claim, job_claim_again, job_claim_begin_in_slot_sql,
     job_claim_begin_sql, job_claim_running, job_claim_settle, job_claim_trace,
-    job_count_dead_claims,
+    job_count_dead_claims, job_trace_contexts,
 };
 pub use insert::{
     job_insert, job_insert_many, job_insert_unique, job_release_unique_key, job_unique_holder,

@@ -16,6 +16,9 @@
 //! - [`vault`]: the corpus from a vault of 10,000 notes: the first rebuild, one that
 //!   finds nothing changed, and a written note until search finds it.
 //! - [`peer`] (`--peer graphile`, on its own): StandMeet beside graphile-worker.
+//! - [`sink`]: with `--traces`, the trace collector the measured process exports to
+//!   (a process of its own), and what it received, so that a run says what trace
+//!   export costs.
 
 mod corpus;
 mod cpu;
@@ -26,6 +29,7 @@ mod memory;
 mod panel;
 mod peer;
 mod scale;
+pub mod sink;
 mod vault;
 
 pub use scale::worker_process;
