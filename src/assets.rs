@@ -1,11 +1,11 @@
 //! The browser's files under `/pkg/` (the wasm, its JS and the CSS), served under names
 //! that change with their contents, so that browsers may keep them for a year.
 //!
-//! `cargo leptos build` (with `hash-files` in `Cargo.toml`) renames them to
-//! `standmeet.<hash>.js` and so on and writes the hashes to `hash.txt` beside the
-//! server binary, where Leptos looks for them when it writes the page's `<script>` and
-//! `<link>`. A page only ever names the files of its own release, so a file with a
-//! hash in its name never changes: it is answered with
+//! `scripts/build` (like `cargo leptos build` with `hash-files` in `Cargo.toml`)
+//! renames them to `standmeet.<hash>.js` and so on and writes the hashes to `hash.txt`
+//! beside the server binary, where Leptos looks for them when it writes the page's
+//! `<script>` and `<link>`. A page only ever names the files of its own release, so a
+//! file with a hash in its name never changes: it is answered with
 //! `Cache-Control: public, max-age=31536000, immutable`, and a browser does not ask
 //! again until a release brings new names.
 //!
@@ -40,7 +40,7 @@ pub struct SiteFiles {
 }
 
 impl SiteFiles {
-    /// Finds the hash file that `cargo leptos build` wrote beside this binary and turns
+    /// Finds the hash file that `scripts/build` wrote beside this binary and turns
     /// Leptos' `hash_files` on when it is there (unless `LEPTOS_HASH_FILES` says
     /// otherwise). Without one, the plain names are used, as before.
     pub fn configure(options: &mut LeptosOptions) -> SiteFiles {
@@ -112,13 +112,13 @@ impl SiteFiles {
             .map(|path| path.display().to_string())
             .collect();
         format!(
-            "the site's files are not there ({}): set LEPTOS_SITE_ROOT to the directory the `target/site` of `cargo leptos build --release` was copied to, with the `hash.txt` of the same build beside the binary",
+            "the site's files are not there ({}): set LEPTOS_SITE_ROOT to the directory the `target/site` of `scripts/build --release` was copied to, with the `hash.txt` of the same build beside the binary",
             names.join(", "),
         )
     }
 
-    /// The names in a hash file (`js: <hash>` lines, as cargo-leptos writes them) for
-    /// files called `output_name` served under `pkg_path`.
+    /// The names in a hash file (`js: <hash>` lines, as scripts/build and cargo-leptos
+    /// write them) for files called `output_name` served under `pkg_path`.
     pub fn from_hash_file(text: &str, output_name: &str, pkg_path: &str) -> SiteFiles {
         let mut hashed_names = HashMap::new();
         for line in text.lines() {
@@ -175,7 +175,7 @@ impl SiteFiles {
                 site = %pkg_dir.display(),
                 "the site's files have hashed names but there is no hash file beside this \
                  binary, so pages will name files that do not exist; copy the hash.txt that \
-                 `cargo leptos build` wrote beside the binary it built"
+                 `scripts/build` (or `cargo leptos build`) wrote beside the binary it built"
             );
         }
     }

@@ -62,7 +62,7 @@ impl FromRef<AppState> for LeptosOptions {
 
 impl AppState {
     /// The state for `pool` and `settings`, with Leptos options from the environment
-    /// that cargo-leptos sets (site root, package dir) and our validated address.
+    /// that scripts/build sets (site root, package dir) and our validated address.
     pub fn new(pool: PgPool, settings: Settings) -> anyhow::Result<Self> {
         let mut leptos_options = get_configuration(None)
             .context("cannot read the Leptos configuration")?

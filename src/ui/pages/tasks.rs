@@ -191,7 +191,7 @@ fn TaskList(page: TaskPage, query: TaskQuery, refresh: Callback<()>) -> impl Int
     }
     // Erased here: the page's whole view as one concrete type is deep enough to
     // overflow rustc's query depth in the release wasm build (debug builds erase
-    // component types anyway, so only `cargo leptos build --release` would show it).
+    // component types anyway, so only `scripts/build --release` would show it).
     .into_any()
 }
 
