@@ -1,6 +1,7 @@
 //! Traces as an operator sees them in a collector: one trace from the admin's click to
-//! the mail, across two StandMeet processes sharing one database, and a collector that
-//! is down changing nothing a user sees.
+//! the mail, across two StandMeet processes sharing one database, a collector that is
+//! down changing nothing a user sees, and the outgoing webhook POST and board GET
+//! carrying their trace.
 
 use std::time::{Duration, Instant};
 
@@ -9,6 +10,7 @@ use sqlx::{Connection, PgConnection};
 use crate::binary::{Server, drop_database, free_port, scratch_database, standmeet};
 use crate::common::otlp::{ReceivedSpan, TraceCollector};
 use crate::common::smtp::SmtpPeer;
+use standmeet::telemetry::otel::TraceExport;
 
 const ADMIN: &str = "admin@example.com";
 const PASSWORD: &str = "a long admin password";
@@ -116,6 +118,47 @@ async fn wait_until_job(
         assert!(Instant::now() < deadline, "the job stayed {job:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// This test's process exports its spans to a collector on loopback (nextest gives each
+/// test a process of its own, and the exporter is set once per process).
+async fn export_here() -> (TraceCollector, TraceExport) {
+    let collector = TraceCollector::start().await;
+    let export = standmeet::telemetry::init_exporting_to(
+        "info",
+        standmeet::telemetry::LogFormat::Text,
+        Some(&collector.endpoint()),
+    )
+    .unwrap()
+    .expect("traces are exported");
+    (collector, export)
+}
+
+/// Every span the collector has, once one that `wanted` accepts is among them; then the
+/// export stops. Spans arrive in batches after they end, and a job's attempt ends after
+/// its work is seen outside (the webhook POST received): wait for the attempt itself.
+async fn spans_once(
+    collector: &TraceCollector,
+    export: TraceExport,
+    wanted: impl Fn(&ReceivedSpan) -> bool,
+) -> Vec<ReceivedSpan> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let spans = loop {
+        let spans = collector.spans();
+        if spans.iter().any(&wanted) {
+            break spans;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the span did not come: {spans:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // Off this thread, which serves the collector.
+    tokio::task::spawn_blocking(move || export.shutdown())
+        .await
+        .unwrap();
+    spans
 }
 
 fn named<'a>(spans: &'a [ReceivedSpan], name: &str) -> Vec<&'a ReceivedSpan> {
@@ -255,7 +298,11 @@ async fn a_collector_that_is_down_changes_nothing_a_user_sees_and_the_drops_are_
         assert!(Instant::now() < deadline, "no mail: {}", server.log());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let (_, state, _, _) = newest_job(&mut db, "access_request.approval_mail").await;
+    // The mail arrives before its job's completion is committed: wait for that too.
+    let (_, state, _, _) = wait_until_job(&mut db, "access_request.approval_mail", |state, _| {
+        state != "available" && state != "running"
+    })
+    .await;
     assert_eq!(state, "completed");
     let page = http()
         .get(format!(
@@ -308,14 +355,7 @@ async fn a_webhook_post_carries_the_trace_of_the_request_that_caused_it(pool: sq
     use axum::body::Body;
     use axum::http::Request;
 
-    let collector = TraceCollector::start().await;
-    let export = standmeet::telemetry::init_exporting_to(
-        "info",
-        standmeet::telemetry::LogFormat::Text,
-        Some(&collector.endpoint()),
-    )
-    .unwrap()
-    .expect("traces are exported");
+    let (collector, export) = export_here().await;
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MCP_TOKEN", TOKEN)
         .setting("STANDMEET_FETCH_ALLOW_PRIVATE", "true")
@@ -354,11 +394,10 @@ async fn a_webhook_post_carries_the_trace_of_the_request_that_caused_it(pool: sq
     );
     assert_eq!(parts[1], TRACE_ID, "the request's trace: {traceparent}");
 
-    // Shutting down sends what is queued (off this thread, which serves the collector).
-    tokio::task::spawn_blocking(move || export.shutdown())
-        .await
-        .unwrap();
-    let spans = collector.spans();
+    let spans = spans_once(&collector, export, |span| {
+        span.name == "webhooks.deliver attempt 1" && span.trace_id == TRACE_ID
+    })
+    .await;
     let delivery = spans
         .iter()
         .find(|span| span.name == "webhook deliver" && span.span_id == parts[2])
@@ -389,4 +428,67 @@ async fn a_webhook_post_carries_the_trace_of_the_request_that_caused_it(pool: sq
     let request = parent(&mcp);
     assert_eq!(request.name, "POST /mcp");
     assert_eq!(request.trace_id, tool.trace_id);
+}
+
+/// In this test's process, traces go to a collector on loopback: a board's GET carries
+/// the trace its fetch job stored when it was inserted, and its parent is the `board
+/// fetch` span inside that job's attempt.
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+async fn a_board_fetch_carries_the_trace_its_job_was_inserted_in(pool: sqlx::PgPool) {
+    use crate::common::TestApp;
+    use standmeet::domain::listings;
+
+    let (collector, export) = export_here().await;
+    let app = TestApp::builder(pool.clone())
+        .setting("STANDMEET_FETCH_WAIT_MS", "20000")
+        .boards()
+        .jobs()
+        .spawn()
+        .await;
+    let path = "/greenhouse/acme";
+    listings::add_source(&pool, "Acme", "greenhouse", &app.boards().url(path), true)
+        .await
+        .unwrap();
+    let answer = listings::fetch_new(&pool, &app.state.jobs, Duration::from_secs(20), None)
+        .await
+        .unwrap();
+    assert!(answer.listings.is_some(), "the fetch finished in time");
+
+    let traceparents = app.boards().traceparents(path);
+    assert_eq!(traceparents.len(), 1, "one GET: {traceparents:?}");
+    let parts: Vec<&str> = traceparents[0].split('-').collect();
+    assert_eq!(
+        parts.len(),
+        4,
+        "the GET carries a traceparent: {traceparents:?}"
+    );
+    let stored: Option<String> =
+        sqlx::query_scalar("SELECT trace_context FROM jobs WHERE kind = 'jobs.fetch_source'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    let stored = stored.expect("the fetch job stored its insert's trace");
+    assert_eq!(
+        stored.split('-').nth(1),
+        Some(parts[1]),
+        "the GET is in the trace the job was inserted in: {stored} vs {}",
+        traceparents[0]
+    );
+
+    let spans = spans_once(&collector, export, |span| {
+        span.name == "jobs.fetch_source attempt 1"
+    })
+    .await;
+    let fetch = spans
+        .iter()
+        .find(|span| span.span_id == parts[2])
+        .unwrap_or_else(|| panic!("the GET's parent span: {spans:#?}"));
+    assert_eq!(fetch.name, "board fetch");
+    let attempt = spans
+        .iter()
+        .find(|span| span.span_id == fetch.parent_span_id)
+        .unwrap_or_else(|| panic!("the board fetch's parent: {spans:#?}"));
+    assert_eq!(attempt.name, "jobs.fetch_source attempt 1");
+    assert_eq!(attempt.attribute("job.outcome"), Some("completed"));
+    assert_eq!(attempt.trace_id, parts[1]);
 }

@@ -43,6 +43,8 @@ struct Switches {
     failing: HashMap<String, (u16, u32)>,
     bodies: HashMap<String, (String, Vec<u8>)>,
     hits: HashMap<String, usize>,
+    /// Path → the `traceparent` header of each request, in order (empty when none).
+    traceparents: HashMap<String, Vec<String>>,
 }
 
 /// What the server's handler shares with the test.
@@ -109,6 +111,12 @@ impl BoardServer {
             .insert(path.into(), (content_type.into(), body.into()));
     }
 
+    /// The `traceparent` each request for `path` carried (empty for one without).
+    pub fn traceparents(&self, path: &str) -> Vec<String> {
+        let switches = self.switches.lock().unwrap();
+        switches.traceparents.get(path).cloned().unwrap_or_default()
+    }
+
     /// How many requests `path` got.
     pub fn hits(&self, path: &str) -> usize {
         let switches = self.switches.lock().unwrap();
@@ -122,6 +130,17 @@ async fn answer(State(shared): State<Shared>, request: Request) -> Response {
     let (failure, own) = {
         let mut switches = switches.lock().unwrap();
         *switches.hits.entry(path.clone()).or_default() += 1;
+        let traceparent = request
+            .headers()
+            .get("traceparent")
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        switches
+            .traceparents
+            .entry(path.clone())
+            .or_default()
+            .push(traceparent);
         let failure = match switches.failing.get_mut(&path) {
             Some((status, left)) if *left > 0 => {
                 *left -= 1;
