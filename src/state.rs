@@ -62,7 +62,8 @@ impl FromRef<AppState> for LeptosOptions {
 
 impl AppState {
     /// The state for `pool` and `settings`, with Leptos options from the environment
-    /// that scripts/build sets (site root, package dir) and our validated address.
+    /// (`LEPTOS_SITE_ROOT` and the rest, whose defaults name where scripts/build puts the
+    /// site) and our validated address.
     pub fn new(pool: PgPool, settings: Settings) -> anyhow::Result<Self> {
         let mut leptos_options = get_configuration(None)
             .context("cannot read the Leptos configuration")?
