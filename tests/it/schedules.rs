@@ -156,13 +156,10 @@ async fn bad_schedule_input_is_a_tool_error_in_words_and_writes_nothing(pool: Pg
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
-async fn the_running_engine_fires_a_due_schedule_once(pool: PgPool) {
-    let app = TestApp::desk(&pool)
-        .setting("STANDMEET_MCP_TOKEN", TOKEN)
-        .jobs()
-        .spawn()
-        .await;
+/// Schedule `every-minute` (a `system.noop` each minute), made through the MCP tool of
+/// `app` (which has the MCP token), and due now: as if the last slot accounted for were
+/// two minutes ago (a restart after a gap).
+pub(crate) async fn a_schedule_due_now(app: &TestApp, pool: &PgPool) {
     structured(
         &app.call_tool(
             "schedules.set",
@@ -170,13 +167,22 @@ async fn the_running_engine_fires_a_due_schedule_once(pool: PgPool) {
         )
         .await,
     );
-    // As if the last slot accounted for were two minutes ago (a restart after a gap).
     sqlx::query(
         "UPDATE job_schedules SET fired_through = now() - interval '2 minutes' WHERE name = 'every-minute'",
     )
-    .execute(&pool)
+    .execute(pool)
     .await
     .unwrap();
+}
+
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+async fn the_running_engine_fires_a_due_schedule_once(pool: PgPool) {
+    let app = TestApp::desk(&pool)
+        .setting("STANDMEET_MCP_TOKEN", TOKEN)
+        .jobs()
+        .spawn()
+        .await;
+    a_schedule_due_now(&app, &pool).await;
     let fired_job = || async {
         sqlx::query_scalar::<_, i64>(
             "SELECT min(id) FROM jobs WHERE unique_key LIKE 'schedule:every-minute:%'",

@@ -492,3 +492,52 @@ async fn a_board_fetch_carries_the_trace_its_job_was_inserted_in(pool: sqlx::PgP
     assert_eq!(attempt.attribute("job.outcome"), Some("completed"));
     assert_eq!(attempt.trace_id, parts[1]);
 }
+
+/// In this test's process, traces go to a collector on loopback: a schedule's firing
+/// starts a trace of its own (no request caused it), and the job it inserts runs its
+/// attempt in that trace.
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+async fn a_schedule_firing_starts_a_trace_its_job_runs_in(pool: sqlx::PgPool) {
+    use crate::common::TestApp;
+    use crate::common::mcp::TOKEN;
+
+    let (collector, export) = export_here().await;
+    let app = TestApp::desk(&pool)
+        .setting("STANDMEET_MCP_TOKEN", TOKEN)
+        .jobs()
+        .spawn()
+        .await;
+    crate::schedules::a_schedule_due_now(&app, &pool).await;
+
+    let spans = spans_once(&collector, export, |span| {
+        span.name == "system.noop attempt 1"
+    })
+    .await;
+    let by_id = |id: &str| {
+        spans
+            .iter()
+            .find(|span| span.span_id == id)
+            .unwrap_or_else(|| panic!("no span {id}: {spans:#?}"))
+    };
+    let attempt = named(&spans, "system.noop attempt 1")[0];
+    assert_eq!(attempt.attribute("job.outcome"), Some("completed"));
+    let insert = by_id(&attempt.parent_span_id);
+    assert_eq!(insert.name, "insert system.noop");
+    let fire = by_id(&insert.parent_span_id);
+    assert_eq!(fire.name, "schedule.fire");
+    assert_eq!(fire.parent_span_id, "", "a firing's trace starts with it");
+    assert_eq!(attempt.trace_id, fire.trace_id);
+    let stored: Option<String> = sqlx::query_scalar(
+        "SELECT trace_context FROM jobs WHERE unique_key LIKE 'schedule:every-minute:%' ORDER BY id LIMIT 1",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        stored
+            .as_deref()
+            .and_then(|context| context.split('-').nth(1)),
+        Some(fire.trace_id.as_str()),
+        "the job stored the firing's trace"
+    );
+}
