@@ -37,6 +37,8 @@ pub struct SiteFiles {
     /// names every page asks for (`standmeet.css`, `.js`, `.wasm`, hashed or not).
     pkg_dir: PathBuf,
     page_files: Vec<String>,
+    /// Where the hash file was looked for (beside the binary).
+    hash_file: PathBuf,
 }
 
 impl SiteFiles {
@@ -44,12 +46,18 @@ impl SiteFiles {
     /// Leptos' `hash_files` on when it is there (unless `LEPTOS_HASH_FILES` says
     /// otherwise). Without one, the plain names are used, as before.
     pub fn configure(options: &mut LeptosOptions) -> SiteFiles {
-        let explicit = std::env::var("LEPTOS_HASH_FILES").ok();
         let hash_file = std::env::current_exe()
             .ok()
             .and_then(|exe| exe.parent().map(Path::to_path_buf))
             .unwrap_or_default()
             .join(options.hash_file.as_ref());
+        SiteFiles::configure_with(options, hash_file)
+    }
+
+    /// [`SiteFiles::configure`] with the hash file at `hash_file` (a test binary is not
+    /// where the build put the server's).
+    pub fn configure_with(options: &mut LeptosOptions, hash_file: PathBuf) -> SiteFiles {
+        let explicit = std::env::var("LEPTOS_HASH_FILES").ok();
         let hashes = std::fs::read_to_string(&hash_file).ok();
         options.hash_files = match explicit.as_deref() {
             Some(value) => value.trim() == "true",
@@ -72,49 +80,55 @@ impl SiteFiles {
                 files.hashed_names.get(&plain).cloned().unwrap_or(plain)
             })
             .collect();
-        files.warn_when_names_disagree(options, &hash_file);
+        files.hash_file = hash_file;
         files
     }
 
     /// The files every page names that are not on disk: none when the site is where
-    /// `LEPTOS_SITE_ROOT` says (with the hash file of the same build beside the binary).
+    /// `LEPTOS_SITE_ROOT` says, with the hash file of the same build beside the binary.
     /// A few `stat`s: cheap enough for every health probe.
     ///
-    /// Without a hash file (a binary run from where it was built, or the tests) a file
-    /// with a hash in its name stands in for its plain name: the site is there, only the
-    /// names the pages use are off, which the start warns about.
+    /// A site whose files have hashed names, served by a binary without the hash file,
+    /// is missing too: its pages would name the plain files, which are not there.
     pub fn missing(&self) -> Vec<PathBuf> {
-        let listed: Vec<String> = if self.are_hashed() {
-            Vec::new()
-        } else {
-            std::fs::read_dir(&self.pkg_dir)
-                .map(|entries| {
-                    entries
-                        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
         self.page_files
             .iter()
-            .filter(|name| {
-                !self.pkg_dir.join(name).is_file()
-                    && !listed.iter().any(|other| is_hashed_name_of(other, name))
-            })
             .map(|name| self.pkg_dir.join(name))
+            .filter(|path| !path.is_file())
             .collect()
     }
 
     /// What an operator is told when files are missing: which, and the remedy.
-    pub fn missing_words(missing: &[PathBuf]) -> String {
+    pub fn missing_words(&self, missing: &[PathBuf]) -> String {
         let names: Vec<String> = missing
             .iter()
             .map(|path| path.display().to_string())
             .collect();
+        if !self.are_hashed() && self.has_hashed_names_on_disk() {
+            return format!(
+                "the site's files are there with hashed names, but the hash file {} is not beside this binary, so every page would name files that are not there ({}): copy the hash.txt that `scripts/build` wrote beside the binary of the same build",
+                self.hash_file.display(),
+                names.join(", "),
+            );
+        }
         format!(
             "the site's files are not there ({}): set LEPTOS_SITE_ROOT to the directory the `target/site` of `scripts/build --release` was copied to, with the `hash.txt` of the same build beside the binary",
             names.join(", "),
         )
+    }
+
+    /// Whether the package directory holds a page file by a hashed name
+    /// (`standmeet.<hash>.css`).
+    fn has_hashed_names_on_disk(&self) -> bool {
+        let Ok(entries) = std::fs::read_dir(&self.pkg_dir) else {
+            return false;
+        };
+        let listed: Vec<String> = entries
+            .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+            .collect();
+        self.page_files
+            .iter()
+            .any(|plain| listed.iter().any(|name| is_hashed_name_of(name, plain)))
     }
 
     /// The names in a hash file (`js: <hash>` lines, as scripts/build and cargo-leptos
@@ -162,22 +176,6 @@ impl SiteFiles {
         path.strip_prefix(&self.pkg_path)
             .and_then(|rest| rest.strip_prefix('/'))
             .is_some_and(|name| self.hashed_names.values().any(|hashed| hashed == name))
-    }
-
-    /// An operator who copied the site but not the hash file gets pages that name
-    /// files the site does not have; say so once, at the start, with the remedy.
-    fn warn_when_names_disagree(&self, options: &LeptosOptions, hash_file: &Path) {
-        let pkg_dir = PathBuf::from(options.site_root.as_ref()).join(options.site_pkg_dir.as_ref());
-        let plain_css = pkg_dir.join(format!("{}.css", options.output_name));
-        if !self.are_hashed() && pkg_dir.is_dir() && !plain_css.exists() {
-            tracing::warn!(
-                hash_file = %hash_file.display(),
-                site = %pkg_dir.display(),
-                "the site's files have hashed names but there is no hash file beside this \
-                 binary, so pages will name files that do not exist; copy the hash.txt that \
-                 `scripts/build` (or `cargo leptos build`) wrote beside the binary it built"
-            );
-        }
     }
 }
 
@@ -254,15 +252,10 @@ mod tests {
             .site_root(site.path().to_string_lossy().to_string())
             .site_pkg_dir("pkg")
             .build();
-        let files = SiteFiles::configure(&mut options);
+        let files = SiteFiles::configure_with(&mut options, site.path().join("hash.txt"));
         assert_eq!(files.missing().len(), 3, "an empty site lacks all three");
         std::fs::create_dir(site.path().join("pkg")).unwrap();
-        // The plain name, or (without a hash file) a hashed one, will do.
-        for name in [
-            "standmeet.css",
-            "standmeet.AbC-12_x.js",
-            "standmeet.d.Zz9.ts",
-        ] {
+        for name in ["standmeet.css", "standmeet.js", "standmeet.d.Zz9.ts"] {
             std::fs::write(site.path().join("pkg").join(name), "x").unwrap();
         }
         assert_eq!(
@@ -270,11 +263,44 @@ mod tests {
             [site.path().join("pkg/standmeet.wasm")],
             "the one still missing"
         );
-        let words = SiteFiles::missing_words(&files.missing());
+        let words = files.missing_words(&files.missing());
         assert!(
             words.contains("standmeet.wasm") && words.contains("LEPTOS_SITE_ROOT"),
             "{words}"
         );
+    }
+
+    #[test]
+    fn hashed_files_without_the_hash_file_are_a_missing_site_that_names_the_hash_file() {
+        let site = tempfile::tempdir().unwrap();
+        let mut options = LeptosOptions::builder()
+            .output_name("standmeet")
+            .site_root(site.path().to_string_lossy().to_string())
+            .site_pkg_dir("pkg")
+            .build();
+        std::fs::create_dir(site.path().join("pkg")).unwrap();
+        for name in [
+            "standmeet.Q_w-e.css",
+            "standmeet.AbC-12_x.js",
+            "standmeet.Zz9.wasm",
+        ] {
+            std::fs::write(site.path().join("pkg").join(name), "x").unwrap();
+        }
+        let hash_file = site.path().join("hash.txt");
+        let without = SiteFiles::configure_with(&mut options, hash_file.clone());
+        assert_eq!(
+            without.missing().len(),
+            3,
+            "the pages would name plain files"
+        );
+        let words = without.missing_words(&without.missing());
+        assert!(
+            words.contains("hash.txt") && words.contains(&hash_file.display().to_string()),
+            "{words}"
+        );
+        std::fs::write(&hash_file, HASH_FILE).unwrap();
+        let with = SiteFiles::configure_with(&mut options, hash_file);
+        assert_eq!(with.missing(), Vec::<PathBuf>::new());
     }
 
     #[test]

@@ -143,6 +143,8 @@ settings! {
         "database connections for requests (the job engine and the listener have their own)";
     STANDMEET_DATABASE_WAIT_MS: Value("60000"),
         "how long serve, migrate and the admin commands wait for DATABASE_URL's server to answer (0: not at all)";
+    STANDMEET_HEADER_TIMEOUT_MS: Value("10000"),
+        "how long a connection may take to send a request's headers before it is closed";
     STANDMEET_TRUSTED_PROXIES: Nothing("unset: none"),
         "reverse proxies (CIDRs) whose forwarded header names the client";
     STANDMEET_TRUSTED_PROXY_HEADER: Value("x-forwarded-for"),
@@ -264,6 +266,9 @@ pub struct Settings {
     /// `STANDMEET_DATABASE_WAIT_MS`: how long a start or a command waits for the operator's
     /// PostgreSQL to answer (one booting with the machine), trying again with backoff.
     pub database_wait: Duration,
+    /// `STANDMEET_HEADER_TIMEOUT_MS`: how long a connection may take to send a
+    /// request's headers (a slow client holds a connection, not the server).
+    pub header_timeout: Duration,
     /// `STANDMEET_MAX_WAITERS`: how many callers may wait for jobs at once.
     pub max_waiters: usize,
     /// `STANDMEET_MAX_LIVE_CLIENTS`: how many live streams (`/api/live`) one process
@@ -319,8 +324,8 @@ pub struct Settings {
     pub booking: BookingMode,
     /// `STANDMEET_KEEP_EVENTS_DAYS`: how long events (and their deliveries) are kept.
     pub keep_events: Duration,
-    /// `STANDMEET_VAULT`: the Obsidian vault the corpus is rebuilt from (a folder that
-    /// existed at start); `None`: no vault.
+    /// `STANDMEET_VAULT`: the Obsidian vault the corpus is rebuilt from (a folder, or
+    /// where one will be: not a file); `None`: no vault.
     pub vault: Option<PathBuf>,
     /// `STANDMEET_VAULT_WATCH`: whether a change under the vault queues a rebuild.
     pub vault_watch: bool,
@@ -517,6 +522,15 @@ impl Settings {
         let fetch_wait = parse_millis(&read, &env::STANDMEET_FETCH_WAIT_MS)?;
         let index_wait = parse_millis(&read, &env::STANDMEET_INDEX_WAIT_MS)?;
         let database_wait = parse_millis(&read, &env::STANDMEET_DATABASE_WAIT_MS)?;
+        let header_timeout = parse_millis(&read, &env::STANDMEET_HEADER_TIMEOUT_MS)?;
+        if header_timeout.is_zero() {
+            return Err(ConfigError {
+                setting: env::STANDMEET_HEADER_TIMEOUT_MS.name,
+                value: Some("0".into()),
+                problem: "it must be more than 0: a connection needs some time to send its headers"
+                    .into(),
+            });
+        }
         let max_waiters = parse_count(&read, &env::STANDMEET_MAX_WAITERS, 0..=100_000)?;
         let max_live_clients = parse_count(&read, &env::STANDMEET_MAX_LIVE_CLIENTS, 0..=100_000)?;
         let max_body_bytes = parse_count(
@@ -641,12 +655,12 @@ impl Settings {
             None => None,
             Some(raw) if raw.is_empty() => None,
             Some(raw) => {
-                let problem = match std::fs::metadata(&raw) {
-                    Ok(meta) if meta.is_dir() => None,
-                    Ok(_) => Some("it is a file; name the folder that holds the notes"),
-                    Err(_) => Some("no folder is there (or it cannot be read)"),
-                };
-                if let Some(problem) = problem {
+                // A folder that is not there yet (a mount that comes up after the
+                // server) is no bad setting: the watcher waits for it and a rebuild
+                // says so in words. A file there is a wrong name, said now.
+                let is_a_file = std::fs::metadata(&raw).is_ok_and(|meta| !meta.is_dir());
+                if is_a_file {
+                    let problem = "it is a file; name the folder that holds the notes";
                     return Err(ConfigError {
                         setting: env::STANDMEET_VAULT.name,
                         value: Some(raw),
@@ -715,6 +729,7 @@ impl Settings {
             fetch_wait,
             index_wait,
             database_wait,
+            header_timeout,
             max_waiters,
             max_live_clients,
             max_body_bytes,
@@ -1142,7 +1157,7 @@ mod tests {
     }
 
     #[test]
-    fn the_vault_is_a_folder_that_exists_and_watching_needs_one() {
+    fn the_vault_is_a_folder_or_not_there_yet_never_a_file_and_watching_needs_one() {
         let s = settings(&[]).unwrap();
         assert_eq!((s.vault.clone(), s.vault_watch), (None, false));
         let folder = std::env::temp_dir();
@@ -1153,9 +1168,12 @@ mod tests {
         .unwrap();
         assert_eq!(s.vault.as_deref(), Some(folder.as_path()));
         assert!(s.vault_watch);
-        let missing = settings(&[("STANDMEET_VAULT", "/no/such/vault")]).unwrap_err();
-        assert_eq!(missing.setting, "STANDMEET_VAULT");
-        assert!(missing.problem.contains("no folder"), "{}", missing.problem);
+        // Not there yet: the watcher waits for it (a mount that comes up later).
+        let later = settings(&[("STANDMEET_VAULT", "/no/such/vault")]).unwrap();
+        assert_eq!(
+            later.vault.as_deref(),
+            Some(std::path::Path::new("/no/such/vault"))
+        );
         let file = settings(&[("STANDMEET_VAULT", "/etc/hostname")]).unwrap_err();
         assert!(file.problem.contains("is a file"), "{}", file.problem);
         let watch = settings(&[("STANDMEET_VAULT_WATCH", "true")]).unwrap_err();

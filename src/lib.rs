@@ -76,6 +76,8 @@
 //! - `state`: `AppState`, what every handler, server function and tool can reach.
 //! - `mcp`: the MCP endpoint `/mcp` (rmcp): the same operations (`ops`) as tools for
 //!   agents, each answering its operation's view serialized.
+//! - `serving`: the connections under the router: a header-read timeout, a cap on
+//!   connections, and a drain on stop that a proxy in front never sees fail.
 //! - `startup`: the router, and serving until a signal says stop.
 //!
 //! The lab, what measures StandMeet and breaks it on purpose (`standmeet-lab bench`,
@@ -106,6 +108,8 @@ pub mod live;
 mod mcp;
 #[cfg(feature = "ssr")]
 pub mod security;
+#[cfg(feature = "ssr")]
+pub mod serving;
 #[cfg(feature = "ssr")]
 pub mod startup;
 #[cfg(feature = "ssr")]

@@ -128,9 +128,11 @@ fn main() -> ExitCode {
             })
         }),
         Command::CheckConfig => match standmeet::startup::check_config(settings) {
-            Ok(budget) => {
+            Ok(said) => {
                 println!("standmeet: every setting is valid");
-                println!("standmeet: {budget}");
+                for line in said {
+                    println!("standmeet: {line}");
+                }
                 Ok(())
             }
             Err(err) => {
@@ -153,8 +155,13 @@ fn main() -> ExitCode {
     }
 }
 
-/// One line from standard input, without its line end.
+/// The password: asked for at the terminal without echo when standard input is one,
+/// else one line from standard input (a pipe, a file), without its line end.
 fn read_password() -> anyhow::Result<String> {
+    use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() {
+        return Ok(rpassword::prompt_password("Password (not shown): ")?);
+    }
     let mut line = String::new();
     std::io::stdin().read_line(&mut line)?;
     Ok(line.trim_end_matches(['\n', '\r']).to_string())

@@ -51,9 +51,10 @@ pub fn session_cookie_name(settings: &Settings) -> &'static str {
 }
 
 /// The whole HTTP surface: fixed endpoints, the Leptos pages and server functions,
-/// static files, and the layers every request passes through (outermost last):
-/// request id → trace span → security headers → cross-site refusal → session → admin
-/// guard → the route.
+/// static files, and the layers every request passes through (outermost first):
+/// request id → trace span → security headers → client address → the limits (requests
+/// at once, time, bodies) → cross-site refusal → session → admin guard → the route.
+/// The probes (`/livez`, `/readyz`, `/healthz`) skip the limits and what follows them.
 pub fn router(state: AppState) -> Router {
     let routes = generate_route_list(App);
     let leptos_options = state.leptos_options.clone();
@@ -67,12 +68,22 @@ pub fn router(state: AppState) -> Router {
         .with_expiry(Expiry::OnInactivity(guard::SESSION_IDLE_TIMEOUT));
 
     let mcp = crate::mcp::routes(&state, CancellationToken::new()).unwrap_or_default();
+    let settings = state.settings.clone();
+    let trusted_proxies = Arc::new(client::TrustedProxies::new(
+        state.settings.trusted_proxies.clone(),
+        state.settings.trusted_proxy_header,
+    ));
 
-    Router::new()
-        .merge(mcp)
+    // The probes answer outside the limits below: a crowd of slow clients holding the
+    // request places must not make a load balancer think the copy is gone.
+    let probes = Router::new()
         .route("/healthz", get(crate::api::health::healthz))
         .route("/readyz", get(crate::api::health::readyz))
         .route("/livez", get(crate::api::health::livez))
+        .with_state(state.clone());
+
+    let limited = Router::new()
+        .merge(mcp)
         .route("/metrics", get(crate::api::metrics::metrics))
         .route("/api/jobs/status", get(crate::api::tasks::job_status))
         .route("/api/live", get(crate::api::live::live))
@@ -109,10 +120,6 @@ pub fn router(state: AppState) -> Router {
             state.settings.clone(),
             csrf::refuse_cross_site,
         ))
-        .layer(middleware::from_fn_with_state(
-            state.settings.clone(),
-            headers::add_security_headers,
-        ))
         // One body limit before anything reads a body (server functions, forms, /mcp).
         .layer(axum::extract::DefaultBodyLimit::max(
             state.settings.max_body_bytes,
@@ -121,13 +128,6 @@ pub fn router(state: AppState) -> Router {
             body_limit::BodyLimit(state.settings.max_body_bytes),
             body_limit::limit_request_bodies,
         ))
-        .layer(middleware::from_fn_with_state(
-            Arc::new(client::TrustedProxies::new(
-                state.settings.trusted_proxies.clone(),
-                state.settings.trusted_proxy_header,
-            )),
-            client::find_client_address,
-        ))
         // Bounded work per process: at most this many requests at once (more wait their
         // turn), and none longer than the time limit, waiting included (503). Database
         // connections are bounded by the pool; this bounds the memory and the queue.
@@ -135,6 +135,20 @@ pub fn router(state: AppState) -> Router {
         .layer(TimeoutLayer::with_status_code(
             StatusCode::SERVICE_UNAVAILABLE,
             REQUEST_TIME_LIMIT,
+        ))
+        .with_state(state);
+
+    probes
+        .merge(limited)
+        // Every request's client, for the probes' access lines too.
+        .layer(middleware::from_fn_with_state(
+            trusted_proxies.clone(),
+            client::find_client_address,
+        ))
+        // Every answer, the probes' and a 503 of the limits too.
+        .layer(middleware::from_fn_with_state(
+            settings,
+            headers::add_security_headers,
         ))
         // gzip for clients that take it, when worth it: not for small answers, images
         // or the live event streams (tower-http's default predicate), nor for the wasm,
@@ -146,7 +160,12 @@ pub fn router(state: AppState) -> Router {
         // in the request's span (method, path, request id, client address).
         .layer(
             TraceLayer::new_for_http()
-                .make_span_with(crate::telemetry::request_span)
+                .make_span_with({
+                    let trusted = trusted_proxies.clone();
+                    move |request: &axum::http::Request<axum::body::Body>| {
+                        crate::telemetry::request_span(request, |peer| trusted.trusts(peer))
+                    }
+                })
                 .on_response(crate::telemetry::access_log)
                 // The access log line says it; tower-http would add an ERROR line for
                 // every 5xx, a health probe's 503 during an outage too.
@@ -154,7 +173,9 @@ pub fn router(state: AppState) -> Router {
         )
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
-        .with_state(state)
+        .layer(middleware::from_fn(
+            crate::telemetry::drop_unusable_request_id,
+        ))
 }
 
 /// How many requests one process serves at once; more wait for a free place.
@@ -227,28 +248,40 @@ impl ConnectionBudget {
 
 /// `standmeet check-config`, past the settings themselves (which `Settings::from_env`
 /// checked): the site's files are where `LEPTOS_SITE_ROOT` says, and what the copy
-/// will ask of PostgreSQL. Connects nowhere. The error names the setting.
-pub fn check_config(settings: Settings) -> anyhow::Result<String> {
+/// will ask of PostgreSQL. Connects nowhere. The error names the setting. Answers what
+/// to tell the operator: the connection budget, and warnings (a vault folder that is
+/// not there yet) prefixed `warning: `.
+pub fn check_config(settings: Settings) -> anyhow::Result<Vec<String>> {
     let mut options = leptos::config::get_configuration(None)
         .context("cannot read the Leptos configuration")?
         .leptos_options;
-    let missing = crate::assets::SiteFiles::configure(&mut options).missing();
+    let site = crate::assets::SiteFiles::configure(&mut options);
+    let missing = site.missing();
     if !missing.is_empty() {
         anyhow::bail!(
             "invalid setting LEPTOS_SITE_ROOT={:?}: {}",
             options.site_root.as_ref(),
-            crate::assets::SiteFiles::missing_words(&missing)
+            site.missing_words(&missing)
         );
     }
     let budget = ConnectionBudget::for_settings(&settings)?;
-    Ok(format!(
+    let mut said = vec![format!(
         "this copy uses up to {} PostgreSQL connections ({} for requests, STANDMEET_DB_POOL_SIZE; {} for the job engine; {} for the listener): N copies need N × {} within the server's max_connections (100 by default, of which superuser_reserved_connections, 3, are not for StandMeet)",
         budget.total(),
         budget.requests,
         budget.jobs,
         budget.listener,
         budget.total()
-    ))
+    )];
+    if let Some(vault) = &settings.vault
+        && !vault.is_dir()
+    {
+        said.push(format!(
+            "warning: STANDMEET_VAULT={}: no folder is there yet (or it cannot be read); StandMeet serves without it, its watcher waits for it (/readyz says \"vault\": \"waiting\"), and a rebuild fails in words until it is there",
+            vault.display()
+        ));
+    }
+    Ok(said)
 }
 
 /// An admin's address and password as given on the command line, checked.
@@ -375,7 +408,9 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
     let pool =
         db::connect_waiting(&database_url, settings.db_pool_size, settings.database_wait).await?;
     db::migrate(&pool).await?;
-    let can_show_password = !stdout_is_the_journal();
+    // A password printed where nobody watches is written down somewhere: in a log
+    // collector, `docker logs`, systemd's journal. Only a person at a terminal sees it.
+    let can_show_password = std::io::IsTerminal::is_terminal(&std::io::stdout());
     if let Some(generated) =
         crate::domain::admins::bootstrap(&pool, &settings, can_show_password).await?
     {
@@ -393,12 +428,12 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
     }
     let addr = settings.site_addr;
     let (settings_vault, vault_watch) = (settings.vault.clone(), settings.vault_watch);
-    let state = AppState::new(pool.clone(), settings)?;
+    let mut state = AppState::new(pool.clone(), settings)?;
     let missing = state.site_files.missing();
     if !missing.is_empty() {
         // Served anyway: the API, MCP and the jobs work without the site, and /readyz
         // keeps a load balancer away from the pages until the files are there.
-        tracing::error!("{}", crate::assets::SiteFiles::missing_words(&missing));
+        tracing::error!("{}", state.site_files.missing_words(&missing));
     }
     let budget = ConnectionBudget::of(&state.settings, &state.registry);
     tracing::info!(
@@ -408,8 +443,6 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
         listener = budget.listener,
         "this copy uses up to this many PostgreSQL connections: N copies need N times it, within the server's max_connections"
     );
-    let state_for_housekeeping = state.clone();
-    let jobs_for_the_watch = state.jobs.clone();
 
     crate::domain::schedules::create_built_ins(&state.jobs, settings_vault.is_some()).await?;
 
@@ -422,6 +455,30 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
             "corpus entries whose index lags are queued for indexing"
         );
     }
+
+    // Everything that can fail at the start fails before the job engine claims a job:
+    // a start that gives up after that would leave its claimed attempts running in a
+    // process that is gone, for the lease to take back (and burn an attempt each).
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
+        format!("cannot listen on {addr}; is another server using it? Set LEPTOS_SITE_ADDR to another address")
+    })?;
+
+    let stop = CancellationToken::new();
+    // The vault's watcher cannot fail: a folder that cannot be watched yet leaves it
+    // waiting, and it tries again (`/readyz` says which).
+    let vault_watch = match (&settings_vault, vault_watch) {
+        (Some(root), true) => {
+            let (status, task) = crate::domain::corpus::watch::watch(
+                pool.clone(),
+                state.jobs.clone(),
+                root.clone(),
+                stop.clone(),
+            );
+            state.vault_watch = status;
+            Some(task)
+        }
+        _ => None,
+    };
 
     // The job engine (on connections of its own) and the one LISTEN connection that
     // wakes it, the waiters and the live hub.
@@ -440,19 +497,41 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
     .await?;
     let hub_task = HubTask::start(&pool, &state.jobs, &state.live);
 
-    let live = state.live.clone();
-    let app = router(state);
+    // From here on, whatever ends the serving (a signal, or the server failing), the
+    // engine is shut down below before the process exits: its running attempts finish
+    // or are handed back.
+    let served = serve_until_stopped(state, listener, stop.clone()).await;
+    stop.cancel();
 
-    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
-        format!("cannot listen on {addr}; is another server using it? Set LEPTOS_SITE_ADDR to another address")
-    })?;
+    // Requests are done; now the jobs: running attempts finish or are interrupted.
+    jobs.shutdown().await;
+    hub_task.stop().await;
+    if let Some(task) = vault_watch {
+        let _ = task.await;
+    }
+    engine_pool.close().await;
+    pool.close().await;
+    tracing::info!("StandMeet stopped");
+    served
+}
+
+/// Serves `state`'s router on `listener` until SIGINT or SIGTERM (or `stop`), then
+/// lets in-flight requests finish for [`SHUTDOWN_GRACE`].
+async fn serve_until_stopped(
+    state: AppState,
+    listener: tokio::net::TcpListener,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    let addr = listener.local_addr()?;
     tracing::info!("StandMeet is listening on http://{addr}");
-
-    let stop = CancellationToken::new();
+    let live = state.live.clone();
     tokio::spawn({
         let stop = stop.clone();
         async move {
-            shutdown_signal().await;
+            tokio::select! {
+                _ = shutdown_signal() => {}
+                _ = stop.cancelled() => return,
+            }
             tracing::info!("stop signal received; finishing in-flight requests");
             // Live streams never finish on their own: end them, so that the graceful
             // shutdown does not wait for them (the pages reconnect to another copy).
@@ -460,34 +539,21 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
             stop.cancel();
         }
     });
+    tokio::spawn(housekeeping(state.clone(), stop.clone()));
 
-    tokio::spawn(housekeeping(state_for_housekeeping, stop.clone()));
-    let _vault_watch = match (&settings_vault, vault_watch) {
-        (Some(root), true) => Some(crate::domain::corpus::vault::watch(
-            pool.clone(),
-            jobs_for_the_watch,
-            root.clone(),
-            stop.clone(),
-        )?),
-        _ => None,
+    let limits = crate::serving::Limits {
+        header_timeout: state.settings.header_timeout,
+        max_connections: crate::serving::max_connections(),
+        grace: SHUTDOWN_GRACE,
     };
-
-    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
-    let server = axum::serve(listener, app).with_graceful_shutdown(stop.clone().cancelled_owned());
-    tokio::select! {
-        served = server => served.context("the HTTP server failed")?,
-        _ = async { stop.cancelled().await; tokio::time::sleep(SHUTDOWN_GRACE).await } => {
-            tracing::warn!("requests still open {SHUTDOWN_GRACE:?} after the stop signal; closing them");
-        }
-    }
-
-    // Requests are done; now the jobs: running attempts finish or are interrupted.
-    jobs.shutdown().await;
-    hub_task.stop().await;
-    engine_pool.close().await;
-    pool.close().await;
-    tracing::info!("StandMeet stopped");
-    Ok(())
+    tracing::info!(
+        max_connections = limits.max_connections,
+        header_timeout_ms = limits.header_timeout.as_millis() as u64,
+        "connections: at most this many at once (the open-file limit allowing), each closed if its headers take longer"
+    );
+    crate::serving::serve(listener, router(state), limits, stop)
+        .await
+        .context("the HTTP server failed")
 }
 
 /// Where an admin signs in, as people reach this copy (`STANDMEET_PUBLIC_URL`).
@@ -496,27 +562,6 @@ fn sign_in_url(public_url: &url::Url) -> String {
         .join("login")
         .map(String::from)
         .unwrap_or_else(|_| "/login".into())
-}
-
-/// Whether this process's standard output is systemd's journal (`JOURNAL_STREAM` names
-/// its device and inode, as systemd sets it for a unit whose output goes there): what
-/// is printed there is kept in a log.
-fn stdout_is_the_journal() -> bool {
-    use std::os::fd::AsFd;
-    use std::os::unix::fs::MetadataExt;
-    let Ok(stream) = std::env::var("JOURNAL_STREAM") else {
-        return false;
-    };
-    let Some((device, inode)) = stream.split_once(':') else {
-        return false;
-    };
-    let Ok(stdout) = std::io::stdout().as_fd().try_clone_to_owned() else {
-        return false;
-    };
-    let Ok(meta) = std::fs::File::from(stdout).metadata() else {
-        return false;
-    };
-    device.parse() == Ok(meta.dev()) && inode.parse() == Ok(meta.ino())
 }
 
 /// Shows the generated admin's password on the console, once: on stdout, not through

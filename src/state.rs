@@ -12,6 +12,7 @@ use standmeet_jobs::{JobClient, Registry};
 
 use crate::assets::SiteFiles;
 use crate::config::Settings;
+use crate::domain::corpus::watch::WatchStatus;
 use crate::domain::mail::{MailContext, Mailer};
 use crate::live::LiveJobs;
 use crate::security::rate_limit::{AttemptLimiter, GuessLimiter};
@@ -52,6 +53,8 @@ pub struct AppState {
     pub mailer: Mailer,
     /// Every job kind this StandMeet runs, with what their handlers need.
     pub registry: Registry,
+    /// The vault's watcher (`off` unless `serve` starts one), for `/readyz`.
+    pub vault_watch: WatchStatus,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -99,6 +102,7 @@ impl AppState {
             mailer,
             registry,
             settings,
+            vault_watch: WatchStatus::default(),
         })
     }
 }

@@ -4,9 +4,10 @@
 //!   gets a process restarted, and a restart does not bring a database back.
 //! - `GET /readyz` and `GET /healthz`: whether this process can serve requests now, as
 //!   JSON: 200 when the database answers, 503 when it does not (send traffic
-//!   elsewhere); `/readyz` also answers 503 while the site's files are missing. The job listener's state and the waiters are shown too; a listener that
-//!   is reconnecting does not make the process unready (waits fall back to re-reading
-//!   once a second).
+//!   elsewhere); `/readyz` also answers 503 while the site's files are missing. The job
+//!   listener's state, the waiters and the vault's watcher are shown too; a listener
+//!   that is reconnecting does not make the process unready (waits fall back to
+//!   re-reading once a second), and neither does a vault that cannot be watched.
 
 use axum::Json;
 use axum::extract::State;
@@ -33,6 +34,11 @@ pub struct Health {
     /// `LEPTOS_SITE_ROOT`, else `missing`: the pages would come without style or
     /// script, so `/readyz` answers 503 (`/healthz` stays about the database).
     pub site: &'static str,
+    /// The vault's watcher: `off` (no vault, or `STANDMEET_VAULT_WATCH` unset),
+    /// `watching`, or `waiting` while the folder cannot be watched yet (it is not there,
+    /// cannot be read, or the kernel's limit of watches is reached; it retries). Never
+    /// a reason to be unready: the pages do not need it.
+    pub vault: &'static str,
     /// The version of this binary.
     pub version: &'static str,
 }
@@ -98,6 +104,7 @@ async fn health(state: &AppState) -> (Health, bool, bool) {
         waiters: waiters.waiting,
         max_waiters: waiters.max,
         site: if site_ok { "ok" } else { "missing" },
+        vault: state.vault_watch.get().as_str(),
         version: env!("CARGO_PKG_VERSION"),
     };
     (health, database_ok, site_ok)

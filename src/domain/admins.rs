@@ -250,7 +250,7 @@ pub async fn bootstrap(
     }
     if !can_show_password {
         tracing::warn!(
-            "no admin can sign in yet, and a generated password would be written where the log goes: create one with `standmeet admin create {first_email}` (it reads the password from standard input), or set STANDMEET_ADMIN_EMAIL and STANDMEET_ADMIN_PASSWORD"
+            "no admin can sign in yet, and standard output is not a terminal, so no password is made up (it would be kept wherever the output goes): create the admin with `standmeet admin create {first_email}` (it asks for the password), or set STANDMEET_ADMIN_EMAIL and STANDMEET_ADMIN_PASSWORD"
         );
         return Ok(None);
     }

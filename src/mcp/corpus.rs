@@ -48,6 +48,15 @@ pub struct UpdateEntryParams {
     pub visibility: Option<String>,
 }
 
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct RebuildParams {
+    /// Remove every entry whose note is gone, however many. Without it, a rebuild that
+    /// would remove more than half of the vault's entries (and more than 5) removes
+    /// none and answers how many it would in would_remove.
+    #[serde(default)]
+    pub allow_removals: bool,
+}
+
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RebuildResultParams {
     /// The rebuild's job id, as corpus.rebuild answered it.
@@ -102,10 +111,13 @@ impl Tools {
 
     #[tool(
         name = "corpus.rebuild",
-        description = "Rebuild the corpus from the Obsidian vault (STANDMEET_VAULT): new notes are added, changed ones updated, entries whose note is gone removed. Waits up to 20 s: {job_id, pending:false, added, updated, removed, unchanged, failed: [{path, error}]}, else {job_id, pending:true} (ask corpus.rebuild_result later)."
+        description = "Rebuild the corpus from the Obsidian vault (STANDMEET_VAULT): new notes are added, changed ones updated, entries whose note is gone removed (more than half of the vault's, and more than 5, only with allow_removals: true; else none, and would_remove says how many). Waits up to 20 s: {job_id, pending:false, added, updated, removed, unchanged, failed: [{path, error}]} and would_remove when it kept any, else {job_id, pending:true} (ask corpus.rebuild_result later)."
     )]
-    async fn corpus_rebuild(&self) -> Result<CallToolResult, ErrorData> {
-        answer(vault::rebuild(&self.state, Operator::Agent).await)
+    async fn corpus_rebuild(
+        &self,
+        Parameters(params): Parameters<RebuildParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        answer(vault::rebuild(&self.state, Operator::Agent, params.allow_removals).await)
     }
 
     #[tool(

@@ -34,6 +34,9 @@ pub struct RebuildCountsView {
     pub unchanged: u64,
     /// (path, why) of each note that was not imported.
     pub failed: Vec<(String, String)>,
+    /// Entries whose note is gone, kept: removing them would take more than half of
+    /// the vault's. The page asks before a rebuild that removes them.
+    pub would_remove: u64,
 }
 
 /// One post-build hook's delivery.
@@ -87,10 +90,22 @@ mod operations {
                         .into_iter()
                         .map(|failed| (failed.path, failed.error))
                         .collect(),
+                    would_remove: counts.would_remove,
                 }),
                 None,
             ),
-            Err(err @ CorpusError::RebuildFailed { .. }) => (None, Some(err.to_string())),
+            // The admin sees the job's own last error, which the tools do not answer.
+            Err(CorpusError::RebuildFailed {
+                job_id,
+                state,
+                last_error,
+                ..
+            }) => (
+                None,
+                Some(format!(
+                    "The rebuild (job {job_id}) did not finish: it is {state}. Its last error: {last_error}"
+                )),
+            ),
             Err(err) => return Err(AppError::from(err)),
         };
         let hooks = webhooks::deliveries_of(&state.pool, EventType::CorpusRebuilt, job_id.0)
@@ -122,16 +137,23 @@ mod operations {
 
     /// "Rebuild from vault": queues a rebuild, or finds the one waiting. The console
     /// answers at once (its panel follows the job live); an agent waits up to 20 s and
-    /// is told the counts, or `pending: true` (then `corpus.rebuild_result`).
+    /// is told the counts, or `pending: true` (then `corpus.rebuild_result`). With
+    /// `allow_removals`, it removes every entry whose note is gone, however many.
     pub async fn rebuild(
         state: &AppState,
         by: Operator,
+        allow_removals: bool,
     ) -> Result<Done<vault::RebuildAnswer>, AppError> {
         if state.settings.vault.is_none() {
             return Err(AppError::from(CorpusError::NoVault));
         }
-        let inserted = vault::queue_rebuild(&state.pool, &state.jobs).await?;
-        tracing::info!(job.id = %inserted.id, duplicate = inserted.duplicate, ?by, "a vault rebuild was asked for");
+        let inserted = vault::queue_rebuild_with(
+            &state.pool,
+            &state.jobs,
+            vault::RebuildArgs { allow_removals },
+        )
+        .await?;
+        tracing::info!(job.id = %inserted.id, duplicate = inserted.duplicate, ?by, allow_removals, "a vault rebuild was asked for");
         let message = if inserted.duplicate {
             format!("Rebuild already queued (job {}).", inserted.id)
         } else {

@@ -56,7 +56,8 @@ impl TrustedProxies {
         }
     }
 
-    fn trusts(&self, address: IpAddr) -> bool {
+    /// Whether `address` is one of the trusted proxies.
+    pub fn trusts(&self, address: IpAddr) -> bool {
         self.nets.iter().any(|net| net.contains(&address))
     }
 

@@ -164,7 +164,10 @@ pub use crate::config::LogFormat;
 /// The span of one HTTP request: method, path, the request id that `SetRequestIdLayer`
 /// put on it, and the client's address (recorded by `security::client`, once it knows
 /// which proxies to believe). The query string is left out: it can hold tokens.
-pub fn request_span<B>(request: &Request<B>) -> Span {
+///
+/// The trace context the request brings is taken only from a peer that `trusted`
+/// names (see [`otel::continue_trace`]).
+pub fn request_span<B>(request: &Request<B>, trusted: impl Fn(std::net::IpAddr) -> bool) -> Span {
     let request_id = request
         .headers()
         .get("x-request-id")
@@ -180,8 +183,48 @@ pub fn request_span<B>(request: &Request<B>) -> Span {
         request_id = %request_id,
         client = tracing::field::Empty,
     );
-    otel::continue_trace(&span, request);
+    let peer = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|info| info.0.ip())
+        .or_else(|| {
+            request
+                .extensions()
+                .get::<axum::extract::connect_info::MockConnectInfo<std::net::SocketAddr>>()
+                .map(|info| info.0.ip())
+        });
+    let from_trusted = peer.is_some_and(|peer| peer.is_loopback() || trusted(peer));
+    otel::continue_trace(&span, request, from_trusted);
     span
+}
+
+/// Whether a client's `x-request-id` is kept as the request's id: 1 to 64 characters
+/// of `[A-Za-z0-9._-]`. Anything else (spaces, `=`, quotes, kilobytes) could forge
+/// fields in a text log line or swell every line of the request; a new id is made.
+pub fn is_usable_request_id(value: &[u8]) -> bool {
+    (1..=64).contains(&value.len())
+        && value
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// Takes away a client's `x-request-id` that [`is_usable_request_id`] refuses (or
+/// that comes more than once), so that the next layer makes a new one.
+pub async fn drop_unusable_request_id(
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let headers = request.headers();
+    let mut given = headers.get_all("x-request-id").iter();
+    let usable = match (given.next(), given.next()) {
+        (None, _) => true,
+        (Some(value), None) => is_usable_request_id(value.as_bytes()),
+        (Some(_), Some(_)) => false,
+    };
+    if !usable {
+        request.headers_mut().remove("x-request-id");
+    }
+    next.run(request).await
 }
 
 /// Marks a health probe's answer (`/readyz`, `/healthz`), whose 503 while the database

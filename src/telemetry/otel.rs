@@ -270,9 +270,52 @@ impl SpanExporter for CountedExporter {
     }
 }
 
-/// Names `span` (a request's) for a trace, and makes it a child of the trace context
-/// the request came with (its `traceparent`), when this process exports traces.
-pub fn continue_trace<B>(span: &Span, request: &http::Request<B>) {
+/// The longest `tracestate` taken from a request, and the most members: past either,
+/// it is dropped (the W3C limit is 32 members; 512 bytes is what vendors send). Child
+/// spans inherit it, so an unbounded one would ride on every span of the request.
+pub const MAX_TRACESTATE_BYTES: usize = 512;
+pub const MAX_TRACESTATE_MEMBERS: usize = 32;
+
+/// Whether a `tracestate` value is within [`MAX_TRACESTATE_BYTES`] and
+/// [`MAX_TRACESTATE_MEMBERS`].
+pub fn tracestate_is_small(value: &str) -> bool {
+    value.len() <= MAX_TRACESTATE_BYTES
+        && value
+            .split(',')
+            .filter(|member| !member.trim().is_empty())
+            .count()
+            <= MAX_TRACESTATE_MEMBERS
+}
+
+/// A request's trace headers as the propagator reads them, a `tracestate` past the
+/// limits left out.
+struct BoundedTraceHeaders<'a>(&'a http::HeaderMap);
+
+impl opentelemetry::propagation::Extractor for BoundedTraceHeaders<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        let value = self.0.get(key)?.to_str().ok()?;
+        if key.eq_ignore_ascii_case("tracestate") && !tracestate_is_small(value) {
+            return None;
+        }
+        Some(value)
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(|name| name.as_str()).collect()
+    }
+}
+
+/// Names `span` (a request's) for a trace, when this process exports traces, and
+/// places it by the trace context the request came with (its `traceparent`):
+/// - from a client whose word is taken (`trusted`: loopback, or one of
+///   `STANDMEET_TRUSTED_PROXIES`), the span continues that trace;
+/// - from anyone else, the span starts a trace of its own (our sampler decides) with a
+///   link to theirs: a visitor neither picks the trace id that is stored with their
+///   jobs and sent to webhook receivers, nor whether it is sampled.
+///
+/// A `tracestate` over [`MAX_TRACESTATE_BYTES`] or [`MAX_TRACESTATE_MEMBERS`] is
+/// dropped, and a link carries none.
+pub fn continue_trace<B>(span: &Span, request: &http::Request<B>, trusted: bool) {
     if !exporting() {
         return;
     }
@@ -289,10 +332,21 @@ pub fn continue_trace<B>(span: &Span, request: &http::Request<B>) {
     if !headers.contains_key("traceparent") {
         return;
     }
-    let context =
-        TraceContextPropagator::new().extract(&opentelemetry_http::HeaderExtractor(headers));
-    if context.span().span_context().is_valid() {
+    let context = TraceContextPropagator::new().extract(&BoundedTraceHeaders(headers));
+    let theirs = context.span().span_context().clone();
+    if !theirs.is_valid() {
+        return;
+    }
+    if trusted {
         let _ = span.set_parent(context);
+    } else {
+        span.add_link(opentelemetry::trace::SpanContext::new(
+            theirs.trace_id(),
+            theirs.span_id(),
+            theirs.trace_flags(),
+            true,
+            opentelemetry::trace::TraceState::default(),
+        ));
     }
 }
 

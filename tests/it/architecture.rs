@@ -19,6 +19,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("model", 0),
     ("types", 0),
     ("db", 1),
+    // The connections under the router: hyper and the router, nothing of ours.
+    ("serving", 1),
     ("config", 2),
     // The domain's outgoing calls (mail, webhooks, boards) are spans of traces.
     ("telemetry", 3),

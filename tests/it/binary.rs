@@ -699,14 +699,12 @@ async fn without_database_url_it_runs_its_own_cluster_and_keeps_the_data_across_
         !data.path().join("pg/data/postmaster.pid").exists(),
         "the cluster stops with the server"
     );
-    // No admin settings: the first start made admin@localhost and showed its password
-    // on the console, never in the log.
-    assert!(console.contains("admin@localhost"), "{console}");
-    let password = generated_password(&console).expect("a generated password is shown");
-    assert!(password.len() >= 16);
+    // No admin settings, and standard output is a file, not a terminal: no password is
+    // made up (it would stay in the file), and the log names the command to run.
+    assert_eq!(generated_password(&console), None, "{console}");
     assert!(
-        !log.contains(&password),
-        "the password stays out of the log"
+        log.contains("standmeet admin create admin@localhost"),
+        "{log}"
     );
 
     let mut cmd = standmeet();
@@ -722,8 +720,7 @@ async fn without_database_url_it_runs_its_own_cluster_and_keeps_the_data_across_
         .unwrap();
     assert_eq!(note, "kept");
     conn.close().await.unwrap();
-    let (console, _) = server.stop();
-    assert_eq!(generated_password(&console), None, "shown once, not again");
+    server.stop();
 }
 
 #[tokio::test]
@@ -878,4 +875,212 @@ async fn a_waiter_in_one_process_is_woken_by_a_job_finished_in_another() {
         .execute(&mut admin)
         .await
         .unwrap();
+}
+
+/// `command` run under `script`, which gives it a terminal: what the program prints
+/// there lands in a file (answered), and what is written to the returned child's
+/// standard input is typed at that terminal.
+fn at_a_terminal(command: &str, url: &url::Url) -> (Child, tempfile::NamedTempFile) {
+    use std::os::unix::process::CommandExt as _;
+    let console = tempfile::NamedTempFile::new().unwrap();
+    let child = Command::new("script")
+        .args([
+            "--quiet",
+            "--return",
+            "--flush",
+            "--command",
+            command,
+            "/dev/null",
+        ])
+        .env("DATABASE_URL", url.as_str())
+        .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{}", free_port()))
+        .env("RUST_LOG", "warn")
+        .env_remove("STANDMEET_ADMIN_EMAIL")
+        .env_remove("STANDMEET_ADMIN_PASSWORD")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::from(console.reopen().unwrap()))
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("script (util-linux) runs");
+    (child, console)
+}
+
+/// Waits until `console` holds `words`; answers all it holds.
+fn until_printed(console: &tempfile::NamedTempFile, words: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let printed = std::fs::read_to_string(console.path()).unwrap_or_default();
+        if printed.contains(words) {
+            return printed;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{words:?} was not printed: {printed}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[tokio::test]
+async fn at_a_terminal_the_first_password_is_shown_and_a_typed_one_is_not_echoed() {
+    let (url, admin_url) = scratch_database("terminal");
+
+    // The first start, at a terminal: the generated password is shown there.
+    let (mut server, console) = at_a_terminal(&format!("{BIN} serve"), &url);
+    let printed = until_printed(&console, "shown only now");
+    let password = generated_password(&printed).expect("a generated password is shown");
+    assert!(password.len() >= 16, "{printed}");
+    nix::sys::signal::killpg(Pid::from_raw(server.id() as i32), Signal::SIGTERM).unwrap();
+    server.wait().unwrap();
+
+    // A password typed at the terminal is read without echo.
+    let typed = "typed at a terminal";
+    let (mut create, console) =
+        at_a_terminal(&format!("{BIN} admin create typed@example.com"), &url);
+    until_printed(&console, "Password (not shown):");
+    let mut keyboard = create.stdin.take().unwrap();
+    keyboard.write_all(format!("{typed}\n").as_bytes()).unwrap();
+    drop(keyboard);
+    assert!(create.wait().unwrap().success());
+    let printed = until_printed(&console, "typed@example.com is created");
+    assert!(
+        !printed.contains(typed),
+        "the typed password was echoed: {printed}"
+    );
+
+    let pool = standmeet::db::connect(url.as_str()).await.unwrap();
+    for (email, password) in [
+        ("admin@localhost", password.as_str()),
+        ("typed@example.com", typed),
+    ] {
+        let admin = standmeet::domain::admins::authenticate(&pool, email, password)
+            .await
+            .unwrap();
+        assert!(admin.is_some(), "{email} signs in");
+    }
+    pool.close().await;
+    drop_database(&admin_url, &url).await;
+}
+
+/// A start that cannot listen (the port is taken) fails before its job engine claims a
+/// job: nothing is left running in a process that is gone, for the lease to take back
+/// with an attempt burnt.
+#[tokio::test]
+async fn a_start_that_cannot_listen_fails_before_it_claims_a_job() {
+    let (url, admin_url) = scratch_database("taken");
+    assert_succeeded(
+        &standmeet()
+            .arg("migrate")
+            .env("DATABASE_URL", url.as_str())
+            .output()
+            .unwrap(),
+    );
+    let mut connection = PgConnection::connect(url.as_str()).await.unwrap();
+    let job: i64 = sqlx::query_scalar(
+        "INSERT INTO jobs (kind, args) VALUES ('system.noop', '{}') RETURNING id",
+    )
+    .fetch_one(&mut connection)
+    .await
+    .unwrap();
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let output = standmeet()
+        .env("DATABASE_URL", url.as_str())
+        .env("LEPTOS_SITE_ADDR", taken.local_addr().unwrap().to_string())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cannot listen on"), "{stderr}");
+    let (state, attempt): (String, i16) =
+        sqlx::query_as("SELECT state::text, attempt FROM jobs WHERE id = $1")
+            .bind(job)
+            .fetch_one(&mut connection)
+            .await
+            .unwrap();
+    assert_eq!((state.as_str(), attempt), ("available", 0), "never claimed");
+    connection.close().await.unwrap();
+    drop(taken);
+    drop_database(&admin_url, &url).await;
+}
+
+/// `/readyz`'s JSON from `server`, and whether it answered 200.
+async fn readyz(server: &Server) -> (bool, serde_json::Value) {
+    let reply = reqwest::get(format!("http://127.0.0.1:{}/readyz", server.port))
+        .await
+        .unwrap();
+    (reply.status() == 200, reply.json().await.unwrap())
+}
+
+/// Waits until `/readyz` says `"vault": wanted`, and is ready all along.
+async fn until_vault(server: &Server, wanted: &str) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (ready, health) = readyz(server).await;
+        assert!(ready, "ready whatever the vault does: {health}");
+        if health["vault"] == wanted {
+            return health;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the vault is not {wanted}: {health}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A vault folder that is not there at start (a mount that comes up later) is no bad
+/// setting: the server serves, ready, with its watcher waiting; once the folder is
+/// there it is watched and rebuilt, and a link in it to `/` is not followed.
+#[tokio::test]
+async fn a_vault_that_is_not_there_yet_is_waited_for_and_serving_goes_on() {
+    let (url, admin_url) = scratch_database("latevault");
+    let scratch = scratch_dir();
+    let vault = scratch.path().join("vault");
+    let checked = standmeet()
+        .arg("check-config")
+        .env("STANDMEET_VAULT", &vault)
+        .env("STANDMEET_VAULT_WATCH", "true")
+        .output()
+        .unwrap();
+    assert_succeeded(&checked);
+    let said = String::from_utf8_lossy(&checked.stdout);
+    assert!(said.contains("warning: STANDMEET_VAULT"), "{said}");
+
+    let mut cmd = standmeet();
+    cmd.env("DATABASE_URL", url.as_str())
+        .env("STANDMEET_VAULT", &vault)
+        .env("STANDMEET_VAULT_WATCH", "true");
+    let mut server = Server::start(cmd);
+    server.wait_healthy().await;
+    until_vault(&server, "waiting").await;
+
+    std::fs::create_dir(&vault).unwrap();
+    std::os::unix::fs::symlink("/", vault.join("everything")).unwrap();
+    std::fs::write(vault.join("Arrived.md"), "# Arrived\n\nThe mount came up.").unwrap();
+    until_vault(&server, "watching").await;
+    // The folder's arrival queued a rebuild, which read the note and not the link's
+    // target.
+    let mut connection = PgConnection::connect(url.as_str()).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let paths = loop {
+        let paths: Vec<String> = sqlx::query_scalar("SELECT path FROM corpus_vault_notes")
+            .fetch_all(&mut connection)
+            .await
+            .unwrap();
+        if !paths.is_empty() {
+            break paths;
+        }
+        assert!(Instant::now() < deadline, "no rebuild read the vault");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(paths, ["Arrived.md"]);
+
+    // The folder goes (an unmount): waiting again, ready all along.
+    std::fs::remove_dir_all(&vault).unwrap();
+    until_vault(&server, "waiting").await;
+    connection.close().await.unwrap();
+    let (_, log) = server.stop();
+    assert!(log.contains("the vault cannot be watched yet"), "{log}");
+    drop_database(&admin_url, &url).await;
 }

@@ -148,9 +148,10 @@ async fn the_home_page_is_rendered_on_the_server_with_the_shell(pool: PgPool) {
         html.contains(r#"role="status""#),
         "the toast region is on every page"
     );
+    // By its hashed name, as the build named it (`hash.txt` beside the binary).
     assert!(
-        html.contains("/pkg/standmeet.css"),
-        "the stylesheet is linked"
+        html.contains(r#"href="/pkg/standmeet."#) && html.contains(r#".css""#),
+        "the stylesheet is linked: {html}"
     );
     for (href, _) in standmeet::ui::layout::VISITOR_PAGES {
         assert!(
@@ -282,6 +283,87 @@ async fn every_response_carries_a_request_id(pool: PgPool) {
     let reply = common::get(&app, "/healthz").await;
     let id = reply.headers.get("x-request-id").expect("x-request-id");
     assert!(!id.to_str().unwrap().is_empty());
+}
+
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+async fn a_request_id_that_could_forge_log_fields_is_replaced_and_a_plain_one_kept(pool: PgPool) {
+    let app = TestApp::builder(pool).spawn().await;
+    assert_eq!(
+        answered_request_id(&app, "req-42.a_B").await,
+        "req-42.a_B",
+        "a plain id is kept"
+    );
+    let too_long = "x".repeat(65);
+    for forged in [
+        "x status=200 client=10.0.0.1",
+        "quote\"",
+        "a=b",
+        "",
+        too_long.as_str(),
+    ] {
+        let answered = answered_request_id(&app, forged).await;
+        assert_ne!(answered, forged);
+        assert!(
+            standmeet::telemetry::is_usable_request_id(answered.as_bytes()),
+            "a new id, not {forged:?}: {answered:?}"
+        );
+    }
+}
+
+/// The `x-request-id` answered to a request that sent `id`.
+async fn answered_request_id(app: &TestApp, id: &str) -> String {
+    let request = axum::http::Request::get("/livez")
+        .header("x-request-id", id)
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let reply = app.send(request).await;
+    reply.headers["x-request-id"].to_str().unwrap().to_string()
+}
+
+/// A connection that has not sent its headers within `STANDMEET_HEADER_TIMEOUT_MS` is
+/// closed; one that sends them in time is answered.
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+async fn a_connection_that_trickles_its_headers_is_closed_after_the_header_timeout(pool: PgPool) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = TestApp::builder(pool)
+        .setting("STANDMEET_HEADER_TIMEOUT_MS", "500")
+        .spawn()
+        .await;
+    let mut slow = tokio::net::TcpStream::connect(app.address).await.unwrap();
+    slow.write_all(b"GET /livez HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut answer = Vec::new();
+    // A byte now and then, never the end of the headers: the server closes it.
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        let mut buffer = [0u8; 1024];
+        loop {
+            let _ = slow.write_all(b"X").await;
+            match tokio::time::timeout(
+                std::time::Duration::from_millis(100),
+                slow.read(&mut buffer),
+            )
+            .await
+            {
+                Ok(Ok(0)) | Ok(Err(_)) => return,
+                Ok(Ok(n)) => answer.extend_from_slice(&buffer[..n]),
+                Err(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the trickling connection is still open");
+    let took = started.elapsed();
+    assert!(
+        took >= std::time::Duration::from_millis(400),
+        "closed at the timeout, not before: {took:?}"
+    );
+    // What it got, if anything, is hyper's 408 for a request whose headers timed out.
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.is_empty() || answer.contains("408"), "{answer}");
+    let reply = reqwest::get(app.url("/livez")).await.unwrap();
+    assert_eq!(reply.status(), reqwest::StatusCode::OK);
 }
 
 #[sqlx::test(migrator = "standmeet::db::MIGRATOR")]

@@ -359,6 +359,11 @@ async fn a_webhook_post_carries_the_trace_of_the_request_that_caused_it(pool: sq
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MCP_TOKEN", TOKEN)
         .setting("STANDMEET_FETCH_ALLOW_PRIVATE", "true")
+        // The in-process client stands for the proxy in front, whose trace is taken.
+        .setting(
+            "STANDMEET_TRUSTED_PROXIES",
+            crate::common::app::CLIENT.ip().to_string(),
+        )
         .jobs()
         .spawn()
         .await;
@@ -540,4 +545,88 @@ async fn a_schedule_firing_starts_a_trace_its_job_runs_in(pool: sqlx::PgPool) {
         Some(fire.trace_id.as_str()),
         "the job stored the firing's trace"
     );
+}
+
+/// In this test's process: a visitor (not loopback, not a trusted proxy) sends a
+/// `traceparent` and a `tracestate` of 40 members. The request's span starts a trace of
+/// StandMeet's own with a link to the visitor's, and carries no tracestate; from the
+/// trusted proxy, a small tracestate is continued and a large one dropped.
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+async fn a_visitors_trace_context_is_a_link_and_a_large_tracestate_is_dropped(pool: sqlx::PgPool) {
+    use crate::common::TestApp;
+    use axum::body::Body;
+    use axum::http::Request;
+
+    let (collector, export) = export_here().await;
+    let proxy: std::net::SocketAddr = "198.51.100.20:40000".parse().unwrap();
+    let app = TestApp::desk(&pool)
+        .setting("STANDMEET_TRUSTED_PROXIES", "198.51.100.20")
+        .spawn()
+        .await;
+    let many: Vec<String> = (0..40).map(|n| format!("v{n}=x")).collect();
+    let request = |path: &str, tracestate: &str| {
+        Request::get(path)
+            .header("traceparent", format!("00-{TRACE_ID}-{CLIENT_SPAN}-01"))
+            .header("tracestate", tracestate)
+            .body(Body::empty())
+            .unwrap()
+    };
+    // From the visitor (the in-process client, trusted by nobody).
+    app.send(request("/search?q=visitor", &many.join(",")))
+        .await;
+    // From the proxy: a small tracestate, then one over 512 bytes.
+    for tracestate in [
+        "vendor=abc".to_string(),
+        format!("vendor={}", "x".repeat(600)),
+    ] {
+        use tower::ServiceExt;
+        let reply = app
+            .router_from(proxy)
+            .oneshot(request("/search?q=proxied", &tracestate))
+            .await
+            .unwrap();
+        assert_eq!(reply.status(), 200);
+    }
+
+    let spans = collector
+        .wait_for(Duration::from_secs(30), |spans| {
+            named(spans, "GET /search").len() >= 3
+        })
+        .await;
+    tokio::task::spawn_blocking(move || export.shutdown())
+        .await
+        .unwrap();
+    let searches = named(&spans, "GET /search");
+    assert_eq!(searches.len(), 3, "{spans:#?}");
+    let visitor = searches
+        .iter()
+        .find(|span| span.trace_id != TRACE_ID)
+        .unwrap_or_else(|| panic!("the visitor's request starts a trace: {searches:#?}"));
+    assert_eq!(visitor.parent_span_id, "", "a root: {visitor:#?}");
+    assert_eq!(
+        visitor.links,
+        [(TRACE_ID.to_string(), CLIENT_SPAN.to_string(), String::new())],
+        "a link to the visitor's context, without their tracestate"
+    );
+    assert_eq!(visitor.trace_state, "");
+    let continued: Vec<_> = searches
+        .iter()
+        .filter(|span| span.trace_id == TRACE_ID)
+        .collect();
+    assert_eq!(
+        continued.len(),
+        2,
+        "the proxy's requests continue: {searches:#?}"
+    );
+    assert!(
+        continued
+            .iter()
+            .all(|span| span.parent_span_id == CLIENT_SPAN)
+    );
+    let mut states: Vec<&str> = continued
+        .iter()
+        .map(|span| span.trace_state.as_str())
+        .collect();
+    states.sort();
+    assert_eq!(states, ["", "vendor=abc"], "the large one dropped");
 }

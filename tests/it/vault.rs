@@ -330,11 +330,10 @@ async fn the_watcher_queues_a_rebuild_when_a_note_is_written(pool: PgPool) {
     let (_dir, root) = sample_vault();
     let app = vault_app(&pool, &root).await;
     let stop = tokio_util::sync::CancellationToken::new();
-    let watching =
-        corpus::vault::watch(pool.clone(), jobs_client(&pool), root.clone(), stop.clone()).unwrap();
+    let watching = watch_vault(&pool, &root, &stop).await;
     // Obsidian's own folder changes all the time: no rebuild for that.
     std::fs::write(root.join(".obsidian/workspace.json"), "{}").unwrap();
-    tokio::time::sleep(corpus::vault::WATCH_DEBOUNCE * 3).await;
+    tokio::time::sleep(corpus::watch::WATCH_DEBOUNCE * 3).await;
     let rebuilds = || async {
         sqlx::query_scalar::<_, i64>(
             "SELECT count(*) FROM jobs WHERE kind = 'corpus.vault_rebuild'",
@@ -392,8 +391,7 @@ async fn a_flood_of_changes_makes_few_rebuilds_one_at_a_time_and_loses_no_note(p
     let (_dir, root) = sample_vault();
     let app = vault_app(&pool, &root).await;
     let stop = tokio_util::sync::CancellationToken::new();
-    let watching =
-        corpus::vault::watch(pool.clone(), jobs_client(&pool), root.clone(), stop.clone()).unwrap();
+    let watching = watch_vault(&pool, &root, &stop).await;
     // 10,000 notes written as fast as the disk takes them (about a second here).
     const FLOOD: usize = 10_000;
     let flood_root = root.clone();
@@ -718,4 +716,117 @@ async fn a_notes_tags_are_shown_and_searchable_and_a_link_to_a_heading_lands_on_
         page.contains(&format!(r#"href="/entries/{sailing}#h-low-tide-at-six""#)),
         "{page}"
     );
+}
+
+/// The vault's watcher on `root`, once it watches.
+async fn watch_vault(
+    pool: &PgPool,
+    root: &std::path::Path,
+    stop: &tokio_util::sync::CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let (status, task) = corpus::watch::watch(
+        pool.clone(),
+        jobs_client(pool),
+        root.to_path_buf(),
+        stop.clone(),
+    );
+    let watching = tokio::time::timeout(
+        Duration::from_secs(10),
+        status.until(corpus::watch::WatchState::Watching),
+    )
+    .await;
+    assert!(
+        watching == Ok(true),
+        "the watcher did not watch: {:?}",
+        status.get()
+    );
+    task
+}
+
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+async fn a_rebuild_that_failed_on_our_side_tells_the_agent_where_to_look_not_the_sql(pool: PgPool) {
+    let (_dir, root) = sample_vault();
+    let app = vault_app(&pool, &root).await;
+    // A rebuild that ran out of attempts on an error of ours: its chain names SQL and a
+    // path, which stay on the job (the admin's task page) and out of the tool's answer.
+    let internal = "cannot write the corpus: error returned from database: relation \"corpus_vault_notes\" does not exist (at /srv/standmeet/vault)";
+    let job_id: i64 = sqlx::query_scalar(
+        "INSERT INTO jobs (kind, queue, state, attempt, finalized_at, errors) \
+         VALUES ('corpus.vault_rebuild', 'index', 'discarded', 3, now(), \
+                 jsonb_build_array(jsonb_build_object('attempt', 3, 'at', now(), 'error', $1::text))) \
+         RETURNING id",
+    )
+    .bind(internal)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let answer = app
+        .call_tool("corpus.rebuild_result", json!({ "job_id": job_id }))
+        .await;
+    assert_eq!(answer["isError"], json!(true), "{answer}");
+    let text = answer.to_string();
+    assert!(
+        !text.contains("relation") && !text.contains("/srv/standmeet"),
+        "no SQL or path: {text}"
+    );
+    assert!(
+        text.contains(&format!("/admin/tasks/{job_id}")),
+        "where to look: {text}"
+    );
+    // The admin's corpus page shows the job's own error.
+    sqlx::query(
+        "INSERT INTO corpus_vault_rebuilds (only_row, last_job_id) VALUES (true, $1) \
+         ON CONFLICT (only_row) DO UPDATE SET last_job_id = EXCLUDED.last_job_id",
+    )
+    .bind(job_id)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let status = standmeet::ops::vault::status(&app.state, standmeet::ops::Operator::Agent)
+        .await
+        .unwrap()
+        .expect("a vault is set");
+    let error = status
+        .last
+        .expect("the newest rebuild")
+        .error
+        .unwrap_or_default();
+    assert!(error.contains("does not exist"), "{error}");
+}
+
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+async fn a_rebuild_that_would_remove_most_of_the_vault_removes_nothing_until_allowed(pool: PgPool) {
+    let (_dir, root) = sample_vault();
+    let app = vault_app(&pool, &root).await;
+    assert_eq!(rebuild(&app).await["added"], SAMPLE_NOTES - 1);
+    let vault_entries = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM corpus_vault_notes")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    let before = vault_entries().await;
+    // A sync that brought back a third of the folders: 19 of the 30 notes are gone.
+    for folder in ["Places", "Recipes", "Reading"] {
+        std::fs::remove_dir_all(root.join(folder)).unwrap();
+    }
+    let held = rebuild(&app).await;
+    assert_eq!(held["removed"], 0, "{held}");
+    assert_eq!(held["would_remove"], 19, "{held}");
+    assert_eq!(vault_entries().await, before, "nothing removed");
+    // The corpus page says so and offers to go ahead.
+    let status = standmeet::ops::vault::status(&app.state, standmeet::ops::Operator::Agent)
+        .await
+        .unwrap()
+        .expect("a vault is set");
+    let counts = status.last.unwrap().counts.unwrap();
+    assert_eq!(counts.would_remove, 19);
+
+    let answer = app
+        .call_tool("corpus.rebuild", json!({ "allow_removals": true }))
+        .await;
+    let allowed = structured(&answer);
+    assert_eq!(allowed["removed"], 19, "{allowed}");
+    assert!(allowed.get("would_remove").is_none(), "{allowed}");
+    assert_eq!(vault_entries().await, before - 19);
 }

@@ -23,7 +23,12 @@
 //! - at most `most` are kept, no more than the claims the queues may keep open at
 //!   once (the pool is sized for those), and the engine lets go of them all when a
 //!   claim finds its queue empty and when it stops (a pool waits for its connections
-//!   when it closes).
+//!   when it closes);
+//! - the pool's `max_lifetime` still holds: under steady load a connection would be
+//!   kept, taken and kept again and never go back to the pool, which closes a
+//!   connection past its lifetime only when it comes back. So one taken from the pool
+//!   longer ago than that lifetime is not kept but given back, and the pool closes it
+//!   (it was opened before it was taken, so it is past its lifetime too).
 
 use std::ops::{Deref, DerefMut};
 use std::sync::Mutex;
@@ -35,6 +40,26 @@ use tokio::time::Instant;
 
 use super::engine::PING_AFTER_IDLE;
 
+/// A connection out of its pool ([`KeptConnections::take`]), with when it came out.
+pub(crate) struct KeptConnection {
+    connection: PoolConnection<Postgres>,
+    from_pool_at: Instant,
+}
+
+impl Deref for KeptConnection {
+    type Target = PgConnection;
+
+    fn deref(&self) -> &PgConnection {
+        &self.connection
+    }
+}
+
+impl DerefMut for KeptConnection {
+    fn deref_mut(&mut self) -> &mut PgConnection {
+        &mut self.connection
+    }
+}
+
 /// Connections of one pool kept out of it between uses (see the module documentation).
 pub(crate) struct KeptConnections {
     pool: PgPool,
@@ -42,13 +67,16 @@ pub(crate) struct KeptConnections {
     most: usize,
     /// How long a kept connection is used as it is ([`PING_AFTER_IDLE`]).
     fresh_for: Duration,
+    /// The pool's `max_lifetime`: a connection out of the pool longer is given back.
+    lifetime: Option<Duration>,
     /// The kept ones, the most recently kept last, each with when it was kept.
-    idle: Mutex<Vec<(PoolConnection<Postgres>, Instant)>>,
+    idle: Mutex<Vec<(KeptConnection, Instant)>>,
 }
 
 impl KeptConnections {
     pub fn new(pool: PgPool, most: usize) -> KeptConnections {
         KeptConnections {
+            lifetime: pool.options().get_max_lifetime(),
             pool,
             most,
             fresh_for: PING_AFTER_IDLE,
@@ -58,7 +86,7 @@ impl KeptConnections {
 
     /// The connection kept last, when it was kept less than [`PING_AFTER_IDLE`] ago;
     /// otherwise one from the pool (the stale ones go back to it).
-    pub async fn take(&self) -> Result<PoolConnection<Postgres>, sqlx::Error> {
+    pub async fn take(&self) -> Result<KeptConnection, sqlx::Error> {
         let stale = {
             let mut idle = self.idle.lock().expect("not poisoned");
             match idle.pop() {
@@ -72,12 +100,23 @@ impl KeptConnections {
         };
         // Dropped outside the lock: each goes back to the pool in a task of its own.
         drop(stale);
-        self.pool.acquire().await
+        Ok(KeptConnection {
+            connection: self.pool.acquire().await?,
+            from_pool_at: Instant::now(),
+        })
     }
 
     /// Keeps `connection`, idle and outside any transaction, for the next
-    /// [`take`](Self::take); back to the pool when `most` are kept already.
-    pub fn keep(&self, connection: PoolConnection<Postgres>) {
+    /// [`take`](Self::take); back to the pool when `most` are kept already, or when it
+    /// came out of the pool longer ago than the pool's `max_lifetime`.
+    pub fn keep(&self, connection: KeptConnection) {
+        if self
+            .lifetime
+            .is_some_and(|lifetime| connection.from_pool_at.elapsed() >= lifetime)
+        {
+            drop(connection);
+            return;
+        }
         let mut idle = self.idle.lock().expect("not poisoned");
         if idle.len() < self.most {
             idle.push((connection, Instant::now()));
@@ -101,14 +140,14 @@ impl KeptConnections {
 /// and PostgreSQL rolls the transaction back, its locks and its claim slot with it.
 pub(crate) struct ClaimTransaction {
     /// `None` only once the transaction ended and handed its connection back.
-    connection: Option<PoolConnection<Postgres>>,
+    connection: Option<KeptConnection>,
 }
 
 impl ClaimTransaction {
     /// Begins with `begin`, simple text that starts with `BEGIN` and may go on with more
     /// statements in the same round trip (their rows are not read).
     pub async fn begin(
-        connection: PoolConnection<Postgres>,
+        connection: KeptConnection,
         begin: &str,
     ) -> Result<ClaimTransaction, sqlx::Error> {
         debug_assert!(begin.starts_with("BEGIN"));
@@ -122,19 +161,16 @@ impl ClaimTransaction {
     }
 
     /// Commits, and answers the connection, idle again.
-    pub async fn commit(self) -> Result<PoolConnection<Postgres>, sqlx::Error> {
+    pub async fn commit(self) -> Result<KeptConnection, sqlx::Error> {
         self.end("COMMIT").await
     }
 
     /// Rolls back, and answers the connection, idle again.
-    pub async fn rollback(self) -> Result<PoolConnection<Postgres>, sqlx::Error> {
+    pub async fn rollback(self) -> Result<KeptConnection, sqlx::Error> {
         self.end("ROLLBACK").await
     }
 
-    async fn end(
-        mut self,
-        statement: &'static str,
-    ) -> Result<PoolConnection<Postgres>, sqlx::Error> {
+    async fn end(mut self, statement: &'static str) -> Result<KeptConnection, sqlx::Error> {
         // On an error (or when this future is dropped) `self` is dropped still open,
         // and its connection closes.
         sqlx::Executor::execute(&mut *self, sqlx::raw_sql(statement)).await?;
@@ -162,7 +198,7 @@ impl Drop for ClaimTransaction {
             // Still open: whatever was said on it last may be unanswered, so the
             // connection is not given back as it is but closed (sqlx closes it when it
             // is dropped), which ends the transaction in PostgreSQL.
-            connection.close_on_drop();
+            connection.connection.close_on_drop();
         }
     }
 }
@@ -237,6 +273,35 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         assert!(pool.size() >= 2);
+    }
+
+    #[sqlx::test]
+    async fn a_connection_kept_past_the_pools_lifetime_is_given_back_and_closed(pool: PgPool) {
+        let short_lived = PgPoolOptions::new()
+            .max_lifetime(Duration::from_millis(300))
+            .connect_with((*pool.connect_options()).clone())
+            .await
+            .unwrap();
+        let kept = KeptConnections::new(short_lived.clone(), 1);
+        let mut first = kept.take().await.unwrap();
+        let backend = backend_of(&mut first).await;
+        kept.keep(first);
+        // Steady load: taken and kept again and again, it never idles in the pool; past
+        // the lifetime it is replaced all the same.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let mut connection = kept.take().await.unwrap();
+            let now = backend_of(&mut connection).await;
+            kept.keep(connection);
+            if now != backend {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the same connection outlived the pool's lifetime"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// The advisory locks `connection`'s session holds.

@@ -215,7 +215,17 @@ pub fn without_comments(markdown: &str) -> Cow<'_, str> {
         return Cow::Borrowed(markdown);
     }
     let code = code_ranges(markdown);
-    let in_code = |at: usize| code.iter().find(|range| range.contains(&at));
+    // The `%%`s are met in order, so the code range that may hold the next one is at or
+    // after the one that held the last: one pass over both lists, whatever the note.
+    let mut next_code = 0;
+    let mut in_code = |at: usize| {
+        while code.get(next_code).is_some_and(|range| range.end <= at) {
+            next_code += 1;
+        }
+        code.get(next_code)
+            .filter(|range| range.start <= at)
+            .cloned()
+    };
     let mut kept = String::with_capacity(markdown.len());
     // Where the text still to copy starts, and where a comment opened, if one did.
     let mut copy_from = 0;
@@ -258,6 +268,8 @@ fn code_ranges(markdown: &str) -> Vec<std::ops::Range<usize>> {
             _ => {}
         }
     }
+    // In document order already; sorted all the same, as the pass above relies on it.
+    ranges.sort_by_key(|range| range.start);
     ranges
 }
 
@@ -402,6 +414,24 @@ mod tests {
         }
         // A comment spanning paragraphs goes whole; one opened in code is no comment.
         assert_eq!(without_comments("a %%one\n\ntwo%% b `%%` c"), "a  b `%%` c");
+    }
+
+    /// A megabyte of inline code and comments: 77,000 code spans and 230,000 `%%`. Looking
+    /// up every `%%` among every span took about 10¹⁰ steps (minutes); one pass over both
+    /// takes about as long as parsing the text. The limit is that gap, not a speed.
+    #[test]
+    fn stripping_comments_takes_one_pass_however_many_code_spans_a_note_has() {
+        let unit = "`a%%b` %%x%% ";
+        let note = unit.repeat(1_000_000 / unit.len());
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(without_comments(&note).into_owned());
+        });
+        let stripped = finished
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("stripped within a minute");
+        assert!(!stripped.contains('x'), "every comment dropped");
+        assert_eq!(stripped.matches("`a%%b`").count(), 1_000_000 / unit.len());
     }
 
     #[test]

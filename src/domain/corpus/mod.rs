@@ -13,6 +13,8 @@
 //! - [`text`]: CJK bigrams, query terms, snippets.
 //! - [`markdown`]: bodies as sanitized HTML for readers, and as plain text for the index.
 //! - [`vault`]: the corpus rebuilt from an Obsidian vault (`corpus.vault_rebuild`).
+//! - [`watch`](mod@watch): the vault's watcher, which queues a rebuild on a change and
+//!   never stops the server.
 
 mod entries;
 mod index;
@@ -20,6 +22,7 @@ pub mod markdown;
 mod search;
 pub mod text;
 pub mod vault;
+pub mod watch;
 
 use serde::{Deserialize, Serialize};
 
@@ -98,11 +101,15 @@ pub enum CorpusError {
         "Entry {id} is made from the note {path} in the vault: change the note, and the next rebuild brings the change here."
     )]
     MadeFromNote { id: i64, path: String },
+    /// Its words are for any client: `reason` is the rebuild's refusal in words, or where
+    /// to look; `last_error` (the job's own, which can hold SQL and paths) is for the
+    /// admin's pages and the log only.
     #[error("The rebuild (job {job_id}) did not finish: it is {state}. {reason}")]
     RebuildFailed {
         job_id: i64,
         state: &'static str,
         reason: String,
+        last_error: String,
     },
     #[error(transparent)]
     Internal(#[from] anyhow::Error),

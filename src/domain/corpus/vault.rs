@@ -32,7 +32,7 @@ use super::markdown::without_comments;
 use super::{MAX_BODY_CHARS, MAX_TITLE_CHARS, Status, Visibility};
 use crate::domain::events::{self, NewEvent};
 use standmeet_jobs::{
-    InsertOptions, Inserted, JobClient, JobContext, JobError, JobId, JobKind, JobState, WaitOutcome,
+    InsertOptions, Inserted, JobClient, JobContext, JobError, JobId, JobKind, JobState,
 };
 
 /// The largest note read; a larger one is listed as failed.
@@ -204,6 +204,59 @@ fn relative(root: &Path, path: &Path) -> Result<String, String> {
 /// The vault's folder, open: notes are opened beneath it.
 struct VaultDir {
     fd: std::os::fd::OwnedFd,
+    /// Open notes a folder at a time even where `openat2` works (the tests of the way
+    /// without it).
+    by_parts: bool,
+}
+
+/// Says once per process that `openat2` cannot be used here, and what is done instead.
+fn openat2_is_missing(err: nix::errno::Errno) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        tracing::warn!(
+            error = err.desc(),
+            "openat2 cannot be used here (a kernel older than 5.6, or a seccomp filter): the vault's notes are opened one folder at a time, each opened without following a link, which keeps them inside the vault as openat2 did"
+        );
+    });
+}
+
+/// Opens `inside` (relative, without `..`) beneath `root` one part at a time, none of
+/// them followed if it is a link (`O_NOFOLLOW` on each), each opened relative to the
+/// folder opened before it: a folder swapped for a link at any moment leads nowhere, as
+/// with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`.
+fn open_by_parts(
+    root: &std::os::fd::OwnedFd,
+    inside: &Path,
+    flags: nix::fcntl::OFlag,
+) -> nix::Result<std::os::fd::OwnedFd> {
+    use nix::fcntl::OFlag;
+    use std::os::fd::AsFd;
+    let parts = inside
+        .components()
+        .map(|part| match part {
+            std::path::Component::Normal(name) => Ok(name),
+            // `..`, `/`: out of the vault, as openat2 says it.
+            _ => Err(nix::errno::Errno::EXDEV),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let Some((note, folders)) = parts.split_last() else {
+        return Err(nix::errno::Errno::ENOENT);
+    };
+    let mut folder: Option<std::os::fd::OwnedFd> = None;
+    for name in folders {
+        let at = folder.as_ref().map_or(root.as_fd(), |fd| fd.as_fd());
+        // Not `O_DIRECTORY`: with it a link is `ENOTDIR`, without it `ELOOP`, which
+        // says what it is. `O_NONBLOCK`: a FIFO in a folder's place does not hang.
+        let next = nix::fcntl::openat(
+            at,
+            *name,
+            OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )?;
+        folder = Some(next);
+    }
+    let at = folder.as_ref().map_or(root.as_fd(), |fd| fd.as_fd());
+    nix::fcntl::openat(at, *note, flags, nix::sys::stat::Mode::empty())
 }
 
 impl VaultDir {
@@ -215,7 +268,10 @@ impl VaultDir {
             nix::sys::stat::Mode::empty(),
         )
         .map_err(|err| format!("the vault {} cannot be read: {err}", root.display()))?;
-        Ok(VaultDir { fd })
+        Ok(VaultDir {
+            fd,
+            by_parts: false,
+        })
     }
 
     /// The bytes of the note at `inside` (relative to the vault), at most one byte more
@@ -223,20 +279,26 @@ impl VaultDir {
     ///
     /// Opened with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`: no part of the path
     /// may be a link or lead out of the vault, whatever was swapped in since the walk
-    /// saw it (a kernel older than 5.6 has no `openat2`: then the path is opened as it
-    /// is, its last part not followed). `O_NONBLOCK`: a file swapped for a FIFO does not
-    /// hang the open; what was opened is read only if it is a regular file.
+    /// saw it. Where `openat2` is missing (a kernel older than 5.6) or refused (a
+    /// seccomp filter's `EPERM`), the same holds by [`open_by_parts`], said once in the
+    /// log. `O_NONBLOCK`: a file swapped for a FIFO does not hang the open; what was
+    /// opened is read only if it is a regular file.
     fn read_capped(&self, inside: &Path) -> Result<Vec<u8>, String> {
         use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
         let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
         let how = OpenHow::new()
             .flags(flags)
             .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
-        let opened = match nix::fcntl::openat2(&self.fd, inside, how) {
-            Err(nix::errno::Errno::ENOSYS) => {
-                nix::fcntl::openat(&self.fd, inside, flags, nix::sys::stat::Mode::empty())
+        let opened = if self.by_parts {
+            open_by_parts(&self.fd, inside, flags)
+        } else {
+            match nix::fcntl::openat2(&self.fd, inside, how) {
+                Err(err @ (nix::errno::Errno::ENOSYS | nix::errno::Errno::EPERM)) => {
+                    openat2_is_missing(err);
+                    open_by_parts(&self.fd, inside, flags)
+                }
+                other => other,
             }
-            other => other,
         };
         let file = std::fs::File::from(opened.map_err(|err| {
             match err {
@@ -529,21 +591,37 @@ pub struct RebuildOutput {
     pub unchanged: u64,
     pub failed: Vec<FailedNote>,
     pub index_job_ids: Vec<JobId>,
+    /// Entries whose note is gone but that were kept: more than half of the vault's
+    /// (and more than [`REMOVALS_WITHOUT_ASKING`]) would have gone, which a rebuild
+    /// does only when allowed.
+    #[serde(default)]
+    pub would_remove: u64,
 }
 
-/// Queues a rebuild, or finds the one waiting; records it as the newest.
+/// Queues a rebuild, or finds the one waiting; records it as the newest. It removes
+/// no more than half of the vault's entries (see [`RebuildArgs::allow_removals`]).
 pub async fn queue_rebuild(
     pool: &PgPool,
     jobs: &JobClient,
 ) -> Result<Inserted, super::CorpusError> {
+    queue_rebuild_with(pool, jobs, RebuildArgs::default()).await
+}
+
+/// [`queue_rebuild`] with `args`: one allowed to remove what it finds gone waits under
+/// a key of its own, so that it is not taken for a waiting rebuild that is not.
+pub async fn queue_rebuild_with(
+    pool: &PgPool,
+    jobs: &JobClient,
+    args: RebuildArgs,
+) -> Result<Inserted, super::CorpusError> {
+    let key = if args.allow_removals {
+        REBUILD_ALLOWING_REMOVALS_KEY
+    } else {
+        REBUILD_KEY
+    };
     let mut tx = pool.begin().await?;
     let inserted = jobs
-        .insert_unique_tx::<VaultRebuild>(
-            &mut tx,
-            &RebuildArgs {},
-            REBUILD_KEY,
-            InsertOptions::default(),
-        )
+        .insert_unique_tx::<VaultRebuild>(&mut tx, &args, key, InsertOptions::default())
         .await?;
     sqlx::query!(
         r#"
@@ -569,8 +647,28 @@ pub async fn last_rebuild(pool: &PgPool) -> Result<Option<JobId>, sqlx::Error> {
     )
 }
 
+/// How a rebuild's refusal in words begins (a vault not there, or without a note): what
+/// follows is for whoever asked, the MCP client too. Any other error of a rebuild is
+/// ours (SQL, a path, a chain of causes): clients are told where to look, and the admin's
+/// pages show it.
+pub const NOT_REBUILT: &str = "The vault was not rebuilt: ";
+
+/// The unique key of a waiting rebuild that may remove what it finds gone.
+pub const REBUILD_ALLOWING_REMOVALS_KEY: &str = "corpus.vault_rebuild.allow_removals";
+
+/// A rebuild that would remove more than this many entries (and more than half of the
+/// vault's) removes none unless allowed: a note that is gone by the hundred is more
+/// often a half-synced folder or a nested mount that is not there than the owner's
+/// choice, and removed entries come back with new ids, breaking every link to them.
+pub const REMOVALS_WITHOUT_ASKING: usize = 5;
+
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct RebuildArgs {}
+pub struct RebuildArgs {
+    /// Remove every entry whose note is gone, however many (`corpus.rebuild
+    /// {allow_removals: true}`, or the confirm on the corpus page).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_removals: bool,
+}
 
 /// `corpus.vault_rebuild`: the corpus brought in line with the vault at `root`.
 pub struct VaultRebuild {
@@ -588,7 +686,7 @@ impl JobKind for VaultRebuild {
     type Args = RebuildArgs;
     type Output = RebuildOutput;
 
-    async fn run(&self, job: JobContext, _args: RebuildArgs) -> Result<RebuildOutput, JobError> {
+    async fn run(&self, job: JobContext, args: RebuildArgs) -> Result<RebuildOutput, JobError> {
         let Some(root) = self.root.clone() else {
             return Err(JobError::discard(
                 "no vault is set (STANDMEET_VAULT) in the process that ran this rebuild",
@@ -620,8 +718,8 @@ impl JobKind for VaultRebuild {
             .map_err(|err| JobError::retry(format!("the vault's scan stopped: {err}")))?
             // In words, at once: a vault that is not there or holds no note changes
             // nothing; the next change, click or night tries again.
-            .map_err(JobError::discard)?;
-        let output = apply(&mut tx, job.jobs(), found).await?;
+            .map_err(|words| JobError::discard(format!("{NOT_REBUILT}{words}")))?;
+        let output = apply(&mut tx, job.jobs(), found, args.allow_removals).await?;
         if output.added + output.updated + output.removed > 0 {
             let rebuilt =
                 NewEvent::corpus_rebuilt(job.id.0, output.added, output.updated, output.removed);
@@ -635,17 +733,26 @@ impl JobKind for VaultRebuild {
             removed = output.removed,
             unchanged = output.unchanged,
             failed = output.failed.len(),
+            would_remove = output.would_remove,
             "the corpus was rebuilt from the vault"
         );
+        if output.would_remove > 0 {
+            tracing::warn!(
+                would_remove = output.would_remove,
+                "the rebuild kept entries whose notes are gone: more than half of the vault's would have been removed (a half-synced folder or a missing mount?); rebuild allowing removals to remove them"
+            );
+        }
         Ok(output)
     }
 }
 
-/// Brings the vault's entries in line with `found`, in the rebuild's transaction.
+/// Brings the vault's entries in line with `found`, in the rebuild's transaction; what
+/// is gone is removed only within [`removals_allowed`].
 async fn apply(
     tx: &mut sqlx::PgConnection,
     jobs: &JobClient,
     found: Scan,
+    allow_removals: bool,
 ) -> Result<RebuildOutput, JobError> {
     let known: HashMap<String, (i64, String)> =
         sqlx::query!("SELECT path, entry_id, content_hash FROM corpus_vault_notes")
@@ -735,7 +842,9 @@ async fn apply(
         .filter(|(path, _)| !keeps(path))
         .map(|(_, (entry_id, _))| *entry_id)
         .collect();
-    if !gone.is_empty() {
+    if !allow_removals && !removals_allowed(gone.len(), known.len()) {
+        output.would_remove = gone.len() as u64;
+    } else if !gone.is_empty() {
         output.removed = sqlx::query!("DELETE FROM corpus_entries WHERE id = ANY($1)", &gone)
             .execute(&mut *tx)
             .await?
@@ -744,9 +853,28 @@ async fn apply(
     Ok(output)
 }
 
+/// Whether a rebuild may remove `gone` of the vault's `known` entries without being
+/// allowed to: up to [`REMOVALS_WITHOUT_ASKING`], or up to half of them.
+pub fn removals_allowed(gone: usize, known: usize) -> bool {
+    gone <= REMOVALS_WITHOUT_ASKING || gone * 2 <= known
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rebuild_removes_up_to_five_entries_or_up_to_half_without_asking() {
+        assert!(removals_allowed(0, 0));
+        assert!(removals_allowed(5, 5), "five, all of them");
+        assert!(
+            !removals_allowed(6, 10),
+            "more than five and more than half"
+        );
+        assert!(removals_allowed(6, 12), "half");
+        assert!(!removals_allowed(7, 12));
+        assert!(removals_allowed(400, 10_000));
+    }
 
     fn note(path: &str, text: &str) -> Result<Note, String> {
         parse_note(path, text.as_bytes())
@@ -969,28 +1097,6 @@ mod tests {
     }
 
     #[test]
-    fn the_watcher_rebuilds_on_changes_outside_dot_folders_and_when_it_lost_events() {
-        use notify::event::{AccessKind, CreateKind, EventKind, Flag};
-        let root = Path::new("/vault");
-        let event =
-            |kind: EventKind, path: &str| notify::Event::new(kind).add_path(root.join(path));
-        assert!(asks_for_a_rebuild(
-            &event(EventKind::Create(CreateKind::File), "A.md"),
-            root
-        ));
-        assert!(!asks_for_a_rebuild(
-            &event(EventKind::Create(CreateKind::File), ".obsidian/w.json"),
-            root
-        ));
-        assert!(!asks_for_a_rebuild(
-            &event(EventKind::Access(AccessKind::Any), "A.md"),
-            root
-        ));
-        let overflow = notify::Event::new(EventKind::Other).set_flag(Flag::Rescan);
-        assert!(asks_for_a_rebuild(&overflow, root));
-    }
-
-    #[test]
     fn a_note_is_opened_beneath_the_vault_even_when_a_folder_became_a_link() {
         let vault = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
@@ -1005,6 +1111,40 @@ mod tests {
         std::fs::remove_dir_all(vault.path().join("folder")).unwrap();
         std::os::unix::fs::symlink(outside.path(), vault.path().join("folder")).unwrap();
         let err = dir.read_capped(Path::new("folder/secret.md")).unwrap_err();
+        assert!(err.contains("symbolic link"), "{err}");
+        let err = dir.read_capped(Path::new("../outside.md")).unwrap_err();
+        assert!(err.contains("outside the vault"), "{err}");
+    }
+
+    /// Where `openat2` is missing or refused, notes are opened a folder at a time, and
+    /// the same swaps lead nowhere.
+    #[test]
+    fn without_openat2_a_note_is_still_opened_beneath_the_vault_and_no_link_followed() {
+        let vault = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        write_note(outside.path(), "secret.md", b"# Outside the vault");
+        write_note(vault.path(), "folder/deeper/inside.md", b"# Inside");
+        let dir = VaultDir {
+            by_parts: true,
+            ..VaultDir::open(vault.path()).unwrap()
+        };
+        assert_eq!(
+            dir.read_capped(Path::new("folder/deeper/inside.md"))
+                .unwrap(),
+            b"# Inside"
+        );
+        std::os::unix::fs::symlink(
+            outside.path().join("secret.md"),
+            vault.path().join("link.md"),
+        )
+        .unwrap();
+        let err = dir.read_capped(Path::new("link.md")).unwrap_err();
+        assert!(err.contains("symbolic link"), "{err}");
+        std::fs::remove_dir_all(vault.path().join("folder/deeper")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), vault.path().join("folder/deeper")).unwrap();
+        let err = dir
+            .read_capped(Path::new("folder/deeper/secret.md"))
+            .unwrap_err();
         assert!(err.contains("symbolic link"), "{err}");
         let err = dir.read_capped(Path::new("../outside.md")).unwrap_err();
         assert!(err.contains("outside the vault"), "{err}");
@@ -1087,24 +1227,16 @@ pub struct RebuildCounts {
     pub removed: u64,
     pub unchanged: u64,
     pub failed: Vec<FailedNote>,
+    /// Entries whose note is gone, kept because removing them all would take more than
+    /// half of the vault's (and more than five): `corpus.rebuild {allow_removals:
+    /// true}` removes them. Answered only when there are any, so that the answer of an
+    /// ordinary rebuild keeps its shape.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub would_remove: u64,
 }
 
-/// Queues a rebuild (or finds the one waiting), waits up to `limit`, and answers.
-pub async fn rebuild_and_wait(
-    pool: &PgPool,
-    jobs: &JobClient,
-    vault: Option<&Path>,
-    limit: std::time::Duration,
-) -> Result<RebuildAnswer, super::CorpusError> {
-    if vault.is_none() {
-        return Err(super::CorpusError::NoVault);
-    }
-    let job = queue_rebuild(pool, jobs).await?.id;
-    match jobs.wait(&[job], limit).await {
-        Ok(WaitOutcome::Done(_)) | Ok(WaitOutcome::Receipt) => {}
-        Err(err) => return Err(super::CorpusError::Internal(err.into())),
-    }
-    rebuild_result(jobs, job).await
+fn is_zero(count: &u64) -> bool {
+    *count == 0
 }
 
 /// What rebuild `job_id` did, or that it is still pending.
@@ -1138,109 +1270,30 @@ pub async fn rebuild_result(
                 removed: output.removed,
                 unchanged: output.unchanged,
                 failed: output.failed,
+                would_remove: output.would_remove,
             }),
         }),
-        _ => Err(super::CorpusError::RebuildFailed {
-            job_id: job_id.0,
-            state: row.state.as_str(),
-            reason: row
+        _ => {
+            let last_error = row
                 .errors
                 .as_array()
                 .and_then(|errors| errors.last())
                 .and_then(|last| last["error"].as_str())
-                .map(|error| format!("Its last error: {error}"))
-                .unwrap_or_default(),
-        }),
-    }
-}
-
-/// How long the watcher waits for changes to settle before it queues a rebuild: a
-/// burst of saves (or 10,000 files copied in) is one rebuild.
-pub const WATCH_DEBOUNCE: std::time::Duration = std::time::Duration::from_millis(500);
-
-/// The longest a rebuild waits for changes to settle: one comes within 2 s of a change
-/// even while the vault never stops changing.
-const WATCH_SETTLE_AT_MOST: std::time::Duration = std::time::Duration::from_millis(1500);
-
-/// Whether a watcher's `event` under the vault at `root` calls for a rebuild: a note or
-/// folder created, changed or removed outside dot-folders, or events lost (the kernel's
-/// queue overflowed in a flood of changes, so anything may have changed).
-fn asks_for_a_rebuild(event: &notify::Event, root: &Path) -> bool {
-    if event.need_rescan() {
-        tracing::info!("the vault's watcher lost events (its queue overflowed): rebuilding");
-        return true;
-    }
-    let changed = event.kind.is_create() || event.kind.is_modify() || event.kind.is_remove();
-    changed
-        && event.paths.iter().any(|path| {
-            let inside = path.strip_prefix(root).unwrap_or(path);
-            !inside
-                .iter()
-                .any(|part| part.to_string_lossy().starts_with('.'))
-        })
-}
-
-/// Watches the vault at `root` (`STANDMEET_VAULT_WATCH`): a note or folder created,
-/// changed, moved or removed anywhere but in a dot-folder (`.obsidian/` changes
-/// whenever Obsidian is open) queues a rebuild. Files only read (as a rebuild reads
-/// them) are not changes. Until `stop`.
-pub fn watch(
-    pool: PgPool,
-    jobs: JobClient,
-    root: PathBuf,
-    stop: tokio_util::sync::CancellationToken,
-) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    use anyhow::Context;
-    use notify::{RecursiveMode, Watcher};
-    let (changed, mut changes) = tokio::sync::mpsc::unbounded_channel::<()>();
-    let watched_root = root.clone();
-    let mut watcher =
-        notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
-            Ok(event) => {
-                if asks_for_a_rebuild(&event, &watched_root) {
-                    let _ = changed.send(());
-                }
-            }
-            Err(err) => tracing::warn!(error = %err, "the vault's watcher reported an error"),
-        })
-        .context("cannot start watching the vault")?;
-    watcher
-        .watch(&root, RecursiveMode::Recursive)
-        .with_context(|| format!("cannot watch the vault {}", root.display()))?;
-    tracing::info!(vault = %root.display(), "watching the vault for changes");
-    Ok(tokio::spawn(async move {
-        // Held for as long as the watch lasts.
-        let _watcher = watcher;
-        loop {
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                change = changes.recv() => if change.is_none() { return },
-            }
-            // Let the burst settle (up to a limit): whatever came meanwhile is the
-            // same rebuild.
-            let settle_until = tokio::time::Instant::now() + WATCH_SETTLE_AT_MOST;
-            loop {
-                let quiet = tokio::time::timeout(WATCH_DEBOUNCE, changes.recv());
-                match tokio::time::timeout_at(settle_until, quiet).await {
-                    Ok(Ok(Some(()))) => continue,
-                    Ok(Ok(None)) => return,
-                    Ok(Err(_)) | Err(_) => break,
-                }
-            }
-            // A trace of its own (when exporting): nobody clicked, a file changed.
-            let span = crate::trace_span!(parent: None, "vault.watch", otel.name = "vault change");
-            let queued = tracing::Instrument::instrument(queue_rebuild(&pool, &jobs), span);
-            match queued.await {
-                Ok(inserted) => {
-                    tracing::info!(job.id = %inserted.id, duplicate = inserted.duplicate, "a change under the vault queued a rebuild")
-                }
-                Err(err) => {
-                    tracing::warn!(
-                        error = standmeet_jobs::error_chain(&err),
-                        "cannot queue the rebuild a change under the vault asked for"
-                    )
-                }
-            }
+                .unwrap_or_default()
+                .to_string();
+            let reason = match last_error.strip_prefix(NOT_REBUILT) {
+                Some(words) => format!("{NOT_REBUILT}{words}"),
+                None => format!(
+                    "Its errors are on its page in the console (/admin/tasks/{}).",
+                    job_id.0
+                ),
+            };
+            Err(super::CorpusError::RebuildFailed {
+                job_id: job_id.0,
+                state: row.state.as_str(),
+                reason,
+                last_error,
+            })
         }
-    }))
+    }
 }

@@ -397,20 +397,24 @@ fn VaultSection(
                 <p class="text-sm text-slate-600">"Entries from your Obsidian vault: a rebuild adds new notes, updates changed ones and removes those that are gone."</p>
                 <button type="button" class=format!("sm:ml-auto {SECONDARY_BUTTON}") disabled=move || !hydrated.get() || rebuild.pending().get()
                         data-focus-key="vault-rebuild"
-                        on:click=move |_| { rebuild.dispatch(RebuildVault {}); }>
+                        on:click=move |_| { rebuild.dispatch(RebuildVault { allow_removals: false }); }>
                     "Rebuild from vault"
                 </button>
             </div>
             {match view.last {
                 None => view! { <p class="mt-3 text-sm text-slate-500">"No rebuild yet."</p> }.into_any(),
-                Some(last) => view! { <LastRebuild last=last/> }.into_any(),
+                Some(last) => view! { <LastRebuild last=last rebuild=rebuild hydrated=hydrated/> }.into_any(),
             }}
         </section>
     }
 }
 
 #[component]
-fn LastRebuild(last: RebuildView) -> impl IntoView {
+fn LastRebuild(
+    last: RebuildView,
+    rebuild: ServerAction<RebuildVault>,
+    hydrated: RwSignal<bool>,
+) -> impl IntoView {
     let RebuildView {
         job_id,
         state,
@@ -438,6 +442,21 @@ fn LastRebuild(last: RebuildView) -> impl IntoView {
                         })
                         .collect_view()}
                 </dl>
+                {(counts.would_remove > 0).then(|| {
+                    let kept = counts.would_remove;
+                    view! {
+                        <div role="alert" data-testid="vault-would-remove" data-count=kept.to_string()
+                             class="flex flex-wrap items-center gap-3 rounded border border-amber-300 bg-amber-50 px-3 py-2 text-amber-900">
+                            <p>{match kept { 1 => "1 entry's note is gone".to_string(), n => format!("{n} entries' notes are gone") }}
+                               ", more than half of the vault's: they were kept, in case the folder is only half synced or a mount is missing. If the notes were deleted on purpose, remove their entries."</p>
+                            <button type="button" data-testid="vault-remove-confirm" class=SECONDARY_BUTTON
+                                    disabled=move || !hydrated.get() || rebuild.pending().get()
+                                    on:click=move |_| { rebuild.dispatch(RebuildVault { allow_removals: true }); }>
+                                {format!("Remove {kept} entries")}
+                            </button>
+                        </div>
+                    }
+                })}
                 {(!counts.failed.is_empty()).then(|| view! {
                     <details class="rounded border border-amber-300 bg-amber-50 px-3 py-2">
                         <summary class="cursor-pointer text-amber-900">{match counts.failed.len() { 1 => "1 note was not imported".to_string(), n => format!("{n} notes were not imported") }}</summary>

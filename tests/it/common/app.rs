@@ -177,8 +177,7 @@ impl TestAppBuilder {
             .iter()
             .map(|(name, value)| (name.as_str(), value.as_str()))
             .collect();
-        let state =
-            AppState::new(self.pool.clone(), super::settings_with(&pairs)).expect("app state");
+        let state = app_state(&self.pool, super::settings_with(&pairs));
         // As `serve` does at start.
         standmeet::domain::schedules::create_built_ins(&state.jobs, state.settings.vault.is_some())
             .await
@@ -198,11 +197,21 @@ impl TestAppBuilder {
             .await
             .expect("a free loopback port");
         let address = listener.local_addr().expect("a bound address");
+        // Served as the binary serves (its header timeout, its drain), until dropped.
+        let limits = standmeet::serving::Limits {
+            header_timeout: state.settings.header_timeout,
+            max_connections: 1024,
+            grace: Duration::from_secs(1),
+        };
         let server = tokio::spawn(async move {
-            let service = served.into_make_service_with_connect_info::<SocketAddr>();
-            axum::serve(listener, service)
-                .await
-                .expect("the test server serves");
+            standmeet::serving::serve(
+                listener,
+                served,
+                limits,
+                tokio_util::sync::CancellationToken::new(),
+            )
+            .await
+            .expect("the test server serves");
         });
 
         TestApp {
@@ -299,8 +308,7 @@ impl TestApp {
     /// A router on the same database and settings with a state of its own, so with
     /// fresh rate limits: what a request meets in another StandMeet process.
     pub fn fresh_router(&self) -> Router {
-        let state =
-            AppState::new(self.pool.clone(), (*self.state.settings).clone()).expect("app state");
+        let state = app_state(&self.pool, (*self.state.settings).clone());
         with_mock_client(router(state))
     }
 
@@ -387,4 +395,26 @@ impl Drop for TestApp {
         }
         self.server.abort();
     }
+}
+
+/// The application's state for `settings`, with the site's files as the server binary
+/// of this build sees them. Leptos and StandMeet look for the hash file beside the
+/// running binary, and this test binary is in `<target>/debug/deps`, not beside the
+/// server's `<target>/debug/hash.txt`: a copy is put beside it (renamed into place, as
+/// tests run side by side).
+pub fn app_state(pool: &PgPool, settings: standmeet::config::Settings) -> AppState {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let deps = exe.parent().expect("the test binary's folder");
+    if let Some(debug) = deps.parent() {
+        let built = debug.join("hash.txt");
+        let beside = deps.join("hash.txt");
+        if let Ok(hashes) = std::fs::read(&built)
+            && std::fs::read(&beside).ok().as_ref() != Some(&hashes)
+        {
+            let scratch = deps.join(format!("hash.txt.{}", std::process::id()));
+            std::fs::write(&scratch, &hashes).expect("a copy of the hash file");
+            std::fs::rename(&scratch, &beside).expect("the hash file beside the tests");
+        }
+    }
+    AppState::new(pool.clone(), settings).expect("app state")
 }

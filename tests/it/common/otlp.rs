@@ -28,6 +28,10 @@ pub struct ReceivedSpan {
     /// The resource's attributes (`service.name`, `service.instance.id`, …).
     pub resource: HashMap<String, String>,
     pub attributes: HashMap<String, String>,
+    /// The span's `tracestate`, as received.
+    pub trace_state: String,
+    /// The spans it links to: (trace id, span id, their `tracestate`).
+    pub links: Vec<(String, String, String)>,
 }
 
 impl ReceivedSpan {
@@ -119,6 +123,18 @@ async fn receive(State((spans, requests)): State<Shared>, body: Bytes) -> impl I
                     parent_span_id: hex(&span.parent_span_id),
                     resource: resource.clone(),
                     attributes: attributes(&span.attributes),
+                    trace_state: span.trace_state,
+                    links: span
+                        .links
+                        .iter()
+                        .map(|link| {
+                            (
+                                hex(&link.trace_id),
+                                hex(&link.span_id),
+                                link.trace_state.clone(),
+                            )
+                        })
+                        .collect(),
                 });
             }
         }

@@ -151,7 +151,18 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
 
         eprintln!("bench: vault: one note written, with the watcher on");
         let stop = tokio_util::sync::CancellationToken::new();
-        let watching = vault::watch(pool.clone(), jobs.clone(), root.clone(), stop.clone())?;
+        let (watch_status, watching) = standmeet::domain::corpus::watch::watch(
+            pool.clone(),
+            jobs.clone(),
+            root.clone(),
+            stop.clone(),
+        );
+        anyhow::ensure!(
+            watch_status
+                .until(standmeet::domain::corpus::watch::WatchState::Watching)
+                .await,
+            "the vault's watcher ended before it watched"
+        );
         let word = format!("zephyr{}", std::process::id());
         let started = Instant::now();
         std::fs::write(

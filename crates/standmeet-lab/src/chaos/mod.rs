@@ -19,6 +19,14 @@
 //!   NUL in YAML, a FIFO, a comment after code and a flood of 10,000 notes, then is
 //!   emptied as an unmount would: the server stays healthy and small, every ordinary
 //!   note is searchable, each bad note is listed once, and nothing is removed.
+//! - `vault-watch`: the vault's folder is not there at start, then comes with more
+//!   folders than the server may watch (a limit of its own user namespace) and a link
+//!   to `/`, shrinks, is unmounted and comes back: one process throughout, `/readyz`
+//!   ready at every poll and saying `waiting` or `watching`, nothing behind the link
+//!   read, every job ended.
+//! - `slow-clients`: 1,000 connections trickle their headers, then 600 requests their
+//!   bodies: the probes answer within 100 ms and a visitor's page within 1 s, and the
+//!   server closes each trickling connection at its header timeout.
 //! - `poison`: jobs whose handler aborts its process or overflows its stack: each is
 //!   counted as an attempt per death and discarded after three; the other jobs run on,
 //!   and the restarts stop.
@@ -59,8 +67,10 @@ mod poison;
 mod process;
 mod receiver_down;
 pub mod relay;
+mod slow_clients;
 mod soak;
 mod vault_hostile;
+mod vault_watch;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -84,12 +94,14 @@ pub struct ChaosOptions {
 }
 
 /// Every scenario, in the order a run takes them.
-pub const SCENARIOS: [&str; 12] = [
+pub const SCENARIOS: [&str; 14] = [
     "kill9",
     "pg-restart",
     "approvals",
     "bad-input",
     "vault-hostile",
+    "vault-watch",
+    "slow-clients",
     "poison",
     "freeze",
     "claim-write-lost",
@@ -269,6 +281,8 @@ pub async fn run(options: ChaosOptions) -> anyhow::Result<()> {
             "failover" => failover::run(&lab).await,
             "soak" => soak::run(&lab).await,
             "vault-hostile" => vault_hostile::run(&lab).await,
+            "vault-watch" => vault_watch::run(&lab).await,
+            "slow-clients" => slow_clients::run(&lab).await,
             _ => bad_input::run(&lab).await,
         }
         .unwrap_or_else(Outcome::aborted);

@@ -36,8 +36,32 @@ impl ChildProcess {
         env: &[(&str, String)],
         log: &Path,
     ) -> anyhow::Result<ChildProcess> {
-        let mut cmd = Command::new(program);
-        cmd.arg(subcommand);
+        ChildProcess::spawn_wrapped(role, &[], program, subcommand, env, log)
+    }
+
+    /// [`ChildProcess::spawn`] through `wrapper` (a command that ends by `exec`ing
+    /// `"$0" <subcommand>`: the same process, so signals reach the program), such as
+    /// `unshare` setting a limit of the child's own.
+    pub fn spawn_wrapped(
+        role: &'static str,
+        wrapper: &[String],
+        program: &Path,
+        subcommand: &str,
+        env: &[(&str, String)],
+        log: &Path,
+    ) -> anyhow::Result<ChildProcess> {
+        let mut cmd = match wrapper.split_first() {
+            None => {
+                let mut cmd = Command::new(program);
+                cmd.arg(subcommand);
+                cmd
+            }
+            Some((first, rest)) => {
+                let mut cmd = Command::new(first);
+                cmd.args(rest).arg(program).arg(subcommand);
+                cmd
+            }
+        };
         for (name, _) in std::env::vars_os() {
             let ours = name.to_str().is_some_and(|name| {
                 name.starts_with("STANDMEET_")
@@ -248,6 +272,27 @@ pub(crate) async fn start_server_with(
         random_token(32),
         random_token(24),
         extra,
+        &[],
+    )
+    .await
+}
+
+/// [`start_server_with`] through `wrapper` (see [`ChildProcess::spawn_wrapped`]).
+pub(crate) async fn start_server_wrapped(
+    database_url: &str,
+    smtp_port: u16,
+    log: &Path,
+    extra: &[(&str, String)],
+    wrapper: &[String],
+) -> anyhow::Result<ServerChild> {
+    start_server_as(
+        database_url,
+        smtp_port,
+        log,
+        random_token(32),
+        random_token(24),
+        extra,
+        wrapper,
     )
     .await
 }
@@ -267,6 +312,7 @@ pub(crate) async fn start_another_copy(
         first.mcp_token.clone(),
         first.admin_password.clone(),
         &[],
+        &[],
     )
     .await
 }
@@ -278,6 +324,7 @@ async fn start_server_as(
     mcp_token: String,
     admin_password: String,
     extra: &[(&str, String)],
+    wrapper: &[String],
 ) -> anyhow::Result<ServerChild> {
     let port = free_loopback_port()?;
     let admin_email = "chaos-admin@chaos.example.com".to_string();
@@ -301,7 +348,14 @@ async fn start_server_as(
         env.retain(|(known, _)| known != name);
         env.push((name, value.clone()));
     }
-    let mut process = ChildProcess::spawn("server", &crate::server_binary()?, "serve", &env, log)?;
+    let mut process = ChildProcess::spawn_wrapped(
+        "server",
+        wrapper,
+        &crate::server_binary()?,
+        "serve",
+        &env,
+        log,
+    )?;
     let base_url = format!("http://127.0.0.1:{port}");
     wait_until_healthy(&mut process, &base_url).await?;
     Ok(ServerChild {

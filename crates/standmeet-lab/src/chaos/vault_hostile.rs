@@ -248,7 +248,8 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     Ok(outcome)
 }
 
-fn write(vault: &Path, path: &str, text: &str) -> std::io::Result<()> {
+/// Writes a note at `path` under `vault`, making its folders.
+pub(crate) fn write(vault: &Path, path: &str, text: &str) -> std::io::Result<()> {
     let path = vault.join(path);
     if let Some(folder) = path.parent() {
         std::fs::create_dir_all(folder)?;
@@ -293,7 +294,7 @@ async fn poll_health(
 }
 
 /// Waits until `done` says so, up to `limit`; answers whether it did.
-async fn wait_for<F, Fut>(limit: Duration, done: F) -> bool
+pub(crate) async fn wait_for<F, Fut>(limit: Duration, done: F) -> bool
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -310,7 +311,8 @@ where
     }
 }
 
-async fn notes(pool: &PgPool) -> i64 {
+/// The entries made from the vault's notes.
+pub(crate) async fn notes(pool: &PgPool) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM corpus_vault_notes")
         .fetch_one(pool)
         .await

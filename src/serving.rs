@@ -1,0 +1,252 @@
+//! The connections under the router: accepting, serving and draining them.
+//!
+//! What `axum::serve` does, and what it leaves to whoever runs it in front of strangers:
+//! - **A header-read timeout.** A connection that has not sent a request's headers
+//!   within `STANDMEET_HEADER_TIMEOUT_MS` (10 s) is closed, so a client that trickles a
+//!   byte a second holds a socket for seconds, not for ever. An idle keep-alive
+//!   connection is closed after the same time: a proxy in front keeps its idle
+//!   connections for less (docs/operating.md sets nginx's `keepalive_timeout`).
+//! - **A cap on connections** ([`max_connections`]): past it, new connections wait in
+//!   the kernel's queue until one closes, instead of running the process out of file
+//!   descriptors (which would stop it opening PostgreSQL connections and files too).
+//! - **A drain on stop.** The listening socket closes first, so that a proxy sends new
+//!   connections to another copy (a refused connect is safe to retry, a POST too).
+//!   Connections already open go on serving for the grace; each answer then says
+//!   `Connection: close`, so the proxy drops that connection after its request instead
+//!   of sending another on it as it closes. A connection idle for [`IDLE_ON_STOP`] is
+//!   closed (a proxy that keeps idle connections for less has dropped it already, so
+//!   no request crosses the close); what is still open after the grace is shut.
+//!
+//! The probes (`/livez`, `/readyz`, `/healthz`) are outside the router's limit on
+//! requests at once (see `startup::router`), so a crowd of slow clients cannot turn
+//! them to 503.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::http::{HeaderValue, Request, Version, header};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::ServiceExt;
+
+/// The most connections one process holds when the file limit allows it.
+const CONNECTIONS_AT_MOST: usize = 10_000;
+/// File descriptors kept for what is not a client's connection: PostgreSQL's
+/// connections, the vault's files and watches, the log, the private cluster's pipes.
+const DESCRIPTORS_KEPT: u64 = 512;
+/// How long connections still open at the end of the grace get to finish what they
+/// write before they are dropped.
+const LAST_WORDS: Duration = Duration::from_secs(1);
+/// After a stop, a connection with no request for this long is closed.
+pub const IDLE_ON_STOP: Duration = Duration::from_secs(1);
+/// How often a draining connection looks whether it is idle.
+const IDLE_CHECK: Duration = Duration::from_millis(100);
+
+/// Raises this process's soft limit of open files to its hard limit (as Go's runtime
+/// does at start: the soft 1,024 of most shells is a leftover of `select`), and answers
+/// how many connections it may then hold: [`CONNECTIONS_AT_MOST`], or fewer when the
+/// limit is lower, keeping [`DESCRIPTORS_KEPT`] for the rest.
+pub fn max_connections() -> usize {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let soft = match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            Ok(()) => hard,
+            Err(_) => soft,
+        },
+        Ok((soft, _)) => soft,
+        Err(_) => 1024,
+    };
+    let for_clients = soft.saturating_sub(DESCRIPTORS_KEPT).max(64);
+    usize::try_from(for_clients)
+        .unwrap_or(usize::MAX)
+        .min(CONNECTIONS_AT_MOST)
+}
+
+/// How [`serve`] treats connections.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// `STANDMEET_HEADER_TIMEOUT_MS`.
+    pub header_timeout: Duration,
+    /// Connections held at once ([`max_connections`]).
+    pub max_connections: usize,
+    /// How long open connections may go on after `stop`.
+    pub grace: Duration,
+}
+
+/// Serves `router` on `listener` until `stop`, then drains (see the module
+/// documentation). Each request carries its peer's [`ConnectInfo<SocketAddr>`].
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: Limits,
+    stop: CancellationToken,
+) -> std::io::Result<()> {
+    let places = Arc::new(Semaphore::new(limits.max_connections));
+    let connections = TaskTracker::new();
+    let close_now = CancellationToken::new();
+    let mut at_cap_said = false;
+    loop {
+        let place = match places.clone().try_acquire_owned() {
+            Ok(place) => place,
+            Err(_) => {
+                if !at_cap_said {
+                    tracing::warn!(
+                        connections = limits.max_connections,
+                        "this copy holds as many connections as it may; new ones wait until one closes"
+                    );
+                    at_cap_said = true;
+                }
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    place = places.clone().acquire_owned() => match place {
+                        Ok(place) => place,
+                        Err(_) => break,
+                    },
+                }
+            }
+        };
+        let accepted = tokio::select! {
+            _ = stop.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(err) => {
+                // Out of descriptors, or a connection reset before it was taken: the
+                // listener itself is fine. A pause, so that a lasting cause is not a
+                // busy loop.
+                tracing::warn!(error = %err, "cannot accept a connection");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        at_cap_said = false;
+        let _ = stream.set_nodelay(true);
+        connections.spawn(serve_connection(
+            stream,
+            peer,
+            router.clone(),
+            limits.header_timeout,
+            stop.clone(),
+            close_now.clone(),
+            place,
+        ));
+    }
+    // New connections are refused from here on: the proxy tries another copy.
+    drop(listener);
+    connections.close();
+    if tokio::time::timeout(limits.grace, connections.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            open = connections.len(),
+            "connections still open {:?} after the stop signal; closing them",
+            limits.grace
+        );
+        close_now.cancel();
+        let _ = tokio::time::timeout(LAST_WORDS, connections.wait()).await;
+    }
+    Ok(())
+}
+
+/// Requests in flight on one connection, and since when it has had none.
+#[derive(Debug)]
+struct Activity {
+    in_flight: std::sync::atomic::AtomicUsize,
+    idle_since: std::sync::Mutex<tokio::time::Instant>,
+}
+
+impl Activity {
+    fn idle_for(&self) -> Option<Duration> {
+        use std::sync::atomic::Ordering;
+        (self.in_flight.load(Ordering::Acquire) == 0).then(|| {
+            self.idle_since
+                .lock()
+                .map(|since| since.elapsed())
+                .unwrap_or_default()
+        })
+    }
+}
+
+/// One connection, HTTP/1.1 or HTTP/2, until it closes, `close_now`, or (after `stop`)
+/// it has been idle for [`IDLE_ON_STOP`].
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    router: Router,
+    header_timeout: Duration,
+    stop: CancellationToken,
+    close_now: CancellationToken,
+    _place: tokio::sync::OwnedSemaphorePermit,
+) {
+    use std::sync::atomic::Ordering;
+    let activity = Arc::new(Activity {
+        in_flight: std::sync::atomic::AtomicUsize::new(0),
+        idle_since: std::sync::Mutex::new(tokio::time::Instant::now()),
+    });
+    let service = {
+        let activity = activity.clone();
+        let stop = stop.clone();
+        tower::service_fn(move |request: Request<Incoming>| {
+            let router = router.clone();
+            let activity = activity.clone();
+            let stop = stop.clone();
+            activity.in_flight.fetch_add(1, Ordering::AcqRel);
+            async move {
+                let version = request.version();
+                let mut request = request.map(Body::new);
+                request.extensions_mut().insert(ConnectInfo(peer));
+                let mut response = router.oneshot(request).await?;
+                // HTTP/2 has no `Connection` header; its graceful shutdown (GOAWAY)
+                // does this.
+                if stop.is_cancelled() && version <= Version::HTTP_11 {
+                    response
+                        .headers_mut()
+                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                }
+                if let Ok(mut since) = activity.idle_since.lock() {
+                    *since = tokio::time::Instant::now();
+                }
+                activity.in_flight.fetch_sub(1, Ordering::AcqRel);
+                Ok::<_, std::convert::Infallible>(response)
+            }
+        })
+    };
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    builder.http2().timer(TokioTimer::new());
+    let connection = builder.serve_connection_with_upgrades(
+        TokioIo::new(stream),
+        hyper_util::service::TowerToHyperService::new(service),
+    );
+    tokio::pin!(connection);
+    tokio::select! {
+        _ = connection.as_mut() => return,
+        _ = close_now.cancelled() => {}
+        _ = async {
+            stop.cancelled().await;
+            let mut check = tokio::time::interval(IDLE_CHECK);
+            loop {
+                check.tick().await;
+                if activity.idle_for().is_some_and(|idle| idle >= IDLE_ON_STOP) {
+                    return;
+                }
+            }
+        } => {}
+    }
+    connection.as_mut().graceful_shutdown();
+    let _ = tokio::time::timeout(LAST_WORDS, connection).await;
+}
