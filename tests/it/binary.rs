@@ -1084,3 +1084,23 @@ async fn a_vault_that_is_not_there_yet_is_waited_for_and_serving_goes_on() {
     assert!(log.contains("the vault cannot be watched yet"), "{log}");
     drop_database(&admin_url, &url).await;
 }
+
+/// The nginx file the fault suite's rolling restart runs with is the one the docs show:
+/// docs/operating.md's block is `deploy/nginx/standmeet.conf` after its two opening
+/// comment lines.
+#[test]
+fn the_docs_show_the_nginx_file_the_rolling_restart_runs_with() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let docs = std::fs::read_to_string(root.join("docs/operating.md")).unwrap();
+    let file = std::fs::read_to_string(root.join("deploy/nginx/standmeet.conf")).unwrap();
+    let block = docs
+        .split("```nginx\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("an nginx block in docs/operating.md");
+    assert!(
+        file.ends_with(block),
+        "docs/operating.md's nginx block and deploy/nginx/standmeet.conf differ"
+    );
+    assert!(block.contains("upstream standmeet"), "{block}");
+}

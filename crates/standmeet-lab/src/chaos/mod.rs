@@ -27,6 +27,10 @@
 //! - `slow-clients`: 1,000 connections trickle their headers, then 600 requests their
 //!   bodies: the probes answer within 100 ms and a visitor's page within 1 s, and the
 //!   server closes each trickling connection at its header timeout.
+//! - `rolling-restart`: two copies behind nginx (configured from the docs' own file,
+//!   `deploy/nginx/standmeet.conf`), each restarted in turn under page views, form
+//!   posts, MCP calls and approvals that wait for their mail: 0 failed requests, 0
+//!   lost jobs, every wait answered or given a receipt.
 //! - `poison`: jobs whose handler aborts its process or overflows its stack: each is
 //!   counted as an attempt per death and discarded after three; the other jobs run on,
 //!   and the restarts stop.
@@ -67,6 +71,7 @@ mod poison;
 mod process;
 mod receiver_down;
 pub mod relay;
+mod rolling_restart;
 mod slow_clients;
 mod soak;
 mod vault_hostile;
@@ -94,7 +99,7 @@ pub struct ChaosOptions {
 }
 
 /// Every scenario, in the order a run takes them.
-pub const SCENARIOS: [&str; 14] = [
+pub const SCENARIOS: [&str; 15] = [
     "kill9",
     "pg-restart",
     "approvals",
@@ -102,6 +107,7 @@ pub const SCENARIOS: [&str; 14] = [
     "vault-hostile",
     "vault-watch",
     "slow-clients",
+    "rolling-restart",
     "poison",
     "freeze",
     "claim-write-lost",
@@ -283,6 +289,7 @@ pub async fn run(options: ChaosOptions) -> anyhow::Result<()> {
             "vault-hostile" => vault_hostile::run(&lab).await,
             "vault-watch" => vault_watch::run(&lab).await,
             "slow-clients" => slow_clients::run(&lab).await,
+            "rolling-restart" => rolling_restart::run(&lab).await,
             _ => bad_input::run(&lab).await,
         }
         .unwrap_or_else(Outcome::aborted);

@@ -305,16 +305,53 @@ pub(crate) async fn start_another_copy(
     smtp_port: u16,
     log: &Path,
 ) -> anyhow::Result<ServerChild> {
+    start_another_copy_with(first, database_url, smtp_port, log, &[]).await
+}
+
+/// [`start_another_copy`] with more settings.
+pub(crate) async fn start_another_copy_with(
+    first: &ServerChild,
+    database_url: &str,
+    smtp_port: u16,
+    log: &Path,
+    extra: &[(&str, String)],
+) -> anyhow::Result<ServerChild> {
     start_server_as(
         database_url,
         smtp_port,
         log,
         first.mcp_token.clone(),
         first.admin_password.clone(),
-        &[],
+        extra,
         &[],
     )
     .await
+}
+
+impl ServerChild {
+    /// Where it listens (`LEPTOS_SITE_ADDR`).
+    pub fn address(&self) -> &str {
+        self.base_url
+            .strip_prefix("http://")
+            .unwrap_or(&self.base_url)
+    }
+
+    /// Stops it with SIGTERM (answers how it exited: `None` when it had to be killed
+    /// after `grace`) and starts it again with the same settings, on the same address,
+    /// its output appended to the same log; answers once `/healthz` says it is up.
+    pub async fn restart(&mut self, grace: Duration) -> anyhow::Result<Option<ExitStatus>> {
+        let stopped = self.process.stop(grace).await;
+        let env: Vec<(&str, String)> = self
+            .settings
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.clone()))
+            .collect();
+        let log = self.process.log.clone();
+        self.process =
+            ChildProcess::spawn("server", &crate::server_binary()?, "serve", &env, &log)?;
+        wait_until_healthy(&mut self.process, &self.base_url).await?;
+        Ok(stopped)
+    }
 }
 
 async fn start_server_as(
