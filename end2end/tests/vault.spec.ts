@@ -106,3 +106,44 @@ test("a note written into the watched vault is searchable on its own, and the po
     receiver.close();
   }
 });
+
+test("a vault mostly gone removes nothing until the admin confirms, and comes back whole", async ({ page }) => {
+  // A sync that brought back a third of the folders: 19 of the notes are gone.
+  const gone = ["Places", "Recipes", "Reading"];
+  const aside = fs.mkdtempSync(path.join(path.dirname(vault), "standmeet-e2e-aside-"));
+  const vaultEntries = async () =>
+    Number((await sql<{ n: string }>("SELECT count(*) AS n FROM corpus_vault_notes"))[0].n);
+  await signInAsAdmin(page, "/admin/corpus");
+  const panel = page.getByTestId("vault");
+  await panel.getByRole("button", { name: "Rebuild from vault" }).click();
+  await expect(panel.getByTestId("vault-rebuild-state")).toHaveText("completed", { timeout: 20_000 });
+  const before = await vaultEntries();
+  try {
+    for (const folder of gone) fs.renameSync(path.join(vault, folder), path.join(aside, folder));
+    await page.reload();
+    await panel.getByRole("button", { name: "Rebuild from vault" }).click();
+    const warning = panel.getByTestId("vault-would-remove");
+    await expect(warning).toHaveAttribute("data-count", "19", { timeout: 20_000 });
+    await expect(warning).toContainText("19 entries' notes are gone");
+    expect(await vaultEntries()).toBe(before);
+
+    // The admin says the notes were deleted on purpose.
+    await warning.getByRole("button", { name: "Remove 19 entries" }).click();
+    await expect(panel.locator('[data-testid="vault-count"][data-count-of="removed"]')).toHaveAttribute(
+      "data-count",
+      "19",
+      { timeout: 20_000 },
+    );
+    await expect(panel.getByTestId("vault-would-remove")).toHaveCount(0);
+    expect(await vaultEntries()).toBe(before - 19);
+  } finally {
+    for (const folder of gone) {
+      if (fs.existsSync(path.join(aside, folder))) fs.renameSync(path.join(aside, folder), path.join(vault, folder));
+    }
+    fs.rmSync(aside, { recursive: true, force: true });
+  }
+  // The notes back: the next rebuild adds them again.
+  await page.reload();
+  await panel.getByRole("button", { name: "Rebuild from vault" }).click();
+  await expect.poll(vaultEntries, { timeout: 20_000 }).toBe(before);
+});

@@ -19,7 +19,12 @@ const BIN: &str = env!("CARGO_BIN_EXE_standmeet");
 
 /// A command for the binary with none of the caller's StandMeet settings leaking in.
 pub(crate) fn standmeet() -> Command {
-    let mut cmd = Command::new(BIN);
+    standmeet_at(Path::new(BIN))
+}
+
+/// [`standmeet`] for the binary at `program` (a copy of it elsewhere).
+fn standmeet_at(program: &Path) -> Command {
+    let mut cmd = Command::new(program);
     for (name, _) in std::env::vars() {
         if name.starts_with("STANDMEET_") || name == "DATABASE_URL" || name == "LEPTOS_SITE_ADDR" {
             cmd.env_remove(name);
@@ -1103,4 +1108,49 @@ fn the_docs_show_the_nginx_file_the_rolling_restart_runs_with() {
         "docs/operating.md's nginx block and deploy/nginx/standmeet.conf differ"
     );
     assert!(block.contains("upstream standmeet"), "{block}");
+}
+
+/// A binary copied without the `hash.txt` of its build, beside a site whose files have
+/// hashed names, serves pages that name files the site does not have: `check-config`
+/// refuses it naming the hash file, and `/readyz` answers 503.
+#[tokio::test]
+async fn a_binary_without_its_hash_file_is_a_missing_site() {
+    let site = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/site");
+    let hashed = std::fs::read_dir(site.join("pkg"))
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .any(|entry| entry.file_name().to_string_lossy().matches('.').count() == 2)
+        })
+        .unwrap_or(false);
+    assert!(
+        hashed,
+        "scripts/build names the site's files by their hashes: {}",
+        site.display()
+    );
+    let scratch = scratch_dir();
+    let copied = scratch.path().join("standmeet");
+    std::fs::copy(BIN, &copied).unwrap();
+    let without_hashes = |args: &[&str]| {
+        let mut cmd = standmeet_at(&copied);
+        cmd.args(args).env("LEPTOS_SITE_ROOT", &site);
+        cmd
+    };
+    let checked = without_hashes(&["check-config"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&checked.stderr);
+    assert_eq!(checked.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("hash.txt"), "{stderr}");
+
+    let (url, admin_url) = scratch_database("nohash");
+    let mut cmd = without_hashes(&["serve"]);
+    cmd.env("DATABASE_URL", url.as_str());
+    let mut server = Server::start(cmd);
+    let health = server.wait_healthy().await;
+    assert_eq!(health["site"], "missing", "{health}");
+    let ready = reqwest::get(format!("http://127.0.0.1:{}/readyz", server.port))
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 503);
+    server.stop();
+    drop_database(&admin_url, &url).await;
 }
