@@ -65,7 +65,13 @@ pub fn max_connections() -> usize {
         Ok((soft, _)) => soft,
         Err(_) => 1024,
     };
-    let for_clients = soft.saturating_sub(DESCRIPTORS_KEPT).max(64);
+    connections_within(soft)
+}
+
+/// The connections a process whose limit of open files is `open_files` may hold:
+/// [`CONNECTIONS_AT_MOST`], or what is left after [`DESCRIPTORS_KEPT`] (64 at least).
+fn connections_within(open_files: u64) -> usize {
+    let for_clients = open_files.saturating_sub(DESCRIPTORS_KEPT).max(64);
     usize::try_from(for_clients)
         .unwrap_or(usize::MAX)
         .min(CONNECTIONS_AT_MOST)
@@ -249,4 +255,64 @@ async fn serve_connection(
     }
     connection.as_mut().graceful_shutdown();
     let _ = tokio::time::timeout(LAST_WORDS, connection).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connections_are_capped_below_the_open_file_limit() {
+        // The unit's LimitNOFILE=16384: the most there is.
+        assert_eq!(connections_within(16_384), CONNECTIONS_AT_MOST);
+        // A shell's soft 1,024 that could not be raised: room kept for the rest.
+        assert_eq!(connections_within(1_024), 512);
+        assert_eq!(connections_within(100), 64);
+    }
+
+    /// Sends a GET of `/` on `stream`; answers what came back first.
+    async fn ask(stream: &mut tokio::net::TcpStream) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        stream
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = [0u8; 256];
+        let read = stream.read(&mut answer).await.unwrap();
+        String::from_utf8_lossy(&answer[..read]).into_owned()
+    }
+
+    /// A listener whose every place is taken accepts nothing more until one is given
+    /// back: a connection beyond the cap waits in the kernel's queue, unanswered.
+    #[tokio::test]
+    async fn past_the_cap_a_connection_waits_until_another_closes() {
+        use tokio::io::AsyncReadExt;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let router = Router::new().route("/", axum::routing::get(|| async { "here" }));
+        let limits = Limits {
+            header_timeout: Duration::from_secs(10),
+            max_connections: 1,
+            grace: Duration::from_secs(1),
+        };
+        let stop = CancellationToken::new();
+        let served = tokio::spawn(serve(listener, router, limits, stop.clone()));
+        let mut first = tokio::net::TcpStream::connect(address).await.unwrap();
+        assert!(ask(&mut first).await.contains("here"));
+        // The second is connected by the kernel but not taken while the first is open.
+        let mut second = tokio::net::TcpStream::connect(address).await.unwrap();
+        let waiting = tokio::time::timeout(Duration::from_millis(500), ask(&mut second)).await;
+        assert!(waiting.is_err(), "answered past the cap");
+        drop(first);
+        let answered = tokio::time::timeout(Duration::from_secs(10), async {
+            let mut answer = [0u8; 256];
+            let read = second.read(&mut answer).await.unwrap();
+            String::from_utf8_lossy(&answer[..read]).into_owned()
+        })
+        .await
+        .expect("answered once the first closed");
+        assert!(answered.contains("here"), "{answered}");
+        stop.cancel();
+        served.await.unwrap().unwrap();
+    }
 }

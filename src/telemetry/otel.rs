@@ -528,3 +528,23 @@ pub fn tool_call_span(tool: &str, request: Option<&http::request::Parts>) -> Spa
     }
     span
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tracestate_over_512_bytes_or_32_members_is_not_taken() {
+        let members = |n: usize| {
+            (0..n)
+                .map(|i| format!("v{i}=x"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        assert!(tracestate_is_small("vendor=abc"));
+        assert!(tracestate_is_small(&members(32)));
+        assert!(!tracestate_is_small(&members(33)));
+        assert!(!tracestate_is_small(&format!("vendor={}", "x".repeat(506))));
+        assert!(tracestate_is_small(&format!("vendor={}", "x".repeat(505))));
+    }
+}
