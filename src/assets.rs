@@ -11,20 +11,32 @@
 //!
 //! The plain names (`/pkg/standmeet.css`) keep working for whoever wrote them down:
 //! they answer the current file, checked again before each use (`no-cache`).
+//!
+//! Each file goes compressed to a browser that takes it: `scripts/build` writes a
+//! brotli (`.br`) and a gzip (`.gz`) copy beside it, and the one the request's
+//! `Accept-Encoding` takes is sent as it is (brotli first), with
+//! `Vary: Accept-Encoding` so that a cache in between keeps them apart. The wasm is
+//! megabytes: compressed per request it would cost a core on every first visit, and
+//! brotli at its best level (a quarter of the size) is far too slow for that.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::header::CACHE_CONTROL;
+use axum::http::header::{CACHE_CONTROL, VARY};
 use axum::http::{HeaderValue, Uri};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use leptos::config::LeptosOptions;
+use tower::ServiceExt;
+use tower_http::services::ServeDir;
 
 /// What a file with its hash in its name may be kept for.
 pub const IMMUTABLE: &str = "public, max-age=31536000, immutable";
+
+/// What a file asked for by its plain name may be kept for: asked again before each use.
+const NO_CACHE: &str = "no-cache";
 
 /// The files of this release by their plain names and by their hashed ones.
 #[derive(Clone, Debug, Default)]
@@ -35,6 +47,7 @@ pub struct SiteFiles {
     hashed_names: HashMap<String, String>,
     /// Where they are on disk (`LEPTOS_SITE_ROOT` and the package directory), and the
     /// names every page asks for (`standmeet.css`, `.js`, `.wasm`, hashed or not).
+    site_root: PathBuf,
     pkg_dir: PathBuf,
     page_files: Vec<String>,
     /// Where the hash file was looked for (beside the binary).
@@ -71,8 +84,9 @@ impl SiteFiles {
             ),
             _ => SiteFiles::default(),
         };
-        files.pkg_dir =
-            PathBuf::from(options.site_root.as_ref()).join(options.site_pkg_dir.as_ref());
+        files.pkg_path = format!("/{}", options.site_pkg_dir.trim_matches('/'));
+        files.site_root = PathBuf::from(options.site_root.as_ref());
+        files.pkg_dir = files.site_root.join(options.site_pkg_dir.as_ref());
         files.page_files = ["css", "js", "wasm"]
             .iter()
             .map(|kind| {
@@ -171,6 +185,26 @@ impl SiteFiles {
         Some(format!("{}/{hashed}", self.pkg_path))
     }
 
+    /// Whether `path` names a file under the package directory (`/pkg/…`).
+    fn is_under_pkg(&self, path: &str) -> bool {
+        !self.pkg_path.is_empty()
+            && path
+                .strip_prefix(&self.pkg_path)
+                .is_some_and(|rest| rest.starts_with('/'))
+    }
+
+    /// The file `request` names under the site's root, as the build left it: its
+    /// brotli or gzip copy when the request takes one and the build wrote it.
+    async fn serve(&self, request: Request) -> Response {
+        let files = ServeDir::new(&self.site_root)
+            .precompressed_br()
+            .precompressed_gzip();
+        match files.oneshot(request).await {
+            Ok(response) => response.into_response(),
+            Err(never) => match never {},
+        }
+    }
+
     /// Whether `path` is one of this release's files by its hashed name.
     fn is_hashed_path(&self, path: &str) -> bool {
         path.strip_prefix(&self.pkg_path)
@@ -191,30 +225,41 @@ fn is_hashed_name_of(name: &str, plain: &str) -> bool {
         .is_some_and(|hash| !hash.is_empty() && !hash.contains('.'))
 }
 
-/// Serves a plain name as this release's hashed file (checked again before each use)
-/// and lets browsers keep a hashed file for a year.
+/// Serves the files under `/pkg/` (every other request goes on): a plain name as this
+/// release's hashed file (checked again before each use), a hashed file to be kept for
+/// a year, each compressed as the request takes it (see the module's notes).
 pub async fn serve_site_files(
     State(files): State<Arc<SiteFiles>>,
     mut request: Request,
     next: Next,
 ) -> Response {
     let path = request.uri().path();
-    if let Some(hashed) = files.hashed_path(path) {
+    if !files.is_under_pkg(path) {
+        return next.run(request).await;
+    }
+    let cache_control = if let Some(hashed) = files.hashed_path(path) {
         if let Ok(uri) = hashed.parse::<Uri>() {
             *request.uri_mut() = uri;
         }
-        let mut response = next.run(request).await;
-        response
-            .headers_mut()
-            .insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        return response;
-    }
-    let hashed = files.is_hashed_path(path);
-    let mut response = next.run(request).await;
-    if hashed && response.status().is_success() {
-        response
-            .headers_mut()
-            .insert(CACHE_CONTROL, HeaderValue::from_static(IMMUTABLE));
+        Some(NO_CACHE)
+    } else if files.is_hashed_path(path) {
+        Some(IMMUTABLE)
+    } else {
+        None
+    };
+    let mut response = files.serve(request).await;
+    let found = response.status().is_success();
+    let headers = response.headers_mut();
+    headers.insert(VARY, HeaderValue::from_static("accept-encoding"));
+    match cache_control {
+        // A plain name's file changes with each release: always asked again.
+        Some(NO_CACHE) => {
+            headers.insert(CACHE_CONTROL, HeaderValue::from_static(NO_CACHE));
+        }
+        Some(kept) if found => {
+            headers.insert(CACHE_CONTROL, HeaderValue::from_static(kept));
+        }
+        _ => {}
     }
     response
 }

@@ -410,6 +410,84 @@ async fn the_pkg_files_are_revalidated_and_nothing_else_is_kept(pool: PgPool) {
     assert_eq!(page.headers["cache-control"], "no-store");
 }
 
+/// The hashed files of the site `scripts/build` made (`target/site/pkg`) by their
+/// extension, for the tests that fetch them as a browser does.
+fn built_site_file(extension: &str) -> (String, std::path::PathBuf) {
+    let pkg = std::path::Path::new("target/site/pkg");
+    let name = std::fs::read_dir(pkg)
+        .expect("scripts/build made target/site/pkg")
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .find(|name| {
+            name.starts_with("standmeet.")
+                && name.ends_with(&format!(".{extension}"))
+                && name.matches('.').count() == 2
+        })
+        .unwrap_or_else(|| panic!("no hashed .{extension} in {}", pkg.display()));
+    (format!("/pkg/{name}"), pkg.join(name))
+}
+
+async fn fetch_bytes(
+    app: &TestApp,
+    path: &str,
+    accept_encoding: Option<&str>,
+) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
+    use tower::ServiceExt;
+    let mut request = axum::http::Request::get(path);
+    if let Some(accepted) = accept_encoding {
+        request = request.header("accept-encoding", accepted);
+    }
+    let response = app
+        .router
+        .clone()
+        .oneshot(request.body(axum::body::Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let (status, headers) = (response.status(), response.headers().clone());
+    let body = axum::body::to_bytes(response.into_body(), 256 * 1024 * 1024)
+        .await
+        .unwrap();
+    (status, headers, body.to_vec())
+}
+
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+async fn the_pkg_files_go_as_the_build_compressed_them_to_whoever_takes_it(pool: PgPool) {
+    let app = TestApp::builder(pool).spawn().await;
+    for extension in ["wasm", "js", "css"] {
+        let (path, on_disk) = built_site_file(extension);
+        let plain = std::fs::read(&on_disk).unwrap();
+        for (accepted, encoding, copy) in [
+            (Some("gzip, deflate, br, zstd"), Some("br"), ".br"),
+            (Some("gzip"), Some("gzip"), ".gz"),
+            (None, None, ""),
+        ] {
+            let (status, headers, body) = fetch_bytes(&app, &path, accepted).await;
+            assert_eq!(status, StatusCode::OK, "{path} for {accepted:?}");
+            assert_eq!(
+                headers
+                    .get("content-encoding")
+                    .and_then(|v| v.to_str().ok()),
+                encoding,
+                "{path} for {accepted:?}"
+            );
+            // The build's own copy, byte for byte: nothing compressed it again.
+            let expected = std::fs::read(format!("{}{copy}", on_disk.display()))
+                .unwrap_or_else(|_| panic!("scripts/build wrote {}{copy}", on_disk.display()));
+            assert!(
+                body == expected,
+                "{path} for {accepted:?}: not the build's {copy:?} copy"
+            );
+            assert!(
+                copy.is_empty() || body.len() < plain.len() / 2,
+                "{path}{copy}"
+            );
+            assert_eq!(headers["vary"], "accept-encoding", "{path}");
+            assert_eq!(headers["cache-control"], standmeet::assets::IMMUTABLE);
+        }
+    }
+    let (_, headers, _) = fetch_bytes(&app, &built_site_file("wasm").0, Some("br")).await;
+    assert_eq!(headers["content-type"], "application/wasm");
+}
+
 /// The GET server functions that cannot answer without an argument, and the one the
 /// browser always sends them (a page's id, a typed search, a link's token). Every other
 /// GET server function must decode a request that sets nothing.
