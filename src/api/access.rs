@@ -33,7 +33,12 @@ pub async fn request_access(
             }
             RequestRefused::Other(err) => crate::api::replies::form_reply(err),
         })
+        .inspect(|_| crate::api::replies::after_a_plain_post_show(REQUEST_RECEIVED_PAGE))
 }
+
+/// Where a visitor whose browser ran no script lands after sending a request.
+#[cfg(feature = "ssr")]
+const REQUEST_RECEIVED_PAGE: &str = "/request-access?received";
 
 /// A visitor redeems the access code they were mailed; answers what to tell them.
 #[server(endpoint = "redeem_access")]
@@ -47,6 +52,17 @@ pub async fn redeem_access(email: String, code: String) -> Result<String, FormEr
     crate::ops::access::redeem_access(&state, visitor, &session, &email, &code)
         .await
         .map_err(form_reply)
+        // The page says so by itself: the session now holds the access.
+        .inspect(|_| crate::api::replies::after_a_plain_post_show("/access"))
+}
+
+/// What a visitor is told once their session holds access.
+pub const ACCESS_GRANTED: &str = "Access granted. You can now search the restricted entries too.";
+
+/// What this visitor's session was granted: the email its access code was for.
+#[server(endpoint = "access/granted", input = GetUrl)]
+pub async fn access_granted() -> Result<Option<String>, ServerFnError> {
+    Ok(crate::api::visitor().await.granted)
 }
 
 /// The newest requests first, optionally of one status.

@@ -8,8 +8,13 @@ use leptos::prelude::*;
 use super::form_error::FormError;
 use crate::error::AppError;
 
-/// Sets the status of the current server function's answer.
+/// Sets the status of the current server function's answer. A plain form post's answer
+/// keeps its redirect's (the form's page, with the error in the address): with a 4xx
+/// the browser would show the bare error instead of following it.
 pub fn set_status(status: StatusCode) {
+    if is_plain_form_post() {
+        return;
+    }
     if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
         response.set_status(status);
     }
@@ -28,6 +33,29 @@ pub fn form_reply(err: impl Into<AppError>) -> FormError {
     let err = err.into();
     set_status(err.status());
     FormError::new(err.public_message())
+}
+
+/// Whether this server function's request is a plain HTML form post: the browser ran
+/// no script (JavaScript off, or the page not hydrated yet) and asks for a page back.
+/// The browser's own calls ask for their encoding (`application/json`) instead.
+pub fn is_plain_form_post() -> bool {
+    use_context::<axum::http::request::Parts>().is_some_and(|parts| {
+        parts
+            .headers
+            .get(axum::http::header::ACCEPT)
+            .and_then(|accept| accept.to_str().ok())
+            .is_some_and(|accept| accept.contains("text/html"))
+    })
+}
+
+/// Sends a plain form post that succeeded to `page` (a `302`, which the browser follows
+/// with a GET), where the page says what happened; a script's call gets its answer as
+/// before. (A plain post that failed goes back to the form with the error in the
+/// address, as Leptos does for every server function: its `ServerAction` reads it.)
+pub fn after_a_plain_post_show(page: &str) {
+    if is_plain_form_post() {
+        leptos_axum::redirect(page);
+    }
 }
 
 /// The most of an error answer [`bad_arguments_are_400`] reads to tell what it is.

@@ -26,6 +26,7 @@ pub const PUBLIC_SERVER_FUNCTIONS: &[&str] = &[
     "/api/current_admin",
     "/api/request_access",
     "/api/redeem_access",
+    "/api/access/granted",
     "/api/confirm_email",
     "/api/confirm_email/preview",
     "/api/search",

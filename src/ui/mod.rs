@@ -106,8 +106,9 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/admin/bookings") view=BookingsPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin/account") view=AccountPage ssr=SsrMode::Async/>
                     // Visitor pages.
-                    <Route path=path!("/request-access") view=RequestAccessPage/>
-                    <Route path=path!("/access") view=AccessPage/>
+                    // Rendered whole, so that they read the same without JavaScript.
+                    <Route path=path!("/request-access") view=RequestAccessPage ssr=SsrMode::Async/>
+                    <Route path=path!("/access") view=AccessPage ssr=SsrMode::Async/>
                     <Route path=path!("/account/confirm-email") view=ConfirmEmailPage ssr=SsrMode::Async/>
                     <Route path=path!("/search") view=SearchPage ssr=SsrMode::Async/>
                     <Route path=path!("/book") view=BookPage ssr=SsrMode::Async/>

@@ -515,3 +515,132 @@ async fn wrong_codes_from_one_address_do_not_lock_the_visitor_out(pool: PgPool) 
         .unwrap();
     assert_eq!(reply.status(), reqwest::StatusCode::OK);
 }
+
+/// Posts a form as a browser does with JavaScript off: `Accept: text/html`, from the
+/// page at `referer`.
+async fn post_as_plain_html(
+    app: &TestApp,
+    path: &str,
+    pairs: &[(&str, &str)],
+    referer: &str,
+    cookie: Option<&str>,
+) -> common::Reply {
+    let mut body = url::form_urlencoded::Serializer::new(String::new());
+    for (name, value) in pairs {
+        body.append_pair(name, value);
+    }
+    let mut request = axum::http::Request::post(path)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+        .header("referer", format!("http://localhost{referer}"))
+        .header("sec-fetch-site", "same-origin");
+    if let Some(cookie) = cookie {
+        request = request.header("cookie", cookie);
+    }
+    app.send(request.body(axum::body::Body::from(body.finish())).unwrap())
+        .await
+}
+
+/// The page a redirect points at, as the browser then asks for it.
+async fn follow(app: &TestApp, reply: &common::Reply, cookie: Option<&str>) -> common::Reply {
+    assert_eq!(reply.status, StatusCode::FOUND, "{}", reply.body);
+    let location = reply.location().expect("a Location");
+    let path = location
+        .strip_prefix("http://localhost")
+        .unwrap_or(location);
+    match cookie {
+        Some(cookie) => app.get_with_cookie(path, cookie).await,
+        None => app.get(path).await,
+    }
+}
+
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+async fn without_javascript_the_visitor_forms_post_and_answer_with_a_page_in_words(pool: PgPool) {
+    let app = TestApp::desk(&pool).smtp().jobs().spawn().await;
+    let smtp = app.smtp();
+
+    // A request with a bad email comes back to the form, saying what to fix; none is kept.
+    let refused = post_as_plain_html(
+        &app,
+        "/api/request_access",
+        &[
+            ("name", "Ada"),
+            ("email", "not an address"),
+            ("message", "Hello"),
+        ],
+        "/request-access",
+        None,
+    )
+    .await;
+    let page = follow(&app, &refused, None).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body.contains("Please check the fields marked below."),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("Request received"));
+    assert_eq!(
+        common::count(&pool, "SELECT count(*) FROM access_requests").await,
+        0
+    );
+
+    // A good one is kept, and the page it lands on says it was received.
+    let sent = post_as_plain_html(
+        &app,
+        "/api/request_access",
+        &[
+            ("name", "Ada Lovelace"),
+            ("email", "ada@example.com"),
+            ("message", "Hello"),
+        ],
+        "/request-access",
+        None,
+    )
+    .await;
+    assert_eq!(sent.location(), Some("/request-access?received"));
+    let page = follow(&app, &sent, None).await;
+    assert!(page.body.contains("Request received"), "{}", page.body);
+    let id = request_id_of(&pool, "ada@example.com").await;
+
+    // The owner approves; the visitor enters the code without JavaScript.
+    let cookie = app.sign_in_admin().await;
+    let answer = app.approve(&cookie, id).await.json();
+    wait_for_state(
+        &pool,
+        JobId(answer["mail_job_id"].as_i64().unwrap()),
+        JobState::Completed,
+    )
+    .await;
+    let code = code_in(&smtp.mails_to("ada@example.com")[0].data);
+
+    let wrong = post_as_plain_html(
+        &app,
+        "/api/redeem_access",
+        &[("email", "ada@example.com"), ("code", "AAAA-BBBB-CCCC")],
+        "/access",
+        None,
+    )
+    .await;
+    let page = follow(&app, &wrong, None).await;
+    assert!(page.body.contains("does not match"), "{}", page.body);
+    assert!(!page.body.contains("Access granted"));
+
+    let right = post_as_plain_html(
+        &app,
+        "/api/redeem_access",
+        &[("email", "ada@example.com"), ("code", &code)],
+        "/access",
+        None,
+    )
+    .await;
+    assert_eq!(right.location(), Some("/access"));
+    let visitor = right
+        .session_cookie()
+        .expect("the session that holds the access");
+    let page = follow(&app, &right, Some(&visitor)).await;
+    assert!(page.body.contains("Access granted"), "{}", page.body);
+    // The words come from the session, not the address: another visitor's /access
+    // does not say so.
+    assert!(!app.get("/access").await.body.contains("Access granted"));
+}

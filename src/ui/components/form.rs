@@ -42,3 +42,34 @@ pub fn server_message(error: &ServerFnError) -> String {
         _ => "StandMeet did not answer; try again.".to_string(),
     }
 }
+
+/// A form's submit button that works with or without JavaScript. With it, the button
+/// calls the form's server function once the page is hydrated (disabled until then,
+/// and while `pending`). Without it (`@media (scripting: none)`, Tailwind's
+/// `noscript:`), a plain submit button stands in its place and posts the form as HTML;
+/// the server function answers such a post with a page (see `api::replies`).
+#[component]
+pub fn SubmitButton(
+    /// The button's words.
+    label: &'static str,
+    /// Classes beside [`PRIMARY_BUTTON`] (its width, say).
+    #[prop(optional)]
+    class: &'static str,
+    /// Whether the form's call is under way.
+    #[prop(into)]
+    pending: Signal<bool>,
+) -> impl IntoView {
+    let hydrated = use_hydrated();
+    view! {
+        <button
+            type="submit"
+            class=format!("{class} {PRIMARY_BUTTON} noscript:hidden")
+            disabled=move || !hydrated.get() || pending.get()
+        >
+            {label}
+        </button>
+        <button type="submit" class=format!("hidden {class} {PRIMARY_BUTTON} noscript:inline-block")>
+            {label}
+        </button>
+    }
+}

@@ -1,19 +1,27 @@
 //! `/request-access`: a visitor asks the owner for access. The form checks every field
 //! and says what to fix; a sent request is answered with "Request received".
+//!
+//! It works without JavaScript too: the form then posts as HTML, a request sent so
+//! comes back as `/request-access?received`, and one refused comes back to the form
+//! with its error (see `api::replies`).
 
 use leptos::prelude::*;
 use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
 
 use crate::api::access::RequestAccess;
-use crate::ui::components::form::use_hydrated;
-use crate::ui::components::form::{INPUT, LABEL, PRIMARY_BUTTON};
+use crate::ui::components::form::{INPUT, LABEL, SubmitButton};
 
 #[component]
 pub fn RequestAccessPage() -> impl IntoView {
     let send = ServerAction::<RequestAccess>::new();
     let answer = send.value();
-    let hydrated = use_hydrated();
-    let received = move || answer.with(|answer| matches!(answer, Some(Ok(_))));
+    // Sent with a script (the action's answer), or without (the address says so).
+    let query = use_query_map();
+    let received = move || {
+        answer.with(|answer| matches!(answer, Some(Ok(_))))
+            || query.with(|query| query.get_str("received").is_some())
+    };
     let problem = move |pick: fn(&crate::api::FormError) -> Option<String>| {
         answer.with(|answer| match answer {
             Some(Err(error)) => pick(error),
@@ -59,13 +67,7 @@ pub fn RequestAccessPage() -> impl IntoView {
                             <textarea id="request-message" name="message" rows="4" class=INPUT></textarea>
                             {move || field_error(problem(|a| a.text.clone()))}
                         </div>
-                        <button
-                            type="submit"
-                            class=format!("w-full {PRIMARY_BUTTON}")
-                            disabled=move || !hydrated.get() || send.pending().get()
-                        >
-                            "Send request"
-                        </button>
+                        <SubmitButton label="Send request" class="w-full" pending=send.pending()/>
                     </ActionForm>
                 }
             >
