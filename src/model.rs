@@ -36,6 +36,10 @@ impl MailState {
     }
 }
 
+/// What a visitor is told once their session holds access (by the code they entered,
+/// now or before): the operation answers it, and `/access` shows it.
+pub const ACCESS_GRANTED: &str = "Access granted. You can now search the restricted entries too.";
+
 /// Where an access request stands (the `access_request_status` enum): `pending` until an
 /// admin or an agent decides; `approved` once its code is issued and the mail queued;
 /// `replied` once that mail went out (the mail job sets it); `denied`.

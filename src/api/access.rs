@@ -56,9 +56,6 @@ pub async fn redeem_access(email: String, code: String) -> Result<String, FormEr
         .inspect(|_| crate::api::replies::after_a_plain_post_show("/access"))
 }
 
-/// What a visitor is told once their session holds access.
-pub const ACCESS_GRANTED: &str = "Access granted. You can now search the restricted entries too.";
-
 /// What this visitor's session was granted: the email its access code was for.
 #[server(endpoint = "access/granted", input = GetUrl)]
 pub async fn access_granted() -> Result<Option<String>, ServerFnError> {

@@ -149,7 +149,7 @@ mod operations {
             .await?;
         admission.succeeded(email.as_str());
         tracing::info!("a visitor redeemed an access code");
-        Ok(crate::api::access::ACCESS_GRANTED.into())
+        Ok(crate::model::ACCESS_GRANTED.into())
     }
 
     fn view(row: RequestRow) -> AccessRequestView {

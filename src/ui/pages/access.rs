@@ -8,7 +8,8 @@
 use leptos::prelude::*;
 use leptos_meta::Title;
 
-use crate::api::access::{ACCESS_GRANTED, RedeemAccess, access_granted};
+use crate::api::access::{RedeemAccess, access_granted};
+use crate::model::ACCESS_GRANTED;
 use crate::ui::components::form::{INPUT, LABEL, SubmitButton};
 
 #[component]
