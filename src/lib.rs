@@ -19,7 +19,9 @@
 //! Shared by server and browser:
 //! - [`ui`]: the HTML shell, the app and its routes, the layout (a sidebar on admin
 //!   pages), pages (the overview at `/admin`, the owner's front page at `/`, …) and
-//!   components (chips, toasts, live updates, keyboard shortcuts, dark mode).
+//!   components (chips, toasts, live updates, keyboard shortcuts, dark mode). Only the
+//!   console's pages are hydrated; a visitor's come as HTML and CSS with one small
+//!   inline script, and their forms post as plain HTML (`ui::hydration`).
 //! - [`model`]: the words both sides share, such as `JobId`, `JobState`, `MailState`
 //!   and the corpus write receipt.
 //! - [`ops`]: one operation per action, whatever door it comes through: it takes the

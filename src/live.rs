@@ -15,6 +15,11 @@
 //! when it is newer than what it sent for that job, so a first state read while a
 //! change was on its way never overtakes it.
 //!
+//! A stream may also follow the access requests (`/admin/access-requests` keeps its
+//! list up to date with it): the hub keeps the newest request's id, re-read once per
+//! process every [`REREAD_EVERY`] while any stream follows it, and each such stream
+//! sends it when it changes. A visitor's request shows on an open list within a second.
+//!
 //! A stream also ends when its session does, or no longer signs anybody in (its admin
 //! was removed, or changed the password after this sign-in): the hub checks the
 //! followed sessions in one query every [`SESSION_CHECK_EVERY`] (and a sign-out in this
@@ -27,7 +32,7 @@ use std::time::Duration;
 use sqlx::PgPool;
 use standmeet_jobs::listener::Finished;
 use standmeet_jobs::{JobClient, JobId};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, broadcast};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 /// A job as a stream sends it: `data: {"id","state","attempt","errors_count"}`.
@@ -88,6 +93,9 @@ pub struct LiveJobs {
     max_streams: usize,
     /// Ends every stream (the process is stopping).
     closing: CancellationToken,
+    /// The newest access request's id (0: none, or not read yet), for the streams that
+    /// follow the requests; read only while one does.
+    newest_request: watch::Sender<i64>,
 }
 
 /// Why a stream could not open.
@@ -122,6 +130,7 @@ impl LiveJobs {
             streams: Arc::new(Semaphore::new(max_streams)),
             max_streams,
             closing: CancellationToken::new(),
+            newest_request: watch::Sender::new(0),
         })
     }
 
@@ -167,6 +176,26 @@ impl LiveJobs {
             changes,
             _permit: permit,
         })
+    }
+
+    /// The newest access request's id as the hub knows it, and each change after: a
+    /// stream that follows the requests holds this (and the hub reads it while any does).
+    pub fn follow_requests(&self) -> watch::Receiver<i64> {
+        self.newest_request.subscribe()
+    }
+
+    /// Takes the newest access request's id as just read; streams hear of a change.
+    pub fn learn_newest_request(&self, newest: i64) {
+        self.newest_request.send_if_modified(|known| {
+            let changed = *known != newest;
+            *known = newest;
+            changed
+        });
+    }
+
+    /// Whether any stream follows the access requests.
+    fn requests_followed(&self) -> bool {
+        self.newest_request.receiver_count() > 0
     }
 
     /// The last known state of each of `ids` (those the hub knows).
@@ -371,6 +400,12 @@ async fn run(pool: PgPool, jobs: JobClient, hub: Arc<LiveJobs>, stop: Cancellati
             _ = session_check.tick() => {
                 end_ended_sessions(&pool, &hub).await;
                 continue;
+            }
+        }
+        if hub.requests_followed() {
+            match crate::domain::access_requests::newest_id(&pool).await {
+                Ok(newest) => hub.learn_newest_request(newest),
+                Err(err) => tracing::debug!(error = %err, "cannot read the newest request"),
             }
         }
         let ids = hub.to_reread();

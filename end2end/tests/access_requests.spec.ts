@@ -137,3 +137,20 @@ test("the request form says what to fix, field by field, and sends nothing", asy
   await expect(page.getByTestId("request-received")).toHaveCount(0);
   expect((await mailsTo(OWNER_INBOX)).length).toBe(before);
 });
+
+test("a request sent from another browser appears on the open list within 2 s, without a reload", async ({ page, browser }) => {
+  await signInAsAdmin(page, "/admin/access-requests");
+  const requests = new AccessRequestsPage(page);
+  await expect(page.locator("html")).toHaveAttribute("data-shortcuts", "on");
+  // The page is the one that was loaded: a reload would lose this mark.
+  await page.evaluate(() => document.body.setAttribute("data-not-reloaded", "yes"));
+  const email = `live.${Date.now()}@example.com`;
+  await expect(requests.row(email)).toHaveCount(0);
+
+  await requestAccessAsVisitor(browser, "Live Visitor", email);
+  await expect(requests.row(email)).toBeVisible({ timeout: 2_000 });
+  await expect(requests.status(email)).toHaveText("pending");
+  await expect(page.locator("body")).toHaveAttribute("data-not-reloaded", "yes");
+  // On top, as the newest.
+  await expect(page.getByTestId("access-request-row").first()).toContainText(email);
+});

@@ -23,9 +23,18 @@ pub use crate::ops::bookings::{
 #[server(endpoint = "book/page", input = GetUrl)]
 pub async fn book_page() -> Result<BookingOffer, ServerFnError> {
     let state = expect_context::<crate::state::AppState>();
-    crate::ops::bookings::book_page(&state, &crate::api::visitor().await)
+    let mut offer = crate::ops::bookings::book_page(&state, &crate::api::visitor().await)
         .await
-        .map_err(crate::api::replies::reply)
+        .map_err(crate::api::replies::reply)?;
+    // Shown once: the booking a plain form post just made (see `book`).
+    if let Ok(session) = leptos_axum::extract::<tower_sessions::Session>().await {
+        offer.just_booked = session
+            .remove::<Booked>(crate::security::guard::SESSION_JUST_BOOKED)
+            .await
+            .ok()
+            .flatten();
+    }
+    Ok(offer)
 }
 
 /// The booking a cancel link names, if the link may still cancel it.
@@ -43,9 +52,15 @@ pub async fn booking_for_cancel_link(
 #[server(endpoint = "book/cancel")]
 pub async fn cancel_booking_by_link(token: String) -> Result<String, ServerFnError> {
     let state = expect_context::<crate::state::AppState>();
-    crate::ops::bookings::cancel_by_link(&state, token)
+    let cancelled = crate::ops::bookings::cancel_by_link(&state, token.clone())
         .await
-        .map_err(crate::api::replies::reply)
+        .map_err(crate::api::replies::reply)?;
+    // Posted as plain HTML: the link's page, which now says the booking is cancelled.
+    crate::api::replies::after_a_plain_post_show(&format!(
+        "/book/cancel?token={}&cancelled",
+        percent_encoding::utf8_percent_encode(&token, percent_encoding::NON_ALPHANUMERIC)
+    ));
+    Ok(cancelled)
 }
 
 /// The admin page: availability and bookings.
@@ -75,11 +90,25 @@ pub async fn book(
     email: String,
     topic: String,
 ) -> Result<Booked, FormError> {
+    use crate::api::replies::{after_a_plain_post_show, form_reply, is_plain_form_post};
     let state = expect_context::<crate::state::AppState>();
     let visitor = crate::api::visitor().await;
-    crate::ops::bookings::book(&state, &visitor, start, name, email, topic)
+    let booked = crate::ops::bookings::book(&state, &visitor, start, name, email, topic)
         .await
-        .map_err(crate::api::replies::form_reply)
+        .map_err(form_reply)?;
+    // Posted as plain HTML (no JavaScript): the booking waits in the session for the
+    // page the browser is sent to, which says "Booked" as a call's answer would.
+    if is_plain_form_post() {
+        let session = leptos_axum::extract::<tower_sessions::Session>()
+            .await
+            .map_err(form_reply)?;
+        session
+            .insert(crate::security::guard::SESSION_JUST_BOOKED, &booked)
+            .await
+            .map_err(form_reply)?;
+        after_a_plain_post_show("/book");
+    }
+    Ok(booked)
 }
 
 /// Saves the availability (every field at once, as the form sends it).

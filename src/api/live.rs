@@ -4,6 +4,10 @@
 //! database connection: the process's live hub (`crate::live`) feeds it. It ends when its
 //! session does or the process stops; the browser then reconnects (after `retry`) and
 //! gets fresh first states, or falls back to polling `/api/jobs/status`.
+//!
+//! With `requests` in the query (`?requests`, with or without `ids`) the stream also
+//! follows the access requests: `event: access_requests` with `data: {"newest": id}`,
+//! the newest request's id, at once and whenever a newer one arrives.
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -15,8 +19,9 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use futures_util::{StreamExt, stream};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::watch;
 use tower_sessions::Session;
 
 use crate::api::tasks::parse_status_ids;
@@ -33,6 +38,8 @@ const RECONNECT_AFTER: Duration = Duration::from_secs(1);
 #[derive(Debug, Deserialize)]
 pub struct LiveQuery {
     ids: Option<String>,
+    /// Present (any value): follow the access requests too.
+    requests: Option<String>,
 }
 
 pub async fn live(
@@ -41,8 +48,15 @@ pub async fn live(
     admin: Option<Extension<Admin>>,
     Query(query): Query<LiveQuery>,
 ) -> Response {
+    let follows_requests = query.requests.is_some();
     let ids = match parse_status_ids(query.ids.as_deref()) {
         Ok(ids) => ids,
+        // The requests alone are enough to follow.
+        Err(_)
+            if follows_requests && query.ids.as_deref().is_none_or(|ids| ids.trim().is_empty()) =>
+        {
+            Vec::new()
+        }
         Err(message) => return AppError::BadRequest(message).into_response(),
     };
     // The admin guard let this request in, so it has a session and its admin.
@@ -83,12 +97,19 @@ pub async fn live(
         }
     }
     let first: VecDeque<LiveChange> = hub.current(&ids).into();
+    let requests = follows_requests.then(|| {
+        let mut newest = hub.follow_requests();
+        // The newest request as the hub knows it goes first (once it knows one).
+        newest.mark_changed();
+        newest
+    });
     let opening = Event::default().retry(RECONNECT_AFTER).comment("live");
     let changes = stream::unfold(
         Following {
             follow,
             pending: first,
             sent: HashMap::new(),
+            requests,
         },
         next_event,
     );
@@ -111,6 +132,14 @@ struct Following {
     follow: LiveFollow,
     pending: VecDeque<LiveChange>,
     sent: HashMap<JobId, u64>,
+    /// The newest access request's id, when this stream follows the requests.
+    requests: Option<watch::Receiver<i64>>,
+}
+
+/// What a stream that follows the access requests sends when a newer one arrives.
+#[derive(Debug, Serialize)]
+struct NewestRequest {
+    newest: i64,
 }
 
 impl Following {
@@ -142,8 +171,23 @@ async fn next_event(mut following: Following) -> Option<(Result<Event, Infallibl
                 .expect("a job state serializes");
             return Some((Ok(event), following));
         }
+        let requests = &mut following.requests;
+        let newer_request = async move {
+            match requests.as_mut() {
+                Some(newest) => newest.changed().await.map(|()| *newest.borrow_and_update()),
+                None => std::future::pending().await,
+            }
+        };
+        let mut newest_request = None;
         tokio::select! {
             _ = following.follow.ended.cancelled() => return None,
+            newest = newer_request => match newest {
+                // Not read yet: the hub's first read sends it.
+                Ok(0) => {}
+                Ok(newest) => newest_request = Some(newest),
+                // The hub is gone: the process is stopping.
+                Err(_) => return None,
+            },
             received = following.follow.changes.recv() => match received {
                 Ok(change) => following.pending.push_back(change),
                 // Missed some: the hub's current states cover them.
@@ -153,6 +197,13 @@ async fn next_event(mut following: Following) -> Option<(Result<Event, Infallibl
                 }
                 Err(RecvError::Closed) => return None,
             },
+        }
+        if let Some(newest) = newest_request {
+            let event = Event::default()
+                .event("access_requests")
+                .json_data(NewestRequest { newest })
+                .expect("an id serializes");
+            return Some((Ok(event), following));
         }
     }
 }

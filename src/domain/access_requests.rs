@@ -78,6 +78,15 @@ fn capitalized(text: &str) -> String {
     }
 }
 
+/// The newest request's id (0 when there is none): the live hub reads it for the
+/// admins' open lists (`crate::live`), so it is one index lookup.
+pub async fn newest_id(pool: &PgPool) -> sqlx::Result<i64> {
+    let newest = sqlx::query_scalar!("SELECT max(id) FROM access_requests")
+        .fetch_one(pool)
+        .await?;
+    Ok(newest.unwrap_or(0))
+}
+
 /// Writes the request and queues the mail that tells the owner, in one transaction.
 #[tracing::instrument(skip_all)]
 pub async fn submit(pool: &PgPool, jobs: &JobClient, request: &NewRequest) -> anyhow::Result<i64> {

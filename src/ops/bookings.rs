@@ -30,6 +30,10 @@ pub struct BookingOffer {
     pub owner_timezone: String,
     pub slot_minutes: i32,
     pub slots: Vec<SlotView>,
+    /// The booking this visitor just made by posting the page's form as plain HTML
+    /// (without JavaScript): the page says "Booked" once, as it does after a call.
+    #[serde(default)]
+    pub just_booked: Option<Booked>,
 }
 
 /// A booking as the visitor is told of it.
@@ -177,6 +181,7 @@ mod operations {
             owner_timezone: bookings::zone_name(tz),
             slot_minutes: owner.slot_minutes,
             slots,
+            just_booked: None,
         })
     }
 

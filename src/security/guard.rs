@@ -63,6 +63,10 @@ pub fn unix_micros(at: time::OffsetDateTime) -> i64 {
 /// restricted corpus entries are shown to such a session.
 pub const SESSION_ACCESS_GRANTED: &str = "access_granted";
 
+/// The session key that holds the booking a visitor just made with a plain form post,
+/// until `/book` has shown it once.
+pub const SESSION_JUST_BOOKED: &str = "just_booked";
+
 /// Which protection a path falls under.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Area {

@@ -84,7 +84,8 @@ pub fn Layout(children: Children) -> impl IntoView {
     let location = use_location();
     let on_admin_page = move || location.pathname.get().starts_with("/admin");
     // The navigation at phone width: folded until the menu button opens it, which works
-    // once the page is hydrated (until then the button says so by being disabled).
+    // once the page is hydrated (until then the button says so by being disabled). A
+    // visitor's page is not hydrated: its script (`ui/desk.js`) works the button.
     let menu_open = RwSignal::new(false);
     let hydrated = use_hydrated();
     view! {
@@ -106,7 +107,8 @@ pub fn Layout(children: Children) -> impl IntoView {
                     class=move || {
                         // Below the width where its navigation has room of its own.
                         let shown_until = if on_admin_page() { "md:hidden" } else { "sm:hidden" };
-                        format!("{SECONDARY_BUTTON} focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600 {shown_until}")
+                        // Without scripting the navigation is always open (below).
+                        format!("{SECONDARY_BUTTON} focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600 noscript:hidden {shown_until}")
                     }
                     aria-controls=move || if on_admin_page() { "admin-sidebar" } else { "visitor-navigation" }
                     aria-expanded=move || menu_open.get().to_string()
@@ -154,7 +156,8 @@ fn VisitorNavigation(
             aria-label="Visitor"
             class=move || {
                 let shown = if open.get() { "flex" } else { "hidden" };
-                format!("{shown} order-last basis-full flex-col gap-1 text-sm sm:order-none sm:flex sm:flex-1 sm:basis-auto sm:flex-row sm:flex-wrap")
+                // Without scripting nothing could open it: open from the start.
+                format!("{shown} order-last basis-full flex-col gap-1 text-sm noscript:flex sm:order-none sm:flex sm:flex-1 sm:basis-auto sm:flex-row sm:flex-wrap")
             }
         >
             {VISITOR_PAGES

@@ -3,9 +3,11 @@
 //! renders it) and for the browser (which hydrates it).
 
 pub mod components;
+pub mod hydration;
 pub mod layout;
 pub mod pages;
 
+use leptos::nonce::use_nonce;
 use leptos::prelude::*;
 use leptos_meta::{HashedStylesheet, MetaTags, Title, provide_meta_context};
 use leptos_router::components::{Route, Router, Routes};
@@ -39,8 +41,18 @@ use crate::ui::pages::{
     webhooks::{WebhookDetailPage, WebhooksPage},
 };
 
+/// The visitor pages' one script, inline (the page's nonce admits it): the header's
+/// Menu and Dark mode buttons, and the booking page's times in the visitor's own zone.
+/// Every form works without it; see the file's notes. ([`hydration::page_hydrates`]
+/// says which pages.)
+const DESK_SCRIPT: &str = include_str!("desk.js");
+
 /// The HTML document around the app; the server renders it for every page.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
+    let hydrates = hydration::page_hydrates();
+    let desk_script = (!hydrates).then(|| {
+        view! { <script nonce=use_nonce() inner_html=DESK_SCRIPT></script> }
+    });
     view! {
         <!DOCTYPE html>
         <html lang="en" class=crate::ui::components::theme::requested_theme_class()>
@@ -52,11 +64,12 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 // The files' names carry their hash when the build made them so
                 // (src/assets.rs).
                 <HashedStylesheet options=options.clone() id="leptos"/>
-                <HydrationScripts options/>
+                {hydrates.then(|| view! { <HydrationScripts options/> })}
                 <MetaTags/>
             </head>
             <body class="min-h-screen bg-slate-50 text-slate-900 antialiased">
                 <App/>
+                {desk_script}
             </body>
         </html>
     }
@@ -86,7 +99,7 @@ pub fn App() -> impl IntoView {
             <Layout>
                 <Routes fallback=NotFound>
                     <Route path=path!("/") view=HomePage ssr=SsrMode::Async/>
-                    <Route path=path!("/login") view=LoginPage/>
+                    <Route path=path!("/login") view=LoginPage ssr=SsrMode::Async/>
                     // Admin pages (product.md section 5); each arrives with its issue.
                     // Rendered whole before the first byte is sent, so that a shared link
                     // shows the rows without JavaScript and a missing job answers 404.

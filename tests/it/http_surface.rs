@@ -202,6 +202,51 @@ async fn a_signed_in_admin_has_one_way_into_the_console_from_the_visitor_pages(p
 }
 
 #[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+async fn a_visitors_page_comes_without_the_apps_code_and_a_console_page_with_it(pool: PgPool) {
+    let app = TestApp::builder(pool.clone()).spawn().await;
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let app_code = |html: &str| html.contains(".wasm");
+    for path in [
+        "/",
+        "/search?q=notes",
+        "/request-access",
+        "/access",
+        "/book",
+        "/login",
+    ] {
+        // Signed in or not: what a visitor's page is does not depend on who reads it.
+        for reply in [
+            common::get(&app, path).await,
+            common::get_with_cookie(&app, path, &cookie).await,
+        ] {
+            assert_eq!(reply.status, StatusCode::OK, "{path}");
+            assert!(
+                !app_code(&reply.body),
+                "{path} names the app's code: {}",
+                reply.body
+            );
+            // Its one script, inline, admitted by the page's nonce.
+            let policy = reply.headers["content-security-policy"].to_str().unwrap();
+            let nonce = policy
+                .split("'nonce-")
+                .nth(1)
+                .and_then(|rest| rest.split('\'').next())
+                .expect("the page's policy has a nonce");
+            assert!(
+                reply.body.contains(&format!(r#"<script nonce="{nonce}">"#)),
+                "{path} carries its script with the nonce: {}",
+                reply.body
+            );
+        }
+    }
+    for path in ["/admin", "/admin/tasks", "/admin/access-requests"] {
+        let reply = common::get_with_cookie(&app, path, &cookie).await;
+        assert_eq!(reply.status, StatusCode::OK, "{path}");
+        assert!(app_code(&reply.body), "{path} is hydrated: {}", reply.body);
+    }
+}
+
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn every_admin_page_renders_in_the_layout_for_a_signed_in_admin(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;

@@ -15,7 +15,9 @@ struct Hydrated(RwSignal<bool>);
 /// Makes the app's one "hydrated" signal (the app's root does, and sets it once its
 /// browser side is installed: the same moment `<html>` gets `data-shortcuts="on"`).
 pub fn provide_hydrated() -> RwSignal<bool> {
-    let hydrated = RwSignal::new(false);
+    // A page the server sends without the app's code is as good as hydrated: its
+    // buttons are plain HTML that work as they are (see `crate::ui::page_hydrates`).
+    let hydrated = RwSignal::new(!crate::ui::hydration::page_hydrates());
     provide_context(Hydrated(hydrated));
     hydrated
 }

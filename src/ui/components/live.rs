@@ -38,6 +38,19 @@ pub fn use_live_jobs(
     }
 }
 
+/// Calls `on_newest` with the newest access request's id, at once and whenever a newer
+/// one arrives, over its own stream (`GET /api/live?requests`, see `api::live`); a
+/// stream the server refused is tried again every few seconds. For the access requests
+/// list, which shows a visitor's request while it is open.
+pub fn use_newest_request(on_newest: impl Fn(i64) + 'static) {
+    #[cfg(feature = "hydrate")]
+    browser::follow_requests(on_newest);
+    #[cfg(not(feature = "hydrate"))]
+    {
+        let _ = on_newest;
+    }
+}
+
 /// [`use_live_jobs`] for pages that show job rows: the rows of the jobs that changed are
 /// read through the `tasks/rows` server function (once per burst of changes), and while
 /// the stream is not open all of `watched()` through the status poll; `apply` gets them.
@@ -252,6 +265,72 @@ mod browser {
             }
         };
         use_polling(Duration::from_secs(1), tick);
+    }
+
+    /// The stream of the newest access request, and its listener.
+    struct RequestsStream {
+        source: EventSource,
+        _on_newest: Closure<dyn FnMut(MessageEvent)>,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct NewestRequest {
+        newest: i64,
+    }
+
+    pub fn follow_requests(on_newest: impl Fn(i64) + 'static) {
+        let on_newest: Rc<dyn Fn(i64)> = Rc::new(on_newest);
+        let open = move || -> Option<RequestsStream> {
+            let source = EventSource::new("/api/live?requests").ok()?;
+            let on_newest = on_newest.clone();
+            let listener = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
+                let newest = event
+                    .data()
+                    .as_string()
+                    .and_then(|data| serde_json::from_str::<NewestRequest>(&data).ok());
+                if let Some(NewestRequest { newest }) = newest {
+                    on_newest(newest);
+                }
+            });
+            source
+                .add_event_listener_with_callback(
+                    "access_requests",
+                    listener.as_ref().unchecked_ref(),
+                )
+                .ok()?;
+            Some(RequestsStream {
+                source,
+                _on_newest: listener,
+            })
+        };
+        let stream = StoredValue::new_local((open(), 0_u32));
+        on_cleanup(move || {
+            stream.try_update_value(|(open, _)| {
+                if let Some(open) = open.take() {
+                    open.source.close();
+                }
+            });
+        });
+        // The browser reconnects a stream that dropped by itself; one the server
+        // refused (503: too many streams) is closed for good, and opened again here.
+        use_polling(Duration::from_secs(1), move || {
+            stream.try_update_value(|(current, closed_for)| {
+                let closed = current
+                    .as_ref()
+                    .is_none_or(|now| now.source.ready_state() == EventSource::CLOSED);
+                if !closed {
+                    return;
+                }
+                *closed_for += 1;
+                if *closed_for >= RETRY_AFTER_TICKS {
+                    *closed_for = 0;
+                    if let Some(old) = current.take() {
+                        old.source.close();
+                    }
+                    *current = open();
+                }
+            });
+        });
     }
 
     fn open(ids: &[i64], on_change: Rc<dyn Fn(LiveJobState)>) -> Option<Open> {

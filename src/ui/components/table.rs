@@ -26,7 +26,8 @@ use crate::ui::components::live::{FollowsJob, follow_row_jobs};
 
 /// A table of rows whose chips follow their jobs live (access requests, bookings): the
 /// column names (an empty one over the buttons), one row view per row, keyed by
-/// `key`, and what to say when there is no row.
+/// `key`, and what to say when there is no row. Rows in `arriving` that the table does
+/// not show yet go on top, in their order (newer rows, heard of live).
 #[component]
 pub fn FollowedTable<R, K, F, V>(
     rows: Vec<R>,
@@ -34,6 +35,7 @@ pub fn FollowedTable<R, K, F, V>(
     key: K,
     row: F,
     #[prop(into)] empty: String,
+    #[prop(optional, into)] arriving: Option<Signal<Vec<R>>>,
 ) -> impl IntoView
 where
     R: FollowsJob,
@@ -44,6 +46,30 @@ where
     let rows: RwSignal<Vec<RwSignal<R>>> =
         RwSignal::new(rows.into_iter().map(RwSignal::new).collect());
     follow_row_jobs(rows);
+    if let Some(arriving) = arriving {
+        let key = key.clone();
+        Effect::new(move |_| {
+            let new_rows: Vec<R> = arriving.with(|arriving| {
+                rows.with_untracked(|shown| {
+                    arriving
+                        .iter()
+                        .filter(|row| {
+                            let id = key(row);
+                            !shown
+                                .iter()
+                                .any(|one| one.with_untracked(|one| key(one)) == id)
+                        })
+                        .cloned()
+                        .collect()
+                })
+            });
+            if !new_rows.is_empty() {
+                rows.update(|shown| {
+                    shown.splice(0..0, new_rows.into_iter().map(RwSignal::new));
+                });
+            }
+        });
+    }
     view! {
         <div class=TABLE_CARD>
             <table class=TABLE>

@@ -50,7 +50,8 @@ pub fn requested_theme_class() -> &'static str {
 }
 
 /// The header's button: pressed while the page is dark; pressing it chooses the other
-/// mode and remembers it. Disabled until the page is hydrated.
+/// mode and remembers it. Disabled until the page is hydrated; on a visitor's page,
+/// which is not, `ui/desk.js` does the same with the same cookie.
 #[component]
 pub fn ThemeToggle() -> impl IntoView {
     // Unknown on the server (the system's setting is the browser's): read once
@@ -65,7 +66,8 @@ pub fn ThemeToggle() -> impl IntoView {
         <button
             type="button"
             data-testid="theme-toggle"
-            class=format!("{SECONDARY_BUTTON} focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600")
+            // Without scripting nothing could switch it: the page follows the system.
+            class=format!("{SECONDARY_BUTTON} focus-visible:outline focus-visible:outline-2 focus-visible:outline-teal-600 noscript:hidden")
             aria-pressed=move || dark.get().to_string()
             disabled=move || !hydrated.get()
             on:click=move |_| {

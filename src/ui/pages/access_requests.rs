@@ -1,7 +1,9 @@
 //! `/admin/access-requests`: the requests, newest first, filtered by status, with
 //! Approve and Deny. Approving answers at once ("approval mail queued"); the mail chip
 //! then follows the mail job (sending → sent or failed) with one status request for
-//! the whole page, and the request shows `replied` once the mail went out.
+//! the whole page, and the request shows `replied` once the mail went out. A request
+//! sent while the list is open appears on top within a second: the live stream says a
+//! newer one arrived, the list is read again and its new rows go on top.
 
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -17,7 +19,7 @@ use crate::ui::components::focus;
 use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{PRIMARY_BUTTON, SECONDARY_BUTTON};
-use crate::ui::components::live::FollowsJob;
+use crate::ui::components::live::{FollowsJob, use_newest_request};
 use crate::ui::components::loaded::Loaded;
 use crate::ui::components::status_chip::{StatusChip, Tone, mail_state_tone};
 use crate::ui::components::table::{ACTION_CELL, CELL, FollowedTable, ROW};
@@ -37,6 +39,20 @@ pub fn AccessRequestsPage() -> impl IntoView {
     let query = use_query_map();
     let status = Memo::new(move |_| query.read().get("status").filter(|s| !s.is_empty()));
     let requests = Resource::new(move || status.get(), list_access_requests);
+    // The newest request this page has shown, and the rows that came after it.
+    let shown_newest = StoredValue::new(0_i64);
+    let arriving = RwSignal::new(Vec::<AccessRequestView>::new());
+    use_newest_request(move |newest| {
+        if newest <= shown_newest.get_value() {
+            return;
+        }
+        shown_newest.set_value(newest);
+        leptos::task::spawn_local(async move {
+            if let Ok(rows) = list_access_requests(status.get_untracked()).await {
+                arriving.set(rows);
+            }
+        });
+    });
 
     view! {
         <Title text="Access requests"/>
@@ -50,11 +66,16 @@ pub fn AccessRequestsPage() -> impl IntoView {
                    aria-current=move || (status.get().as_deref() == Some(word)).then_some("page")>{word}</a>
             }).collect_view()}
         </nav>
-        <Loaded resource=requests loading="Loading requests…" show=move |rows| view! {
+        <Loaded resource=requests loading="Loading requests…" show=move |rows| {
+            let newest = rows.iter().map(|row| row.id).max().unwrap_or(0);
+            shown_newest.update_value(|shown| *shown = (*shown).max(newest));
+            view! {
             <FollowedTable rows=rows columns=&["Who", "Message", "Asked", "Status", "Mail", ""]
                 key=|request: &AccessRequestView| request.id
                 row=|row| view! { <RequestRowView row=row/> }
-                empty="No access requests here."/>
+                empty="No access requests here."
+                arriving=arriving/>
+            }
         }/>
     }
 }

@@ -2,10 +2,16 @@
 //! in the visitor's own time zone (the browser's; until the page is hydrated, the
 //! owner's), each a button `data-testid="slot"` with `data-start` (RFC 3339). Picking
 //! one and sending name, email and topic books it at once: the page says "Booked" and
-//! the mails follow as jobs. `/book/cancel?token=…` is where the mail's cancel link
+//! the mails follow as jobs.
+//!
+//! A visitor's page is not hydrated (`crate::ui::page_hydrates`): the form posts as
+//! plain HTML, the page's script (`ui/desk.js`) makes the slot buttons pick and shows
+//! the times in the browser's zone, and without any script a list of the free times
+//! stands in for the buttons. `/book/cancel?token=…` is where the mail's cancel link
 //! leads: a page with a button, so that a mail scanner opening the link cancels nothing.
 
 use leptos::prelude::*;
+use leptos::server_fn::ServerFn;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
@@ -15,6 +21,11 @@ use crate::api::bookings::{
 use crate::ui::components::form::{
     INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON, server_message, use_hydrated,
 };
+use crate::ui::hydration::page_hydrates;
+
+/// What the cancel link's page is told of a booking cancelled before
+/// (`domain::bookings`' words).
+const CANCELLED_ALREADY: &str = "This booking is cancelled already.";
 
 const ALERT: &str =
     "mt-4 rounded-md border border-rose-200 bg-rose-50 px-3 py-2 text-sm text-rose-900";
@@ -99,8 +110,17 @@ fn Booking(data: BookingOffer) -> impl IntoView {
     let email = RwSignal::new(data.email.clone().unwrap_or_default());
     let topic = RwSignal::new(String::new());
     let book = ServerAction::<Book>::new();
-    let booked: RwSignal<Option<Booked>> = RwSignal::new(None);
-    let problem: RwSignal<Option<String>> = RwSignal::new(None);
+    // Booked by a plain form post, or refused one (the address says why).
+    let booked: RwSignal<Option<Booked>> = RwSignal::new(data.just_booked.clone());
+    let problem: RwSignal<Option<String>> = RwSignal::new(
+        book.value()
+            .get_untracked()
+            .and_then(Result::err)
+            .map(|error| error.message),
+    );
+    // Which of the two ways to name the slot is sent: the picked button's (a hidden
+    // field, filled in by a script) or, without scripts, the list's.
+    let scripted = page_hydrates();
     Effect::new(move |_| match book.value().get() {
         Some(Ok(answer)) => {
             problem.set(None);
@@ -180,7 +200,7 @@ fn Booking(data: BookingOffer) -> impl IntoView {
                     "No free times in the coming days. Please look again later."
                 </p>
             })}
-            <div class="mt-6 space-y-5">
+            <div id="booking-slots" class="mt-6 space-y-5 noscript:hidden">
                 {
                     move || slots.with(|slots| by_day(slots, in_browser())).into_iter().map(|(day, list)| view! {
                         <section>
@@ -211,20 +231,36 @@ fn Booking(data: BookingOffer) -> impl IntoView {
                 }
             </div>
             {(!no_slots).then(|| view! {
-                <form novalidate on:submit=submit class="mt-8 space-y-4 rounded-xl border border-slate-200 bg-white p-6 shadow-sm">
-                    <p class="text-sm text-slate-600" data-testid="selected-slot">
+                <form id="booking-form" method="post" action={<Book as ServerFn>::url()} novalidate on:submit=submit class="mt-8 space-y-4 rounded-xl border border-slate-200 bg-white p-6 shadow-sm">
+                    <p class="text-sm text-slate-600 noscript:hidden" data-testid="selected-slot">
                         {move || match selected.get() {
                             Some(slot) => { let (day, time) = slot_labels(&slot, in_browser()); format!("Your time: {day}, {time}") }
                             None => "Pick a time above.".to_string(),
                         }}
                     </p>
+                    <input type="hidden" id="booking-start" name="start" disabled=!scripted
+                        prop:value=move || selected.get().map(|slot| slot.start).unwrap_or_default()/>
+                    <div class="hidden noscript:block">
+                        <label for="booking-time" class=LABEL>"Time"</label>
+                        <select id="booking-time" name="start" disabled=scripted class=INPUT>
+                            <option value="">"Pick a time"</option>
+                            {move || slots.with(|slots| by_day(slots, false)).into_iter().map(|(day, list)| view! {
+                                <optgroup label=day>
+                                    {list.into_iter().map(|(slot, time)| view! { <option value=slot.start>{time}</option> }).collect_view()}
+                                </optgroup>
+                            }).collect_view()}
+                        </select>
+                    </div>
                     <div>
                         <label for="booking-name" class=LABEL>"Name"</label>
                         <input id="booking-name" name="name" type="text" autocomplete="name" class=INPUT disabled=move || !hydrated.get() bind:value=name/>
                     </div>
                     <div>
                         <label for="booking-email" class=LABEL>"Email"</label>
-                        <input id="booking-email" name="email" type="email" autocomplete="email" class=INPUT disabled=move || !hydrated.get() bind:value=email/>
+                        <input id="booking-email" name="email" type="email" autocomplete="email" class=INPUT disabled=move || !hydrated.get()
+                            // The address the access code was for, also in the HTML (the
+                            // binding sets it only in the browser).
+                            value=data.email.clone().unwrap_or_default() bind:value=email/>
                     </div>
                     <div>
                         <label for="booking-topic" class=LABEL>"Topic"</label>
@@ -235,7 +271,9 @@ fn Booking(data: BookingOffer) -> impl IntoView {
                         "Book"
                     </button>
                 </form>
-            })}
+            }
+            // Boxed: the form's type is too deep for the release wasm's compile.
+            .into_any())}
         </Show>
     }
     .into_any()
@@ -252,6 +290,12 @@ pub fn CancelBookingPage() -> impl IntoView {
     );
     let cancel = ServerAction::<CancelBookingByLink>::new();
     let hydrated = use_hydrated();
+    // Cancelled by a plain form post: the server sent the browser back here, where the
+    // link now names a booking that is cancelled already, which is what it was asked.
+    let cancelled_by_post = move |error: &ServerFnError| {
+        query.with(|query| query.get_str("cancelled").is_some())
+            && server_message(error) == CANCELLED_ALREADY
+    };
     view! {
         <Title text="Cancel a booking"/>
         <section class="mx-auto max-w-lg">
@@ -259,6 +303,12 @@ pub fn CancelBookingPage() -> impl IntoView {
             <Suspense fallback=|| view! { <p class="mt-6 text-sm text-slate-500">"Loading…"</p> }>
                 {move || Suspend::new(async move {
                     match booking.await {
+                        Err(error) if cancelled_by_post(&error) => view! {
+                            <div data-testid="booking-cancelled" role="status" class="mt-6 rounded-xl border border-emerald-200 bg-emerald-50 p-6 text-emerald-900">
+                                <h2 class="font-semibold">"Booking cancelled"</h2>
+                                <p class="mt-1 text-sm">"A cancellation is on its way to you and to the owner. The time is free for others again."</p>
+                            </div>
+                        }.into_any(),
                         Err(error) => view! { <p role="alert" data-testid="cancel-refused" class=ALERT>{server_message(&error)}</p> }.into_any(),
                         Ok(found) => view! {
                             <Show
@@ -272,7 +322,7 @@ pub fn CancelBookingPage() -> impl IntoView {
                             >
                                 <div class="mt-6 rounded-xl border border-slate-200 bg-white p-6">
                                     <p>"Your meeting:"</p>
-                                    <p class="mt-1 font-medium" data-testid="cancel-booking-when">{found.owner_when.clone()}</p>
+                                    <p class="mt-1 font-medium" data-testid="cancel-booking-when" data-start=found.start.clone()>{found.owner_when.clone()}</p>
                                     {
                                         let start = found.start.clone();
                                         move || hydrated.get().then(|| browser::labels(&start)).flatten().map(|(day, time)| view! {
@@ -284,13 +334,20 @@ pub fn CancelBookingPage() -> impl IntoView {
                                         Some(Err(error)) => Some(view! { <p role="alert" class=ALERT>{server_message(&error)}</p> }),
                                         _ => None,
                                     }}
-                                    <div class="mt-4 flex gap-3">
-                                        <button type="button" class=PRIMARY_BUTTON
+                                    // A form, so that it posts as plain HTML where the page is not
+                                    // hydrated; a hydrated page calls instead.
+                                    <form method="post" action={<CancelBookingByLink as ServerFn>::url()} class="mt-4 flex gap-3"
+                                        on:submit=move |event| {
+                                            event.prevent_default();
+                                            cancel.dispatch(CancelBookingByLink { token: token.get_untracked() });
+                                        }
+                                    >
+                                        <input type="hidden" name="token" value=move || token.get()/>
+                                        <button type="submit" class=PRIMARY_BUTTON
                                             disabled=move || !hydrated.get() || cancel.pending().get()
-                                            on:click=move |_| { cancel.dispatch(CancelBookingByLink { token: token.get_untracked() }); }
                                         >"Cancel booking"</button>
                                         <a href="/" class=SECONDARY_BUTTON>"Keep it"</a>
-                                    </div>
+                                    </form>
                                 </div>
                             </Show>
                         }.into_any(),

@@ -1,0 +1,23 @@
+//! Which pages are hydrated. The console's are: they live on the app's code. A
+//! visitor's are not: they are forms and links, whole as the server renders them, so
+//! they are sent without the wasm and its loader (product.md §15, "Weight": a visitor's
+//! first page within 100 KB, usable the moment it arrives). Their few niceties are the
+//! inline script `ui/desk.js`; every form on them posts as plain HTML.
+
+/// Whether the page being rendered comes with the app's code (the wasm and its
+/// loader), to be hydrated: the console's pages do (`/admin…`, and `/account/…`, the
+/// owner's own links); a visitor's pages do not. In the browser only hydrated pages run
+/// this code, so there it is always true.
+pub fn page_hydrates() -> bool {
+    #[cfg(feature = "ssr")]
+    {
+        leptos::prelude::use_context::<axum::http::request::Parts>().is_none_or(|parts| {
+            let path = parts.uri.path();
+            path.starts_with("/admin") || path.starts_with("/account/")
+        })
+    }
+    #[cfg(not(feature = "ssr"))]
+    {
+        true
+    }
+}
