@@ -3,7 +3,8 @@
 // br, gzip), and the time until the page is usable on a slow phone (CPU 4× slower, a
 // 1.6 Mbps / 150 ms network): a visitor's page once it has loaded (it carries no app
 // code), a console page once hydrated (`<html data-shortcuts="on">`). Each page is
-// loaded RUNS times in fresh contexts; the range over the runs is printed.
+// loaded RUNS times in fresh contexts; the range over the runs is printed. HYDRATED=all
+// waits for hydration on every page (for a build that hydrates the visitor's pages too).
 //
 // usage, against a running server (scripts/build --release, then the binary):
 //   STANDMEET_URL=http://127.0.0.1:3000 STANDMEET_ADMIN_EMAIL=… STANDMEET_ADMIN_PASSWORD=… \
@@ -54,7 +55,7 @@ async function visit(path, { storageState, slow }) {
   let bytes = 0;
   cdp.on("Network.loadingFinished", (event) => (bytes += event.encodedDataLength));
   await page.goto(`${base}${path}`, { waitUntil: "load", timeout: 120_000 });
-  if (path.startsWith("/admin")) {
+  if (path.startsWith("/admin") || process.env.HYDRATED === "all") {
     await page.waitForFunction(() => document.documentElement.dataset.shortcuts === "on", null, { timeout: 120_000 });
   }
   const usableMs = await page.evaluate(() => performance.now());
