@@ -363,7 +363,7 @@ async fn a_cross_site_post_is_refused_with_403_and_changes_nothing(pool: PgPool)
 
 #[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn pages_carry_a_nonce_policy_that_admits_the_hydration_script(pool: PgPool) {
-    let app = TestApp::builder(pool).spawn().await;
+    let app = TestApp::builder(pool.clone()).spawn().await;
     for path in ["/", "/login", "/no/such/page"] {
         let reply = common::get(&app, path).await;
         let policy = reply.headers["content-security-policy"]
@@ -380,16 +380,33 @@ async fn pages_carry_a_nonce_policy_that_admits_the_hydration_script(pool: PgPoo
             .nth(1)
             .and_then(|rest| rest.split('\'').next())
             .unwrap_or_else(|| panic!("{path}: no nonce in {policy}"));
+        // Its inline script carries the nonce: a visitor's page has its own small one
+        // (`ui/desk.js`), a console page the hydration script (below).
         assert!(
-            reply
-                .body
-                .contains(&format!(r#"<script type="module" nonce="{nonce}">"#)),
-            "{path}"
+            reply.body.contains(&format!(r#" nonce="{nonce}">"#)),
+            "{path}: {}",
+            reply.body
         );
         assert!(!policy.contains("unsafe-inline"), "{path}: {policy}");
         assert_eq!(reply.headers["x-content-type-options"], "nosniff", "{path}");
         assert_eq!(reply.headers["referrer-policy"], "same-origin", "{path}");
     }
+    // A console page starts its hydration with a script that carries the nonce.
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let console = common::get_with_cookie(&app, "/admin", &cookie).await;
+    let policy = console.headers["content-security-policy"].to_str().unwrap();
+    let nonce = policy
+        .split("'nonce-")
+        .nth(1)
+        .and_then(|rest| rest.split('\'').next())
+        .expect("a nonce");
+    assert!(
+        console
+            .body
+            .contains(&format!(r#"<script type="module" nonce="{nonce}">"#)),
+        "{}",
+        console.body
+    );
     // Two pages, two nonces.
     let a = common::get(&app, "/").await.headers["content-security-policy"].clone();
     let b = common::get(&app, "/").await.headers["content-security-policy"].clone();

@@ -4,7 +4,7 @@
 //! one and sending name, email and topic books it at once: the page says "Booked" and
 //! the mails follow as jobs.
 //!
-//! A visitor's page is not hydrated (`crate::ui::page_hydrates`): the form posts as
+//! A visitor's page is not hydrated (`crate::ui::hydration`): the form posts as
 //! plain HTML, the page's script (`ui/desk.js`) makes the slot buttons pick and shows
 //! the times in the browser's zone, and without any script a list of the free times
 //! stands in for the buttons. `/book/cancel?token=…` is where the mail's cancel link
@@ -24,7 +24,7 @@ use crate::ui::components::form::{
 use crate::ui::hydration::page_hydrates;
 
 /// What the cancel link's page is told of a booking cancelled before
-/// (`domain::bookings`' words).
+/// (`domain::bookings::BookingError::LinkUsed`; a test keeps them equal).
 const CANCELLED_ALREADY: &str = "This booking is cancelled already.";
 
 const ALERT: &str =
@@ -411,5 +411,18 @@ mod browser {
             let _ = rfc3339;
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The cancel link's page knows a used link by the words the server answers it with.
+    #[cfg(feature = "ssr")]
+    #[test]
+    fn a_used_link_is_known_by_the_domains_own_words() {
+        assert_eq!(
+            crate::domain::bookings::BookingError::LinkUsed.to_string(),
+            super::CANCELLED_ALREADY
+        );
     }
 }
