@@ -4,7 +4,8 @@
 // is a nicety: every form on these pages posts as plain HTML and works without it, and
 // `noscript:` classes show the no-script forms of the header and the booking page.
 // It mirrors the hydrated components: `components/theme.rs`, the Menu button of
-// `layout.rs` and the slot picking of `pages/book.rs`. Keep them saying the same.
+// `layout.rs`, the `/` key of `components/shortcuts.rs` and the slot picking of
+// `pages/book.rs`. Keep them saying the same.
 (() => {
   const root = document.documentElement;
   const byTestId = (id) => document.querySelector(`[data-testid="${id}"]`);
@@ -37,6 +38,20 @@
       nav.classList.toggle("flex", open);
     });
   }
+
+  // Keyboard: `/` puts the focus in the page's search box, as on the console's pages
+  // (`components/shortcuts.rs`; the `g` jumps are the console's own). A key typed into
+  // a field, or with Ctrl, Alt or Meta held, is left alone.
+  document.addEventListener("keydown", (event) => {
+    if (event.key !== "/" || event.ctrlKey || event.altKey || event.metaKey || event.defaultPrevented) return;
+    const target = event.target;
+    if (target instanceof Element && (target.matches("input, textarea, select") || target.isContentEditable)) return;
+    const search = document.querySelector("main input[type=search]");
+    if (!search) return;
+    event.preventDefault();
+    search.focus();
+  });
+  root.setAttribute("data-shortcuts", "on");
 
   // A form the server refused comes back empty: the server sends the browser back to
   // the page, with the error in the address (`__err`), and the page is rendered anew.

@@ -3,7 +3,8 @@
 //! `g` and then a letter goes to another admin page ([`JUMPS`]: `g o` the overview, `g t` Tasks, `g q`
 //! Queues, …). A key typed into a field, or with Ctrl, Alt or Meta held, is left alone.
 //! Once listening, `<html>` carries `data-shortcuts="on"`. On the server this does
-//! nothing.
+//! nothing. A visitor's page, which is not hydrated, has `/` from its own script
+//! (`ui/desk.js`).
 
 /// After `g`, the letter and the admin page it goes to.
 pub const JUMPS: [(&str, &str); 12] = [
