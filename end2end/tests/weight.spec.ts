@@ -35,7 +35,11 @@ class Wire {
       wire.urls.set(event.requestId, event.request.url);
       wire.types.set(event.requestId, event.type ?? "");
     });
-    cdp.on("Network.loadingFinished", (event) => wire.bytes.set(event.requestId, event.encodedDataLength));
+    // Only the requests this load started: one the page before began (a poll still on
+    // its way when the protocol was turned on) is not this page's weight.
+    cdp.on("Network.loadingFinished", (event) => {
+      if (wire.urls.has(event.requestId)) wire.bytes.set(event.requestId, event.encodedDataLength);
+    });
     cdp.on("Network.loadingFailed", (event) => wire.failed.add(event.requestId));
     return wire;
   }
