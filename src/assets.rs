@@ -154,22 +154,53 @@ impl SiteFiles {
                 continue;
             };
             let (kind, hash) = (kind.trim(), hash.trim());
-            // The hash is base64url; anything else would make a path of its own.
-            let well_formed = !hash.is_empty()
-                && hash
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-            if matches!(kind, "js" | "wasm" | "css") && well_formed {
-                hashed_names.insert(
-                    format!("{output_name}.{kind}"),
-                    format!("{output_name}.{hash}.{kind}"),
-                );
+            // The hash is base64url, and so is the name a chunk's line gives before
+            // it: anything else would make a path of its own.
+            let base64url = |text: &str| {
+                !text.is_empty()
+                    && text
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            };
+            match kind {
+                "js" | "wasm" | "css" if base64url(hash) => {
+                    hashed_names.insert(
+                        format!("{output_name}.{kind}"),
+                        format!("{output_name}.{hash}.{kind}"),
+                    );
+                }
+                // A split build's loader of the wasm chunks, and each chunk (its line
+                // says `<chunk>.<hash>`): files of this release named by their content.
+                "split" if base64url(hash) => {
+                    hashed_names.insert(
+                        "__wasm_split.js".to_string(),
+                        format!("__wasm_split.{hash}.js"),
+                    );
+                }
+                "chunk" => {
+                    if let Some((chunk, chunk_hash)) = hash.split_once('.')
+                        && base64url(chunk)
+                        && base64url(chunk_hash)
+                    {
+                        hashed_names.insert(format!("{chunk}.wasm"), format!("{hash}.wasm"));
+                    }
+                }
+                _ => {}
             }
         }
         SiteFiles {
             pkg_path: pkg_path.to_string(),
             hashed_names,
             ..SiteFiles::default()
+        }
+    }
+
+    /// The names the app's shell has under the package directory, as a page names
+    /// them: its wasm and its JavaScript (hashed or not, as the build made them).
+    pub fn shell_code(&self) -> (&str, &str) {
+        match self.page_files.as_slice() {
+            [_css, js, wasm] => (wasm, js),
+            _ => ("", ""),
         }
     }
 
@@ -287,6 +318,31 @@ mod tests {
         assert!(!files.is_hashed_path("/pkg/standmeet.old.js"));
         assert_eq!(files.hashed_path("/favicon.svg"), None);
         assert_eq!(files.hashed_path("/pkg/other.css"), None);
+    }
+
+    #[test]
+    fn a_split_builds_loader_and_chunks_are_files_named_by_their_content() {
+        let text = format!(
+            "{HASH_FILE}split: Lo4d\nchunk: split_tasks_1.Ch-1\nchunk: bad.name.x\nchunk: ../up.x\nmanifest: M4n\n"
+        );
+        let files = SiteFiles::from_hash_file(&text, "standmeet", "/pkg");
+        assert!(files.is_hashed_path("/pkg/__wasm_split.Lo4d.js"));
+        assert!(files.is_hashed_path("/pkg/split_tasks_1.Ch-1.wasm"));
+        assert_eq!(
+            files.hashed_path("/pkg/__wasm_split.js").as_deref(),
+            Some("/pkg/__wasm_split.Lo4d.js")
+        );
+        assert!(!files.is_hashed_path("/pkg/split_tasks_1.wasm"));
+        assert!(
+            !files.is_hashed_path("/pkg/bad.name.x.wasm"),
+            "a chunk name with a dot"
+        );
+        assert!(
+            !files.is_hashed_path("/pkg/../up.x.wasm"),
+            "a path of its own"
+        );
+        // The manifest is the server's to read, not a browser's to keep.
+        assert!(!files.is_hashed_path("/pkg/__wasm_split_manifest.M4n.json"));
     }
 
     #[test]

@@ -21,7 +21,9 @@
 //!   pages), pages (the overview at `/admin`, the owner's front page at `/`, …) and
 //!   components (chips, toasts, live updates, keyboard shortcuts, dark mode). Only the
 //!   console's pages are hydrated; a visitor's come as HTML and CSS with one small
-//!   inline script, and their forms post as plain HTML (`ui::hydration`).
+//!   inline script, and their forms post as plain HTML (`ui::hydration`). Each page is
+//!   a lazy route whose code comes in its group's chunk of the wasm, fetched beside
+//!   the app's shell (`ui::lazy_pages`; `scripts/build` cuts the chunks).
 //! - [`model`]: the words both sides share, such as `JobId`, `JobState`, `MailState`
 //!   and the corpus write receipt.
 //! - [`ops`]: one operation per action, whatever door it comes through: it takes the
@@ -71,8 +73,9 @@
 //!   and message, text PostgreSQL cannot store a 400 wherever it came from); server
 //!   functions, MCP tools and endpoints answer from it, and nothing internal reaches a
 //!   client.
-//! - `assets`: the browser's files under `/pkg/` by their hashed names (kept for a
-//!   year) and by their plain ones (checked before each use).
+//! - `assets`: the browser's files under `/pkg/` (the wasm's shell and chunks, their
+//!   loader, the JavaScript and CSS) by their hashed names (kept for a year) and by
+//!   their plain ones (checked before each use).
 //! - `live`: the live job states that `GET /api/live` streams to the browser: one
 //!   hub per process, fed by the jobs it hears finish and one shared re-read.
 //! - `state`: `AppState`, what every handler, server function and tool can reach.
@@ -87,7 +90,8 @@
 //! uses it as a library and starts the server binary as a child; the server binary
 //! carries only what serves.
 //!
-//! The browser's entry point is [`hydrate`].
+//! The browser's entry point is [`hydrate`]. `crates/standmeet-wasm-split` is the
+//! build's tool that cuts the browser's wasm into chunks.
 
 pub mod api;
 pub mod model;
@@ -125,6 +129,24 @@ pub mod types;
 #[cfg(feature = "hydrate")]
 #[wasm_bindgen::prelude::wasm_bindgen]
 pub fn hydrate() {
+    use leptos::prelude::*;
     console_error_panic_hook::set_once();
-    leptos::mount::hydrate_body(ui::App);
+    // Hydrated in two steps: the app's shell at once, then the route's part once its
+    // chunk of code has arrived (`ui::lazy_pages`). The app hears when both are done.
+    let page_hydrated = ArcRwSignal::new(false);
+    let context = ui::hydration::PageHydrated(page_hydrated.clone());
+    // Already started is fine: the executor is the same one.
+    _ = any_spawner::Executor::init_wasm_bindgen();
+    leptos::task::spawn_local(async move {
+        let mounted = leptos::mount::hydrate_from_async(
+            document().body().expect("a page has a body"),
+            move || {
+                provide_context(context);
+                view! { <ui::App/> }.into_any()
+            },
+        )
+        .await;
+        page_hydrated.set(true);
+        mounted.forget();
+    });
 }

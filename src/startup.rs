@@ -92,8 +92,15 @@ pub fn router(state: AppState) -> Router {
         .leptos_routes_with_context(
             &state,
             routes,
-            // Runs for every page render, after leptos_axum made the page's nonce.
-            headers::set_page_policy,
+            // Runs for every page render, after leptos_axum made the page's nonce. The
+            // site's files are there for a page to name (`ui::lazy_pages`).
+            {
+                let site_files = state.site_files.clone();
+                move || {
+                    headers::set_page_policy();
+                    leptos::prelude::provide_context(site_files.clone());
+                }
+            },
             move || shell(leptos_options.clone()),
         )
         .fallback(leptos_axum::file_and_error_handler_with_context::<

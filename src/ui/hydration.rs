@@ -21,3 +21,20 @@ pub fn page_hydrates() -> bool {
         true
     }
 }
+
+/// In the browser, whether the whole page is hydrated, its route's chunk of code
+/// included: each page is a lazy route (`ui::lazy_pages`) whose code is fetched before
+/// its part of the page can hydrate, after the app's shell has. [`crate::hydrate`]
+/// provides it and sets it once hydration has finished; until then a click on the
+/// page's buttons would do nothing.
+#[derive(Clone)]
+pub struct PageHydrated(pub leptos::prelude::ArcRwSignal<bool>);
+
+/// [`PageHydrated`] as a signal; false where nothing provides it (on the server).
+pub fn use_page_hydrated() -> leptos::prelude::Signal<bool> {
+    use leptos::prelude::*;
+    match use_context::<PageHydrated>() {
+        Some(PageHydrated(done)) => Signal::derive(move || done.get()),
+        None => Signal::stored(false),
+    }
+}

@@ -5,41 +5,20 @@
 pub mod components;
 pub mod hydration;
 pub mod layout;
+pub mod lazy_pages;
 pub mod pages;
 
 use leptos::nonce::use_nonce;
 use leptos::prelude::*;
 use leptos_meta::{HashedStylesheet, MetaTags, Title, provide_meta_context};
 use leptos_router::components::{Route, Router, Routes};
-use leptos_router::{SsrMode, path};
+use leptos_router::{Lazy, SsrMode, path};
 
 use crate::ui::components::confirm::{Confirm, ConfirmDialog};
 use crate::ui::components::toast::{ToastRegion, Toasts};
 use crate::ui::layout::Layout;
-use crate::ui::pages::{
-    access::AccessPage,
-    access_requests::AccessRequestsPage,
-    account::AccountPage,
-    book::{BookPage, CancelBookingPage},
-    bookings::BookingsPage,
-    confirm_email::ConfirmEmailPage,
-    corpus::{CorpusEntryPage, CorpusPage},
-    entry::EntryPage,
-    events::EventsPage,
-    home::HomePage,
-    listings::ListingsPage,
-    login::LoginPage,
-    mail_log::MailLogPage,
-    not_found::NotFound,
-    overview::OverviewPage,
-    queues::QueuesPage,
-    request_access::RequestAccessPage,
-    schedules::SchedulesPage,
-    search::SearchPage,
-    task_detail::TaskDetailPage,
-    tasks::TasksPage,
-    webhooks::{WebhookDetailPage, WebhooksPage},
-};
+use crate::ui::lazy_pages::*;
+use crate::ui::pages::not_found::NotFound;
 
 /// The visitor pages' one script, inline (the page's nonce admits it): the header's
 /// Menu and Dark mode buttons, and the booking page's times in the visitor's own zone.
@@ -81,14 +60,18 @@ pub fn App() -> impl IntoView {
     provide_meta_context();
     Toasts::provide();
     Confirm::provide();
-    // In the browser, once hydrated: note which keyed control has the focus, listen for
-    // the keyboard shortcuts (`/`, `g t`, …; `<html data-shortcuts="on">` says so), and
-    // say that the page is hydrated, which enables every button at once.
+    // In the browser, once the whole page is hydrated (its route's chunk of code too):
+    // note which keyed control has the focus, listen for the keyboard shortcuts (`/`,
+    // `g t`, …; `<html data-shortcuts="on">` says so), and say that the page is
+    // hydrated, which enables every button at once.
     let hydrated = crate::ui::components::form::provide_hydrated();
+    let page_hydrated = hydration::use_page_hydrated();
     Effect::new(move |_| {
-        crate::ui::components::focus::install();
-        crate::ui::components::shortcuts::install();
-        hydrated.set(true);
+        if page_hydrated.get() {
+            crate::ui::components::focus::install();
+            crate::ui::components::shortcuts::install();
+            hydrated.set(true);
+        }
     });
 
     view! {
@@ -98,35 +81,35 @@ pub fn App() -> impl IntoView {
         <Router>
             <Layout>
                 <Routes fallback=NotFound>
-                    <Route path=path!("/") view=HomePage ssr=SsrMode::Async/>
-                    <Route path=path!("/login") view=LoginPage ssr=SsrMode::Async/>
+                    <Route path=path!("/") view={Lazy::<HomeRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/login") view={Lazy::<LoginRoute>::new()} ssr=SsrMode::Async/>
                     // Admin pages (product.md section 5); each arrives with its issue.
                     // Rendered whole before the first byte is sent, so that a shared link
                     // shows the rows without JavaScript and a missing job answers 404.
-                    <Route path=path!("/admin") view=OverviewPage ssr=SsrMode::Async/>
-                    <Route path=path!("/admin/tasks") view=TasksPage ssr=SsrMode::Async/>
-                    <Route path=path!("/admin/tasks/:id") view=TaskDetailPage ssr=SsrMode::Async/>
-                    <Route path=path!("/admin/queues") view=QueuesPage ssr=SsrMode::Async/>
-                    <Route path=path!("/admin/schedules") view=SchedulesPage ssr=SsrMode::Async/>
-                    <Route path=path!("/admin/access-requests") view=AccessRequestsPage ssr=SsrMode::Async/>
-                    <Route path=path!("/admin/listings") view=ListingsPage ssr=SsrMode::Async/>
-                    <Route path=path!("/admin/corpus") view=CorpusPage ssr=SsrMode::Async/>
-                    <Route path=path!("/admin/corpus/:id") view=CorpusEntryPage ssr=SsrMode::Async/>
-                    <Route path=path!("/admin/mail") view=MailLogPage ssr=SsrMode::Async/>
-                    <Route path=path!("/admin/events") view=EventsPage ssr=SsrMode::Async/>
-                    <Route path=path!("/admin/webhooks") view=WebhooksPage ssr=SsrMode::Async/>
-                    <Route path=path!("/admin/webhooks/:id") view=WebhookDetailPage ssr=SsrMode::Async/>
-                    <Route path=path!("/admin/bookings") view=BookingsPage ssr=SsrMode::Async/>
-                    <Route path=path!("/admin/account") view=AccountPage ssr=SsrMode::Async/>
+                    <Route path=path!("/admin") view={Lazy::<OverviewRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/tasks") view={Lazy::<TasksRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/tasks/:id") view={Lazy::<TaskDetailRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/queues") view={Lazy::<QueuesRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/schedules") view={Lazy::<SchedulesRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/access-requests") view={Lazy::<AccessRequestsRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/listings") view={Lazy::<ListingsRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/corpus") view={Lazy::<CorpusRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/corpus/:id") view={Lazy::<CorpusEntryRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/mail") view={Lazy::<MailLogRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/events") view={Lazy::<EventsRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/webhooks") view={Lazy::<WebhooksRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/webhooks/:id") view={Lazy::<WebhookDetailRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/bookings") view={Lazy::<BookingsRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/account") view={Lazy::<AccountRoute>::new()} ssr=SsrMode::Async/>
                     // Visitor pages.
                     // Rendered whole, so that they read the same without JavaScript.
-                    <Route path=path!("/request-access") view=RequestAccessPage ssr=SsrMode::Async/>
-                    <Route path=path!("/access") view=AccessPage ssr=SsrMode::Async/>
-                    <Route path=path!("/account/confirm-email") view=ConfirmEmailPage ssr=SsrMode::Async/>
-                    <Route path=path!("/search") view=SearchPage ssr=SsrMode::Async/>
-                    <Route path=path!("/book") view=BookPage ssr=SsrMode::Async/>
-                    <Route path=path!("/book/cancel") view=CancelBookingPage ssr=SsrMode::Async/>
-                    <Route path=path!("/entries/:id") view=EntryPage ssr=SsrMode::Async/>
+                    <Route path=path!("/request-access") view={Lazy::<RequestAccessRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/access") view={Lazy::<AccessRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/account/confirm-email") view={Lazy::<ConfirmEmailRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/search") view={Lazy::<SearchRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/book") view={Lazy::<BookRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/book/cancel") view={Lazy::<CancelBookingRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/entries/:id") view={Lazy::<EntryRoute>::new()} ssr=SsrMode::Async/>
                 </Routes>
             </Layout>
         </Router>

@@ -246,6 +246,80 @@ async fn a_visitors_page_comes_without_the_apps_code_and_a_console_page_with_it(
     }
 }
 
+/// A console page's code comes in pieces (`ui::lazy_pages`): the app's shell and the
+/// files of the page's group. The page names them all in `Link` headers, the shell
+/// first, so that a browser fetches them at once; each is a file of this build. A
+/// visitor's page, which carries no code, names none.
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+async fn a_console_page_has_the_browser_fetch_its_code_at_once(pool: PgPool) {
+    let app = TestApp::builder(pool.clone()).spawn().await;
+    let cookie = common::signed_in_cookie(&app, &pool).await;
+    let links = |headers: &axum::http::HeaderMap| -> Vec<String> {
+        headers
+            .get_all("link")
+            .iter()
+            .map(|value| value.to_str().unwrap().to_string())
+            .collect()
+    };
+    let target = |link: &str| -> String {
+        link.split_once('<')
+            .and_then(|(_, rest)| rest.split_once('>'))
+            .map(|(target, _)| target.to_string())
+            .unwrap_or_else(|| panic!("a link names its target: {link}"))
+    };
+    let visitor = common::get(&app, "/").await;
+    assert_eq!(links(&visitor.headers), Vec::<String>::new());
+
+    let mut groups = std::collections::BTreeSet::new();
+    for path in [
+        "/admin",
+        "/admin/tasks",
+        "/admin/access-requests",
+        "/admin/corpus",
+    ] {
+        let reply = common::get_with_cookie(&app, path, &cookie).await;
+        assert_eq!(reply.status, StatusCode::OK, "{path}");
+        let links = links(&reply.headers);
+        assert!(links.len() > 3, "{path}: {links:?}");
+        // The shell first, as the page's own <head> names it: the wasm, then its script.
+        let (wasm, script) = (target(&links[0]), target(&links[1]));
+        assert!(
+            links[0].contains("rel=preload") && wasm.ends_with(".wasm"),
+            "{links:?}"
+        );
+        assert!(
+            reply.body.contains(&format!(r#"href="{wasm}""#)),
+            "{path}: {wasm}"
+        );
+        assert!(links[1].contains("rel=modulepreload"), "{links:?}");
+        assert!(
+            reply.body.contains(&format!(r#"href="{script}""#)),
+            "{path}: {script}"
+        );
+        assert!(
+            target(&links[2]).starts_with("/pkg/__wasm_split."),
+            "{links:?}"
+        );
+        for link in &links {
+            let file =
+                std::path::Path::new("target/site").join(target(link).trim_start_matches('/'));
+            assert!(
+                file.is_file(),
+                "{path} names {link}, which the build did not make"
+            );
+        }
+        groups.insert(
+            links
+                .iter()
+                .map(|link| target(link))
+                .find(|target| target.starts_with("/pkg/split_"))
+                .unwrap_or_else(|| panic!("{path} names its group: {links:?}")),
+        );
+    }
+    // The jobs' pages, people's and content's: three groups, three files.
+    assert_eq!(groups.len(), 3, "{groups:?}");
+}
+
 #[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
 async fn every_admin_page_renders_in_the_layout_for_a_signed_in_admin(pool: PgPool) {
     let app = TestApp::builder(pool.clone()).spawn().await;

@@ -1,0 +1,32 @@
+// When each file of a console page's first load arrives on the slow phone of
+// end2end/weigh.mjs (CPU 4× slower, 1.6 Mbps / 150 ms), and when the page is hydrated:
+// how docs/benchmarks.md found that a page's chunks waited for the app's shell.
+//
+// usage, against a running release server with an admin:
+//   STANDMEET_URL=… STANDMEET_ADMIN_EMAIL=… STANDMEET_ADMIN_PASSWORD=… \
+//     node end2end/timeline.mjs [/admin/tasks]
+import { chromium } from "@playwright/test";
+const base = process.env.STANDMEET_URL ?? "http://127.0.0.1:3000";
+const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: ["--no-sandbox"] });
+let context = await browser.newContext();
+let page = await context.newPage();
+await page.goto(`${base}/login`);
+await page.getByLabel("Email").fill(process.env.STANDMEET_ADMIN_EMAIL);
+await page.getByLabel("Password").fill(process.env.STANDMEET_ADMIN_PASSWORD);
+await page.getByRole("button", { name: "Sign in" }).click();
+await page.waitForURL(/\/admin/);
+const state = await context.storageState();
+await context.close();
+context = await browser.newContext({ storageState: state });
+page = await context.newPage();
+const cdp = await context.newCDPSession(page);
+await cdp.send("Network.enable");
+await cdp.send("Network.setCacheDisabled", { cacheDisabled: true });
+await cdp.send("Emulation.setCPUThrottlingRate", { rate: 4 });
+await cdp.send("Network.emulateNetworkConditions", { offline: false, latency: 150, downloadThroughput: 200000, uploadThroughput: 93750 });
+await page.goto(`${base}${process.argv[2] ?? "/admin/tasks"}`);
+await page.waitForFunction(() => document.documentElement.dataset.shortcuts === "on", null, { timeout: 60000 });
+const t = await page.evaluate(() => ({ now: performance.now(), res: performance.getEntriesByType("resource").map((r) => [r.name.split("/").pop().slice(0, 30), Math.round(r.startTime), Math.round(r.responseEnd), r.encodedBodySize]) }));
+console.log("hydrated at", Math.round(t.now));
+for (const r of t.res) console.log(r.join("\t"));
+await browser.close();
