@@ -6,19 +6,12 @@
 //   STANDMEET_URL=… STANDMEET_ADMIN_EMAIL=… STANDMEET_ADMIN_PASSWORD=… \
 //     node end2end/timeline.mjs [/admin/tasks]
 import { chromium } from "@playwright/test";
+import { signedInState } from "./lib/sign-in.mjs";
 const base = process.env.STANDMEET_URL ?? "http://127.0.0.1:3000";
 const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: ["--no-sandbox"] });
-let context = await browser.newContext();
-let page = await context.newPage();
-await page.goto(`${base}/login`);
-await page.getByLabel("Email").fill(process.env.STANDMEET_ADMIN_EMAIL);
-await page.getByLabel("Password").fill(process.env.STANDMEET_ADMIN_PASSWORD);
-await page.getByRole("button", { name: "Sign in" }).click();
-await page.waitForURL(/\/admin/);
-const state = await context.storageState();
-await context.close();
-context = await browser.newContext({ storageState: state });
-page = await context.newPage();
+const state = await signedInState(browser, base);
+const context = await browser.newContext({ storageState: state });
+const page = await context.newPage();
 const cdp = await context.newCDPSession(page);
 await cdp.send("Network.enable");
 await cdp.send("Network.setCacheDisabled", { cacheDisabled: true });

@@ -10,31 +10,20 @@
 //   STANDMEET_URL=http://127.0.0.1:3000 STANDMEET_ADMIN_EMAIL=… STANDMEET_ADMIN_PASSWORD=… \
 //     node end2end/weigh.mjs
 import { chromium } from "@playwright/test";
+import { signedInState } from "./lib/sign-in.mjs";
 
 const base = process.env.STANDMEET_URL ?? "http://127.0.0.1:3000";
 const email = process.env.STANDMEET_ADMIN_EMAIL;
 const password = process.env.STANDMEET_ADMIN_PASSWORD;
 const runs = Number(process.env.RUNS ?? 3);
 const visitorPages = ["/", "/search?q=notes", "/request-access", "/access", "/book", "/login"];
-const adminPages = ["/admin", "/admin/tasks"];
+// The jobs' pages come with the app's shell; one page of each other group of pages.
+const adminPages = ["/admin", "/admin/tasks", "/admin/queues", "/admin/access-requests", "/admin/corpus"];
 
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
   args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
 });
-
-async function signedInState() {
-  const context = await browser.newContext();
-  const page = await context.newPage();
-  await page.goto(`${base}/login`);
-  await page.getByLabel("Email").fill(email);
-  await page.getByLabel("Password").fill(password);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await page.waitForURL(/\/admin/);
-  const state = await context.storageState();
-  await context.close();
-  return state;
-}
 
 async function visit(path, { storageState, slow }) {
   const context = await browser.newContext({ storageState });
@@ -70,7 +59,7 @@ const range = (values, digits = 0) => {
   return low.toFixed(digits) === high.toFixed(digits) ? low.toFixed(digits) : `${low.toFixed(digits)}–${high.toFixed(digits)}`;
 };
 
-const state = email && password ? await signedInState() : undefined;
+const state = email && password ? await signedInState(browser, base) : undefined;
 console.log("| page | KB on the wire | HTML arrived, slow phone (s) | usable, slow phone (s) |");
 console.log("|---|---|---|---|");
 for (const path of [...visitorPages, ...(state ? adminPages : [])]) {

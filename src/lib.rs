@@ -21,9 +21,10 @@
 //!   pages), pages (the overview at `/admin`, the owner's front page at `/`, …) and
 //!   components (chips, toasts, live updates, keyboard shortcuts, dark mode). Only the
 //!   console's pages are hydrated; a visitor's come as HTML and CSS with one small
-//!   inline script, and their forms post as plain HTML (`ui::hydration`). Each page is
-//!   a lazy route whose code comes in its group's chunk of the wasm, fetched beside
-//!   the app's shell (`ui::lazy_pages`; `scripts/build` cuts the chunks).
+//!   inline script, and their forms post as plain HTML (`ui::hydration`). The jobs'
+//!   pages are in the app's shell; every other page is a lazy route whose code comes
+//!   in its group's chunk of the wasm, fetched beside the shell (`ui::lazy_pages`;
+//!   `scripts/build` cuts the chunks).
 //! - [`model`]: the words both sides share, such as `JobId`, `JobState`, `MailState`
 //!   and the corpus write receipt.
 //! - [`ops`]: one operation per action, whatever door it comes through: it takes the

@@ -8,9 +8,11 @@
 // The budgets (product.md §15), and what this spec measured when they were set
 // (2026-12-06, the release build of #67; docs/benchmarks.md has the table):
 //   a visitor's page   100 KB   measured 12.4–12.6 KB: HTML 4.2–4.4, CSS 7.6, icon 0.6
-//   /admin             900 KB   measured 452.0 KB since the wasm is cut into chunks (the
+//   /admin             900 KB   measured 452.0 KB once the wasm was cut into chunks (the
 //                               shell 208 KB and the jobs' group 210 KB, brotli); 801.1 KB
-//                               when the whole wasm came to every console page
+//                               when the whole wasm came to every console page; about 320
+//                               KB with component types erased and the jobs' pages in the
+//                               shell (docs/benchmarks.md)
 import { type CDPSession, expect, type Page, test } from "@playwright/test";
 import { signInAsAdmin } from "./fixtures/admin";
 import { promotedEntry } from "./fixtures/corpus_page";

@@ -1,7 +1,10 @@
 //! Every page as a lazy route: in the browser the pages' code comes in wasm chunks,
 //! fetched when a page of theirs is first shown, so a console page downloads the app's
 //! shell and its own group of pages rather than all of them (docs/benchmarks.md, "A
-//! first visit").
+//! first visit"). The jobs' pages, which an admin opens first, are in the shell itself
+//! ([`shell_pages!`]): a chunk would cost them a second step after the shell, fetching
+//! and compiling it before hydration goes on, which on a slow phone took longer than
+//! their code takes to download with the shell.
 //! `scripts/build` cuts the chunks out of the wasm (`wasm_split_cli`); the server names
 //! the chunks a page needs in its `<head>`, so they download beside the shell instead
 //! of after it. Visitor pages are never hydrated (`hydration::page_hydrates`), so their
@@ -78,11 +81,37 @@ macro_rules! lazy_pages {
     };
 }
 
-lazy_pages! {
+/// `Route => module::Page`: a route like those of [`lazy_pages!`] whose page is in the
+/// app's shell, not in a chunk: its view is at hand as soon as the shell is.
+macro_rules! shell_pages {
+    ($($route:ident => $module:ident::$page:ident;)*) => {
+        $(
+            #[doc = concat!("The route of [`", stringify!($page), "`], in the app's shell.")]
+            pub struct $route;
+
+            impl LazyRoute for $route {
+                fn data() -> Self {
+                    $route
+                }
+
+                async fn view(_route: Self) -> AnyView {
+                    #[cfg(feature = "ssr")]
+                    preload_group("");
+                    view! { <crate::ui::pages::$module::$page/> }.into_any()
+                }
+            }
+        )*
+    };
+}
+
+shell_pages! {
     // The jobs: what an admin opens first.
-    OverviewRoute => overview::OverviewPage, overview_page in console_jobs;
-    TasksRoute => tasks::TasksPage, tasks_page in console_jobs;
-    TaskDetailRoute => task_detail::TaskDetailPage, task_detail_page in console_jobs;
+    OverviewRoute => overview::OverviewPage;
+    TasksRoute => tasks::TasksPage;
+    TaskDetailRoute => task_detail::TaskDetailPage;
+}
+
+lazy_pages! {
     // The engine's other views.
     QueuesRoute => queues::QueuesPage, queues_page in console_engine;
     SchedulesRoute => schedules::SchedulesPage, schedules_page in console_engine;
