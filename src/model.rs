@@ -11,6 +11,7 @@ pub use standmeet_jobs::{JobId, JobState};
 /// waiting for its retry, or given up → `failed`. A failed mail that is retried goes
 /// `failed` → `sending` → `sent`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum MailState {
     Sending,
@@ -44,6 +45,7 @@ pub const ACCESS_GRANTED: &str = "Access granted. You can now search the restric
 /// admin or an agent decides; `approved` once its code is issued and the mail queued;
 /// `replied` once that mail went out (the mail job sets it); `denied`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(schemars::JsonSchema))]
 #[cfg_attr(
     feature = "ssr",
     derive(sqlx::Type),
@@ -84,6 +86,7 @@ impl RequestStatus {
 /// A booking's state (the `booking_state` enum): `confirmed` when booked, `cancelled`
 /// by the visitor's link, an admin or an agent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(schemars::JsonSchema))]
 #[cfg_attr(
     feature = "ssr",
     derive(sqlx::Type),
@@ -152,6 +155,7 @@ impl FetchState {
 /// A job listing, as `jobs.fetch_new`, `jobs.fetch_result` and the listings page give
 /// it. Times are RFC 3339 in UTC.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(schemars::JsonSchema))]
 pub struct Listing {
     pub id: i64,
     /// The source whose words it shows (the employer's own board before a feed that
@@ -170,6 +174,7 @@ pub struct Listing {
 
 /// A source whose fetch did not succeed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(schemars::JsonSchema))]
 pub struct FetchFailure {
     pub job_id: i64,
     pub source_id: Option<i64>,
@@ -184,6 +189,7 @@ pub struct FetchFailure {
 /// else `{job_ids, pending:false, listings, errors}`. `jobs.fetch_result` answers in the
 /// same shape.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(schemars::JsonSchema))]
 pub struct FetchAnswer {
     pub job_ids: Vec<JobId>,
     pub pending: bool,
@@ -240,6 +246,7 @@ mod tests {
 /// entry, whether the index holds this write already, and the index job to ask about
 /// when not.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(schemars::JsonSchema))]
 pub struct WriteReceipt {
     pub id: i64,
     pub indexed: bool,

@@ -2,13 +2,14 @@
 //! `bookings.create`, `bookings.cancel`, over the operations the bookings pages use too
 //! (`ops::bookings`).
 
+use rmcp::handler::server::wrapper::Json;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::CallToolResult;
-use rmcp::{ErrorData, tool, tool_router};
+use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{Tools, answer};
+use super::{Refusal, Tools};
+use crate::ops::bookings::{AvailabilityAnswer, BookingList, SlotList};
 use crate::ops::bookings::{AvailabilityChange, BookingAnswer, Window};
 use crate::ops::{Operator, bookings as ops};
 
@@ -63,67 +64,100 @@ pub struct SlotsParams {
 impl Tools {
     #[tool(
         name = "bookings.availability",
-        description = "Sets what it is given of the owner's availability (weekly windows in the owner's time zone, slot length, buffer, days ahead) and answers the whole of it: {timezone, windows: [{weekday, start, end}], slot_minutes, buffer_minutes, days_ahead}. Call it with no arguments to read it."
+        title = "Read or set the owner's availability",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        ),
+        description = "Sets what it is given of the owner's availability (weekly windows in the owner's time zone, slot length, buffer, days ahead) and answers the whole of it. Call it with no arguments to read it."
     )]
     async fn bookings_availability(
         &self,
         Parameters(params): Parameters<AvailabilityParams>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<Json<AvailabilityAnswer>, Refusal> {
         let change = AvailabilityChange {
             windows: params.windows,
             slot_minutes: params.slot_minutes,
             buffer_minutes: params.buffer_minutes,
             days_ahead: params.days_ahead,
         };
-        answer(ops::availability(&self.state, Operator::Agent, change).await)
+        Ok(Json(
+            ops::availability(&self.state, Operator::Agent, change).await?,
+        ))
     }
 
     #[tool(
         name = "bookings.slots",
-        description = "The free slots from `from` (now when not given) for `days` days (1-60, 14 when not given), no further than the owner's days ahead: {slots: [{start, end}]} in RFC 3339 (UTC)."
+        title = "List free booking slots",
+        annotations(read_only_hint = true, open_world_hint = false),
+        description = "The free slots from `from` (now when not given) for `days` days (1-60, 14 when not given), no further than the owner's days ahead; times in RFC 3339 (UTC)."
     )]
     async fn bookings_slots(
         &self,
         Parameters(params): Parameters<SlotsParams>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<Json<SlotList>, Refusal> {
         let from = params.from.as_deref();
-        answer(ops::slots(&self.state, Operator::Agent, from, params.days).await)
+        Ok(Json(
+            ops::slots(&self.state, Operator::Agent, from, params.days).await?,
+        ))
     }
 
     #[tool(
         name = "bookings.list",
-        description = "Bookings that start in [from, to) (both optional, RFC 3339), soonest first, cancelled ones included: {bookings: [{id, start, end, name, email, topic, state: confirmed|cancelled, notify_job_id, confirmation_job_id}]}."
+        title = "List bookings",
+        annotations(read_only_hint = true, open_world_hint = false),
+        description = "Bookings that start in [from, to) (both optional, RFC 3339), soonest first, cancelled ones included."
     )]
     async fn bookings_list(
         &self,
         Parameters(params): Parameters<ListBookingsParams>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<Json<BookingList>, Refusal> {
         let (from, to) = (params.from.as_deref(), params.to.as_deref());
-        answer(ops::list(&self.state, Operator::Agent, from, to).await)
+        Ok(Json(
+            ops::list(&self.state, Operator::Agent, from, to).await?,
+        ))
     }
 
     #[tool(
         name = "bookings.create",
-        description = "Books a free slot (its start from bookings.slots) for someone: the same rules as the /book page. The owner is told and the person gets an invitation by mail (jobs; not waited for). Answers the booking {id, start, end, name, email, topic, state, notify_job_id, confirmation_job_id}; a slot taken meanwhile is a tool error \"That time was just taken\"."
+        title = "Book a slot",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        ),
+        description = "Books a free slot (its start from bookings.slots) for someone: the same rules as the /book page. The owner is told and the person gets an invitation by mail (jobs; not waited for). Answers the booking; a slot taken meanwhile is a tool error \"That time was just taken\"."
     )]
     async fn bookings_create(
         &self,
         Parameters(params): Parameters<CreateBookingParams>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<Json<BookingAnswer>, Refusal> {
         let topic = params.topic.as_deref().unwrap_or_default();
         let (start, name, email) = (&params.start, &params.name, &params.email);
-        answer(ops::create(&self.state, Operator::Agent, start, name, email, topic).await)
+        Ok(Json(
+            ops::create(&self.state, Operator::Agent, start, name, email, topic).await?,
+        ))
     }
 
     #[tool(
         name = "bookings.cancel",
+        title = "Cancel a booking",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        ),
         description = "Cancels a booking: both sides get a cancellation by mail (a job). Answers the booking with state cancelled."
     )]
     async fn bookings_cancel(
         &self,
         Parameters(params): Parameters<BookingIdParams>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<Json<BookingAnswer>, Refusal> {
         let cancelled = ops::cancel(&self.state, Operator::Agent, params.id).await;
-        answer(cancelled.map(BookingAnswer::from))
+        Ok(Json(cancelled.map(BookingAnswer::from)?))
     }
 }

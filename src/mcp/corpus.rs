@@ -2,13 +2,16 @@
 //! `corpus.search`, and the vault's `corpus.rebuild`, `corpus.rebuild_result`, over the
 //! operations the corpus pages use too (`ops::corpus`, `ops::vault`).
 
+use rmcp::handler::server::wrapper::Json;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::CallToolResult;
-use rmcp::{ErrorData, tool, tool_router};
+use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{Tools, answer};
+use super::{Refusal, Tools};
+use crate::domain::corpus::vault::RebuildAnswer;
+use crate::model::WriteReceipt;
+use crate::ops::Done;
 use crate::ops::corpus::SearchResults;
 use crate::ops::{Operator, Visitor, corpus, vault};
 
@@ -67,25 +70,41 @@ pub struct RebuildResultParams {
 impl Tools {
     #[tool(
         name = "corpus.create",
-        description = "Write a draft corpus entry. Waits up to 2 s for it to be indexed and answers {id, indexed, index_job_id}; indexed:true means a search right after finds it (once promoted)."
+        title = "Write a corpus entry",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        ),
+        description = "Write a draft corpus entry. Waits up to 2 s for it to be indexed; indexed:true means a search right after finds it (once promoted), else index_job_id tells when it is."
     )]
     async fn corpus_create(
         &self,
         Parameters(params): Parameters<CreateEntryParams>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<Json<WriteReceipt>, Refusal> {
         let (title, body, visibility) = (&params.title, &params.body, &params.visibility);
-        answer(corpus::create(&self.state, Operator::Agent, title, body, visibility).await)
+        Ok(Json(
+            corpus::create(&self.state, Operator::Agent, title, body, visibility).await?,
+        ))
     }
 
     #[tool(
         name = "corpus.update",
-        description = "Change a corpus entry's title, body or visibility (only the ones given). Answers {id, indexed, index_job_id} like corpus.create."
+        title = "Change a corpus entry",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        ),
+        description = "Change a corpus entry's title, body or visibility (only the ones given). Answers like corpus.create."
     )]
     async fn corpus_update(
         &self,
         Parameters(params): Parameters<UpdateEntryParams>,
-    ) -> Result<CallToolResult, ErrorData> {
-        answer(
+    ) -> Result<Json<WriteReceipt>, Refusal> {
+        Ok(Json(
             corpus::update(
                 &self.state,
                 Operator::Agent,
@@ -94,54 +113,78 @@ impl Tools {
                 params.body.as_deref(),
                 params.visibility.as_deref(),
             )
-            .await,
-        )
+            .await?,
+        ))
     }
 
     #[tool(
         name = "corpus.promote",
-        description = "Promote a draft corpus entry so visitors can find it. Answers {id, indexed, index_job_id} like corpus.create."
+        title = "Promote a corpus entry",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        ),
+        description = "Promote a draft corpus entry so visitors can find it. Answers like corpus.create."
     )]
     async fn corpus_promote(
         &self,
         Parameters(params): Parameters<PromoteEntryParams>,
-    ) -> Result<CallToolResult, ErrorData> {
-        answer(corpus::promote(&self.state, Operator::Agent, params.id).await)
+    ) -> Result<Json<WriteReceipt>, Refusal> {
+        Ok(Json(
+            corpus::promote(&self.state, Operator::Agent, params.id).await?,
+        ))
     }
 
     #[tool(
         name = "corpus.rebuild",
-        description = "Rebuild the corpus from the Obsidian vault (STANDMEET_VAULT): new notes are added, changed ones updated, entries whose note is gone removed (more than half of the vault's, and more than 5, only with allow_removals: true; else none, and would_remove says how many). Waits up to 20 s: {job_id, pending:false, added, updated, removed, unchanged, failed: [{path, error}]} and would_remove when it kept any, else {job_id, pending:true} (ask corpus.rebuild_result later)."
+        title = "Rebuild the corpus from the vault",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        ),
+        description = "Rebuild the corpus from the Obsidian vault (STANDMEET_VAULT): new notes are added, changed ones updated, entries whose note is gone removed (more than half of the vault's, and more than 5, only with allow_removals: true; else none, and would_remove says how many). Waits up to 20 s for the counts; otherwise the answer is a receipt with pending:true: ask corpus.rebuild_result with its job_id later."
     )]
     async fn corpus_rebuild(
         &self,
         Parameters(params): Parameters<RebuildParams>,
-    ) -> Result<CallToolResult, ErrorData> {
-        answer(vault::rebuild(&self.state, Operator::Agent, params.allow_removals).await)
+    ) -> Result<Json<Done<RebuildAnswer>>, Refusal> {
+        Ok(Json(
+            vault::rebuild(&self.state, Operator::Agent, params.allow_removals).await?,
+        ))
     }
 
     #[tool(
         name = "corpus.rebuild_result",
-        description = "A vault rebuild's answer, in corpus.rebuild's shape: the counts once it finished, {job_id, pending:true} while it runs."
+        title = "A vault rebuild's result",
+        annotations(read_only_hint = true, open_world_hint = false),
+        description = "A vault rebuild's answer, as corpus.rebuild gives it: the counts once it finished, pending:true while it runs."
     )]
     async fn corpus_rebuild_result(
         &self,
         Parameters(params): Parameters<RebuildResultParams>,
-    ) -> Result<CallToolResult, ErrorData> {
-        answer(vault::rebuild_result(&self.state, Operator::Agent, params.job_id).await)
+    ) -> Result<Json<RebuildAnswer>, Refusal> {
+        Ok(Json(
+            vault::rebuild_result(&self.state, Operator::Agent, params.job_id).await?,
+        ))
     }
 
     #[tool(
         name = "corpus.search",
-        description = "Search the promoted public corpus entries, best first: {q, results: [{id, title, snippet}]}, matched terms in **bold**. An empty result list means nothing matched."
+        title = "Search the public corpus",
+        annotations(read_only_hint = true, open_world_hint = false),
+        description = "Search the promoted public corpus entries, best first, matched terms in **bold** in the snippets. An empty result list means nothing matched."
     )]
     async fn corpus_search(
         &self,
         Parameters(params): Parameters<SearchParams>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<Json<SearchResults>, Refusal> {
         // An agent holds no visitor session, so it sees what any visitor sees.
         let visitor = Visitor::default();
         let found = corpus::search(&self.state, &visitor, &params.q).await;
-        answer(found.map(SearchResults::from))
+        Ok(Json(found.map(SearchResults::from)?))
     }
 }

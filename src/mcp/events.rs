@@ -1,13 +1,15 @@
 //! Events as tools: `events.list`, `events.get`, over the operations of `ops::events`
 //! (the events page reads the same outbox, newest first).
 
+use rmcp::handler::server::wrapper::Json;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::CallToolResult;
-use rmcp::{ErrorData, tool, tool_router};
+use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{Tools, answer};
+use super::{Refusal, Tools};
+use crate::domain::events::Event;
+use crate::ops::events::EventList;
 use crate::ops::{Operator, events};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -31,14 +33,16 @@ pub struct ListEventsParams {
 impl Tools {
     #[tool(
         name = "events.list",
-        description = "What happened, oldest first: {events: [{id, type, subject_id, occurred_at, data}], next_after_id}. Pass next_after_id as after_id for the next page; it is null when there is no more."
+        title = "List events",
+        annotations(read_only_hint = true, open_world_hint = false),
+        description = "What happened, oldest first. Pass next_after_id as after_id for the next page; it is null when there is no more."
     )]
     async fn events_list(
         &self,
         Parameters(params): Parameters<ListEventsParams>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<Json<EventList>, Refusal> {
         let event_type = params.event_type.as_deref();
-        answer(
+        Ok(Json(
             events::list(
                 &self.state,
                 Operator::Agent,
@@ -46,18 +50,22 @@ impl Tools {
                 params.after_id,
                 params.limit,
             )
-            .await,
-        )
+            .await?,
+        ))
     }
 
     #[tool(
         name = "events.get",
-        description = "One event by id: {id, type, subject_id, occurred_at, data}."
+        title = "Read an event",
+        annotations(read_only_hint = true, open_world_hint = false),
+        description = "One event by id."
     )]
     async fn events_get(
         &self,
         Parameters(params): Parameters<GetEventParams>,
-    ) -> Result<CallToolResult, ErrorData> {
-        answer(events::get(&self.state, Operator::Agent, params.id).await)
+    ) -> Result<Json<Event>, Refusal> {
+        Ok(Json(
+            events::get(&self.state, Operator::Agent, params.id).await?,
+        ))
     }
 }

@@ -1,13 +1,14 @@
 //! Job listings as tools: `jobs.fetch_new`, `jobs.fetch_result`, over the operations the
 //! listings page's "Fetch new" uses too (`ops::listings`).
 
+use rmcp::handler::server::wrapper::Json;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::CallToolResult;
-use rmcp::{ErrorData, tool, tool_router};
+use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{Tools, answer};
+use super::{Refusal, Tools};
+use crate::model::FetchAnswer;
 use crate::ops::{Operator, listings};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -27,24 +28,37 @@ pub struct FetchResultParams {
 impl Tools {
     #[tool(
         name = "jobs.fetch_new",
-        description = "Fetch new job listings: one fetch per enabled job board (or per source in source_ids), run in parallel. Waits up to 20 s; when every fetch is done the answer is {job_ids, pending:false, listings, errors}, where new:true marks listings no earlier fetch saw. Otherwise it is a receipt {job_ids, pending:true}: pass those job_ids to jobs.fetch_result later."
+        title = "Fetch new job listings",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        ),
+        description = "Fetch new job listings: one fetch per enabled job board (or per source in source_ids), run in parallel. Waits up to 20 s; when every fetch is done the answer has pending:false and the listings, where new:true marks listings no earlier fetch saw. Otherwise it is a receipt with pending:true: pass its job_ids to jobs.fetch_result later."
     )]
     async fn jobs_fetch_new(
         &self,
         Parameters(params): Parameters<FetchNewParams>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<Json<FetchAnswer>, Refusal> {
         let sources = params.source_ids.as_deref();
-        answer(listings::fetch_new(&self.state, Operator::Agent, sources).await)
+        Ok(Json(
+            listings::fetch_new(&self.state, Operator::Agent, sources).await?,
+        ))
     }
 
     #[tool(
         name = "jobs.fetch_result",
-        description = "Redeem a jobs.fetch_new receipt: with its job_ids, the same answer jobs.fetch_new gives when its fetches finish in time ({job_ids, pending:false, listings, errors}), or {job_ids, pending:true} while one still runs."
+        title = "Job listing fetches' result",
+        annotations(read_only_hint = true, open_world_hint = false),
+        description = "Redeem a jobs.fetch_new receipt: with its job_ids, the answer jobs.fetch_new gives when its fetches finish in time, or pending:true while one still runs."
     )]
     async fn jobs_fetch_result(
         &self,
         Parameters(params): Parameters<FetchResultParams>,
-    ) -> Result<CallToolResult, ErrorData> {
-        answer(listings::fetch_result(&self.state, Operator::Agent, &params.job_ids).await)
+    ) -> Result<Json<FetchAnswer>, Refusal> {
+        Ok(Json(
+            listings::fetch_result(&self.state, Operator::Agent, &params.job_ids).await?,
+        ))
     }
 }

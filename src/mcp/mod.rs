@@ -33,11 +33,12 @@ use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::model::CallToolResult;
+use rmcp::handler::server::tool::IntoCallToolResult;
+use rmcp::model::{CallToolResponse, CallToolResult};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, ServerHandler, tool_handler};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::AppError;
@@ -52,23 +53,25 @@ pub struct Tools {
     tool_router: ToolRouter<Self>,
 }
 
-/// A tool's answer: the object as structured content and as text, or the tool error
-/// [`tool_error`] makes of what went wrong.
-fn respond(result: Result<Value, AppError>) -> Result<CallToolResult, ErrorData> {
-    Ok(match result {
-        Ok(value) => CallToolResult::structured(value),
-        Err(err) => tool_error(err),
-    })
+/// Why a tool did not do what it was asked, as the agent is told it: a tool error
+/// (`isError: true`) carrying `{"error": message}` ([`tool_error`]).
+///
+/// A tool answers `Result<Json<View>, Refusal>`: the view serialized as structured
+/// content and as text, and, because the `#[tool]` macro reads `Json<View>` off the
+/// signature, the view's JSON Schema as the tool's `outputSchema`. The schema is made
+/// from the very type the answer is made from, so they cannot drift apart.
+pub struct Refusal(AppError);
+
+impl From<AppError> for Refusal {
+    fn from(err: AppError) -> Self {
+        Refusal(err)
+    }
 }
 
-/// A tool's answer from an operation's view (`ops`): the view serialized, which is the
-/// contract's JSON shape, or the tool error of what went wrong.
-fn answer<T: serde::Serialize>(result: Result<T, AppError>) -> Result<CallToolResult, ErrorData> {
-    respond(result.and_then(|view| {
-        serde_json::to_value(view).map_err(|err| {
-            AppError::Internal(anyhow::Error::from(err).context("a view that does not serialize"))
-        })
-    }))
+impl IntoCallToolResult for Refusal {
+    fn into_call_tool_result(self) -> Result<CallToolResponse, ErrorData> {
+        Ok(tool_error(self.0).into())
+    }
 }
 
 /// What an agent is told when a tool did not do what it asked: `{"error": message}`

@@ -1,14 +1,17 @@
 //! Schedules as tools: `schedules.list`, `schedules.run_now`, `schedules.set`, over the
 //! operations the `/admin/schedules` page uses too (`ops::schedules`).
 
+use rmcp::handler::server::wrapper::Json;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::CallToolResult;
-use rmcp::{ErrorData, tool, tool_router};
+use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{Tools, answer};
+use super::{Refusal, Tools};
+use crate::ops::Done;
+use crate::ops::schedules::{RunNow, ScheduleList};
 use crate::ops::{Operator, schedules};
+use standmeet_jobs::periodic::Schedule;
 use standmeet_jobs::periodic::ScheduleChange;
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -39,31 +42,49 @@ pub struct SetScheduleParams {
 impl Tools {
     #[tool(
         name = "schedules.list",
-        description = "The schedules that insert jobs periodically: {schedules: [{name, cron, timezone, kind, args, queue, enabled, next_run_at, last_run: {job_id, state, at} | null}]}; next_run_at is null while disabled."
+        title = "List periodic jobs",
+        annotations(read_only_hint = true, open_world_hint = false),
+        description = "The schedules that insert jobs periodically; next_run_at is null while disabled."
     )]
-    async fn schedules_list(&self) -> Result<CallToolResult, ErrorData> {
-        answer(schedules::list(&self.state, Operator::Agent).await)
+    async fn schedules_list(&self) -> Result<Json<ScheduleList>, Refusal> {
+        Ok(Json(schedules::list(&self.state, Operator::Agent).await?))
     }
 
     #[tool(
         name = "schedules.run_now",
-        description = "Inserts the schedule's job now: {job_id, duplicate}; duplicate is true (and job_id the pending one) when its last job has not finished yet."
+        title = "Run a periodic job now",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        ),
+        description = "Inserts the schedule's job now; duplicate is true (and job_id the pending one) when its last job has not finished yet."
     )]
     async fn schedules_run_now(
         &self,
         Parameters(params): Parameters<ScheduleNameParams>,
-    ) -> Result<CallToolResult, ErrorData> {
-        answer(schedules::run_now(&self.state, Operator::Agent, &params.name).await)
+    ) -> Result<Json<Done<RunNow>>, Refusal> {
+        Ok(Json(
+            schedules::run_now(&self.state, Operator::Agent, &params.name).await?,
+        ))
     }
 
     #[tool(
         name = "schedules.set",
+        title = "Change a periodic job",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        ),
         description = "Creates a schedule (name, cron and kind needed) or changes one (only what is given changes). A new, re-enabled or re-timed schedule fires from now on, not for slots already past. Answers the schedule as schedules.list shows it."
     )]
     async fn schedules_set(
         &self,
         Parameters(params): Parameters<SetScheduleParams>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<Json<Done<Schedule>>, Refusal> {
         let change = ScheduleChange {
             name: params.name,
             cron: params.cron,
@@ -72,6 +93,8 @@ impl Tools {
             queue: params.queue,
             enabled: params.enabled,
         };
-        answer(schedules::set(&self.state, Operator::Agent, change).await)
+        Ok(Json(
+            schedules::set(&self.state, Operator::Agent, change).await?,
+        ))
     }
 }

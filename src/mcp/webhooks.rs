@@ -1,13 +1,16 @@
 //! Webhooks as tools: `webhooks.list`, `webhooks.create`, `webhooks.delete`,
 //! `webhooks.test`, over the operations the webhooks pages use too (`ops::webhooks`).
 
+use rmcp::handler::server::wrapper::Json;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::CallToolResult;
-use rmcp::{ErrorData, tool, tool_router};
+use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{Tools, answer};
+use super::{Refusal, Tools};
+use crate::domain::webhooks::CreatedEndpoint;
+use crate::ops::Done;
+use crate::ops::webhooks::{Deleted, TestAnswer, WebhookList};
 use crate::ops::{Operator, webhooks};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -28,43 +31,72 @@ pub struct WebhookIdParams {
 impl Tools {
     #[tool(
         name = "webhooks.list",
-        description = "The webhook endpoints: {webhooks: [{id, url, event_types, enabled, disabled_reason, created_at}]} (never their secrets)."
+        title = "List webhooks",
+        annotations(read_only_hint = true, open_world_hint = false),
+        description = "The webhook endpoints (never their secrets)."
     )]
-    async fn webhooks_list(&self) -> Result<CallToolResult, ErrorData> {
-        answer(webhooks::list(&self.state, Operator::Agent).await)
+    async fn webhooks_list(&self) -> Result<Json<WebhookList>, Refusal> {
+        Ok(Json(webhooks::list(&self.state, Operator::Agent).await?))
     }
 
     #[tool(
         name = "webhooks.create",
-        description = "Adds a webhook endpoint that gets events of event_types (or [\"*\"] for all) as signed POSTs (Standard Webhooks). Answers {id, url, event_types, enabled, disabled_reason, created_at, secret}; the secret (whsec_…) is shown only now."
+        title = "Add a webhook",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        ),
+        description = "Adds a webhook endpoint that gets events of event_types (or [\"*\"] for all) as signed POSTs (Standard Webhooks). The answer's secret (whsec_…) is shown only now."
     )]
     async fn webhooks_create(
         &self,
         Parameters(params): Parameters<CreateWebhookParams>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<Json<CreatedEndpoint>, Refusal> {
         let (url, types) = (&params.url, &params.event_types);
-        answer(webhooks::create(&self.state, Operator::Agent, url, types).await)
+        Ok(Json(
+            webhooks::create(&self.state, Operator::Agent, url, types).await?,
+        ))
     }
 
     #[tool(
         name = "webhooks.delete",
-        description = "Deletes a webhook endpoint and its deliveries: {id, deleted: true}."
+        title = "Delete a webhook",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        ),
+        description = "Deletes a webhook endpoint and its deliveries."
     )]
     async fn webhooks_delete(
         &self,
         Parameters(params): Parameters<WebhookIdParams>,
-    ) -> Result<CallToolResult, ErrorData> {
-        answer(webhooks::delete(&self.state, Operator::Agent, params.id).await)
+    ) -> Result<Json<Done<Deleted>>, Refusal> {
+        Ok(Json(
+            webhooks::delete(&self.state, Operator::Agent, params.id).await?,
+        ))
     }
 
     #[tool(
         name = "webhooks.test",
-        description = "Sends a webhook.test message to one endpoint only (not an event), waits up to 5 s, and answers {delivery_job_id, state: sending|delivered|failed, response_status, pending}; pending is true while it is still on its way."
+        title = "Send a test delivery to a webhook",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        ),
+        description = "Sends a webhook.test message to one endpoint only (not an event) and waits up to 5 s for it; pending is true while it is still on its way."
     )]
     async fn webhooks_test(
         &self,
         Parameters(params): Parameters<WebhookIdParams>,
-    ) -> Result<CallToolResult, ErrorData> {
-        answer(webhooks::send_test(&self.state, Operator::Agent, params.id).await)
+    ) -> Result<Json<TestAnswer>, Refusal> {
+        Ok(Json(
+            webhooks::send_test(&self.state, Operator::Agent, params.id).await?,
+        ))
     }
 }

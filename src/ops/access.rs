@@ -9,6 +9,7 @@ use crate::model::{JobState, MailState, RequestStatus};
 
 /// A request as the page shows it and `access_requests.list` gives it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(schemars::JsonSchema))]
 pub struct AccessRequestView {
     pub id: i64,
     pub name: String,
@@ -27,6 +28,7 @@ pub struct AccessRequestView {
 
 /// The requests, newest first (`{"requests": [...]}`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(schemars::JsonSchema))]
 pub struct AccessRequestList {
     pub requests: Vec<AccessRequestView>,
 }
@@ -34,6 +36,7 @@ pub struct AccessRequestList {
 /// What an approval did (product.md section 4): `pending` is false once the mail went
 /// out and the request is `replied`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(schemars::JsonSchema))]
 pub struct ApproveAnswer {
     pub request_id: i64,
     pub status: RequestStatus,

@@ -378,7 +378,7 @@ mod operations {
     }
 
     /// The owner's availability as `bookings.availability` gives it.
-    #[derive(Clone, Debug, serde::Serialize)]
+    #[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
     pub struct AvailabilityAnswer {
         pub timezone: String,
         #[serde(flatten)]
@@ -386,7 +386,7 @@ mod operations {
     }
 
     /// A booking as the tools give it (times in RFC 3339, UTC).
-    #[derive(Clone, Debug, serde::Serialize)]
+    #[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
     pub struct BookingAnswer {
         pub id: i64,
         pub start: String,
@@ -416,18 +416,18 @@ mod operations {
     }
 
     /// `{"bookings": [booking…]}`, soonest first.
-    #[derive(Clone, Debug, serde::Serialize)]
+    #[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
     pub struct BookingList {
         pub bookings: Vec<BookingAnswer>,
     }
 
     /// `{"slots": [{start, end}]}`, RFC 3339 (UTC).
-    #[derive(Clone, Debug, serde::Serialize)]
+    #[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
     pub struct SlotList {
         pub slots: Vec<Slot>,
     }
 
-    #[derive(Clone, Debug, serde::Serialize)]
+    #[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
     pub struct Slot {
         pub start: String,
         pub end: String,

@@ -84,13 +84,13 @@ mod operations {
 
     /// A search as `corpus.search` gives it: `{q, results: [{id, title, snippet}]}`,
     /// matched terms in `**bold**` (an agent reads text, not marked pieces).
-    #[derive(Clone, Debug, serde::Serialize)]
+    #[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
     pub struct SearchResults {
         pub q: String,
         pub results: Vec<SearchResult>,
     }
 
-    #[derive(Clone, Debug, serde::Serialize)]
+    #[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
     pub struct SearchResult {
         pub id: i64,
         pub title: String,

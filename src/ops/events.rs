@@ -74,7 +74,7 @@ mod operations {
 
     /// Events as `events.list` gives them, oldest first: `{"events": [event…],
     /// "next_after_id"}`, the id to ask for the next page with (`null` at the end).
-    #[derive(Clone, Debug, serde::Serialize)]
+    #[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
     pub struct EventList {
         pub events: Vec<events::Event>,
         pub next_after_id: Option<i64>,

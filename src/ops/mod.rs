@@ -87,6 +87,18 @@ pub struct Done<T> {
     pub message: String,
 }
 
+/// `Done<T>` is written as its `view`, so its schema is the view's.
+#[cfg(feature = "ssr")]
+impl<T: schemars::JsonSchema> schemars::JsonSchema for Done<T> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        T::schema_name()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        T::json_schema(generator)
+    }
+}
+
 #[cfg(feature = "ssr")]
 impl<T: serde::Serialize> serde::Serialize for Done<T> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {

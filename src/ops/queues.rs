@@ -33,7 +33,7 @@ mod operations {
 
     /// The queues as `queues.list` gives them: `{"queues": [summary…]}`, with counts by
     /// state and the oldest available job's age in seconds.
-    #[derive(Clone, Debug, Serialize)]
+    #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
     pub struct QueueList {
         pub queues: Vec<QueueSummary>,
     }

@@ -97,13 +97,13 @@ mod operations {
     }
 
     /// The schedules as `schedules.list` gives them: `{"schedules": [schedule…]}`.
-    #[derive(Clone, Debug, serde::Serialize)]
+    #[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
     pub struct ScheduleList {
         pub schedules: Vec<Schedule>,
     }
 
     /// What "Run now" did: the job, and whether it was the one still pending.
-    #[derive(Clone, Debug, serde::Serialize)]
+    #[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
     pub struct RunNow {
         pub job_id: standmeet_jobs::JobId,
         pub duplicate: bool,

@@ -19,6 +19,7 @@ pub const MAX_STATUS_IDS: usize = 100;
 /// A row of the panel; times are already words ("2026-11-29 14:03:12 UTC"), so the
 /// server's page and the browser's hydrated one say exactly the same.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(schemars::JsonSchema))]
 pub struct TaskRow {
     pub id: i64,
     pub kind: String,
@@ -50,6 +51,7 @@ pub struct TaskRow {
 /// A moment as a `<time>` shows it: relative words, the exact time as its title, and
 /// the machine-readable `datetime`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(schemars::JsonSchema))]
 pub struct Moment {
     /// "3 s ago", "in 2 min".
     pub relative: String,
@@ -175,10 +177,14 @@ pub struct TaskActionResult {
     pub message: String,
 }
 
-/// Jobs as `tasks.list` gives them: `{"tasks": [row…]}`, newest first.
+/// Jobs as `tasks.list` gives them: `{"tasks": [row…], "next_after": id | null}`,
+/// newest first.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(schemars::JsonSchema))]
 pub struct TaskList {
     pub tasks: Vec<TaskRow>,
+    /// The `after` that asks for the next (older) page; null on the last page.
+    pub next_after: Option<i64>,
 }
 
 /// A bulk action of the panel.
@@ -337,7 +343,9 @@ mod operations {
     }
 
     /// Up to `limit` jobs (1 to [`PAGE_SIZE`]; 20 when not given), newest first, as the
-    /// panel filters them (`tasks.list`).
+    /// panel filters and searches them (`tasks.list`): the query's `before` is the
+    /// previous answer's `next_after`, and `next_after` names the last row when older
+    /// jobs follow.
     pub async fn list(
         state: &AppState,
         _by: Operator,
@@ -351,9 +359,11 @@ mod operations {
             )));
         }
         let filter = filter(query)?;
-        let jobs = state.jobs.list(&filter, limit).await?;
+        let (jobs, more) = one_page(limit, |limit| state.jobs.list(&filter, limit)).await?;
+        let next_after = more.then(|| jobs.last().map(|job| job.id.0)).flatten();
         Ok(TaskList {
             tasks: rows_of(state, jobs).await?,
+            next_after,
         })
     }
 

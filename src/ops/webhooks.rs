@@ -152,20 +152,20 @@ mod operations {
     const AGENT_TEST_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
     /// The endpoints as `webhooks.list` gives them (never their secrets).
-    #[derive(Clone, Debug, serde::Serialize)]
+    #[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
     pub struct WebhookList {
         pub webhooks: Vec<Endpoint>,
     }
 
     /// An endpoint gone, with its deliveries.
-    #[derive(Clone, Debug, serde::Serialize)]
+    #[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
     pub struct Deleted {
         pub id: i64,
         pub deleted: bool,
     }
 
     /// How a test message fares: on its way (`pending`), delivered or failed.
-    #[derive(Clone, Debug, serde::Serialize)]
+    #[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
     pub struct TestAnswer {
         pub delivery_job_id: i64,
         pub state: webhooks::DeliveryState,

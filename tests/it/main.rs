@@ -22,6 +22,7 @@ mod listings;
 mod live;
 mod mail_transport;
 mod mcp;
+mod mcp_agents;
 mod migrations;
 mod overview;
 mod owner_email;

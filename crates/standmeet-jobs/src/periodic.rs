@@ -260,6 +260,7 @@ fn missing(what: &str) -> Error {
 
 /// A schedule as `schedules.list` shows it.
 #[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct Schedule {
     pub name: String,
     pub cron: String,
@@ -278,6 +279,7 @@ pub struct Schedule {
 
 /// The newest job a schedule inserted, while it is kept.
 #[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct LastRun {
     pub job_id: JobId,
     pub state: JobState,

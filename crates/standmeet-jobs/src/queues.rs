@@ -15,6 +15,7 @@ use crate::{Error, JobState};
 
 /// One queue's figures (the shape of MCP `queues.list`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct QueueSummary {
     pub name: String,
     pub paused: bool,

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "engine", derive(sqlx::Type))]
 #[cfg_attr(feature = "engine", sqlx(transparent))]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(transparent)]
 pub struct JobId(pub i64);
 
@@ -25,6 +26,7 @@ impl std::fmt::Display for JobId {
     feature = "engine",
     sqlx(type_name = "job_state", rename_all = "lowercase")
 )]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum JobState {
     Available,

@@ -22,7 +22,7 @@ pub struct Window {
 }
 
 /// The owner's availability.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Availability {
     pub windows: Vec<Window>,
     pub slot_minutes: i32,

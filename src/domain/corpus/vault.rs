@@ -58,7 +58,7 @@ pub struct Note {
 }
 
 /// A note that was not imported, and why.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FailedNote {
     pub path: String,
     pub error: String,
@@ -1211,7 +1211,7 @@ mod tests {
 
 /// `corpus.rebuild`'s and `corpus.rebuild_result`'s answer: the counts once the rebuild
 /// finished, else only its job and `pending`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RebuildAnswer {
     pub job_id: JobId,
     pub pending: bool,
@@ -1220,7 +1220,7 @@ pub struct RebuildAnswer {
 }
 
 /// A finished rebuild's counts, as the tools answer them.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RebuildCounts {
     pub added: u64,
     pub updated: u64,

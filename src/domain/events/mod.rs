@@ -82,13 +82,14 @@ pub async fn delete_older_than(pool: &PgPool, keep: Duration) -> Result<u64, sql
 }
 
 /// A recorded event, as the events page and the MCP tools show it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Event {
     pub id: i64,
     #[serde(rename = "type")]
     pub event_type: String,
     pub subject_id: Option<i64>,
     #[serde(with = "time::serde::rfc3339")]
+    #[schemars(with = "String", extend("format" = "date-time"))]
     pub occurred_at: OffsetDateTime,
     pub data: serde_json::Value,
 }

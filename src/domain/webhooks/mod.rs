@@ -35,7 +35,7 @@ pub const DISABLE_AFTER_FAILURES: i32 = 20;
 pub const TEST_MESSAGE_TYPE: &str = "webhook.test";
 
 /// A webhook endpoint, as the pages and tools show it (never with its secret).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Endpoint {
     pub id: i64,
     pub url: String,
@@ -43,11 +43,12 @@ pub struct Endpoint {
     pub enabled: bool,
     pub disabled_reason: Option<String>,
     #[serde(with = "time::serde::rfc3339")]
+    #[schemars(with = "String", extend("format" = "date-time"))]
     pub created_at: OffsetDateTime,
 }
 
 /// A new endpoint and its secret: the one time the secret is shown.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct CreatedEndpoint {
     #[serde(flatten)]
     pub endpoint: Endpoint,
@@ -281,7 +282,7 @@ pub async fn send_test(
 }
 
 /// What a delivery's chip says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum DeliveryState {
     Sending,
