@@ -14,6 +14,7 @@ pub mod outbound;
 pub mod owner;
 pub mod schedules;
 pub mod secrets;
+pub mod waiting;
 pub mod webhooks;
 
 use anyhow::Context;

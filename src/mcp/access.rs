@@ -7,6 +7,7 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::receipts::Receipt;
 use super::{Refusal, Tools};
 use crate::ops::access::{AccessRequestList, ApproveAnswer};
 use crate::ops::{Operator, access};
@@ -54,9 +55,11 @@ impl Tools {
     async fn access_requests_approve(
         &self,
         Parameters(params): Parameters<ApproveParams>,
-    ) -> Result<Json<ApproveAnswer>, Refusal> {
+    ) -> Result<Json<Receipt<ApproveAnswer>>, Refusal> {
         Ok(Json(
-            access::approve(&self.state, Operator::Agent, params.id).await?,
+            access::approve(&self.state, Operator::Agent, params.id)
+                .await?
+                .into(),
         ))
     }
 }

@@ -8,11 +8,12 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::receipts::Receipt;
 use super::{Refusal, Tools};
-use crate::domain::corpus::vault::RebuildAnswer;
 use crate::model::WriteReceipt;
 use crate::ops::Done;
 use crate::ops::corpus::SearchResults;
+use crate::ops::vault::RebuildAnswer;
 use crate::ops::{Operator, Visitor, corpus, vault};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -82,10 +83,12 @@ impl Tools {
     async fn corpus_create(
         &self,
         Parameters(params): Parameters<CreateEntryParams>,
-    ) -> Result<Json<WriteReceipt>, Refusal> {
+    ) -> Result<Json<Receipt<WriteReceipt>>, Refusal> {
         let (title, body, visibility) = (&params.title, &params.body, &params.visibility);
         Ok(Json(
-            corpus::create(&self.state, Operator::Agent, title, body, visibility).await?,
+            corpus::create(&self.state, Operator::Agent, title, body, visibility)
+                .await?
+                .into(),
         ))
     }
 
@@ -103,7 +106,7 @@ impl Tools {
     async fn corpus_update(
         &self,
         Parameters(params): Parameters<UpdateEntryParams>,
-    ) -> Result<Json<WriteReceipt>, Refusal> {
+    ) -> Result<Json<Receipt<WriteReceipt>>, Refusal> {
         Ok(Json(
             corpus::update(
                 &self.state,
@@ -113,7 +116,8 @@ impl Tools {
                 params.body.as_deref(),
                 params.visibility.as_deref(),
             )
-            .await?,
+            .await?
+            .into(),
         ))
     }
 
@@ -131,9 +135,11 @@ impl Tools {
     async fn corpus_promote(
         &self,
         Parameters(params): Parameters<PromoteEntryParams>,
-    ) -> Result<Json<WriteReceipt>, Refusal> {
+    ) -> Result<Json<Receipt<WriteReceipt>>, Refusal> {
         Ok(Json(
-            corpus::promote(&self.state, Operator::Agent, params.id).await?,
+            corpus::promote(&self.state, Operator::Agent, params.id)
+                .await?
+                .into(),
         ))
     }
 
@@ -151,9 +157,11 @@ impl Tools {
     async fn corpus_rebuild(
         &self,
         Parameters(params): Parameters<RebuildParams>,
-    ) -> Result<Json<Done<RebuildAnswer>>, Refusal> {
+    ) -> Result<Json<Receipt<Done<RebuildAnswer>>>, Refusal> {
         Ok(Json(
-            vault::rebuild(&self.state, Operator::Agent, params.allow_removals).await?,
+            vault::rebuild(&self.state, Operator::Agent, params.allow_removals)
+                .await?
+                .into(),
         ))
     }
 
@@ -166,9 +174,11 @@ impl Tools {
     async fn corpus_rebuild_result(
         &self,
         Parameters(params): Parameters<RebuildResultParams>,
-    ) -> Result<Json<RebuildAnswer>, Refusal> {
+    ) -> Result<Json<Receipt<RebuildAnswer>>, Refusal> {
         Ok(Json(
-            vault::rebuild_result(&self.state, Operator::Agent, params.job_id).await?,
+            vault::rebuild_result(&self.state, Operator::Agent, params.job_id)
+                .await?
+                .into(),
         ))
     }
 

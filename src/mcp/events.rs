@@ -8,8 +8,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{Refusal, Tools};
-use crate::domain::events::Event;
-use crate::ops::events::EventList;
+use crate::ops::events::{Event, EventList};
 use crate::ops::{Operator, events};
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -7,6 +7,7 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::receipts::Receipt;
 use super::{Refusal, Tools};
 use crate::model::FetchAnswer;
 use crate::ops::{Operator, listings};
@@ -40,10 +41,12 @@ impl Tools {
     async fn jobs_fetch_new(
         &self,
         Parameters(params): Parameters<FetchNewParams>,
-    ) -> Result<Json<FetchAnswer>, Refusal> {
+    ) -> Result<Json<Receipt<FetchAnswer>>, Refusal> {
         let sources = params.source_ids.as_deref();
         Ok(Json(
-            listings::fetch_new(&self.state, Operator::Agent, sources).await?,
+            listings::fetch_new(&self.state, Operator::Agent, sources)
+                .await?
+                .into(),
         ))
     }
 
@@ -56,9 +59,11 @@ impl Tools {
     async fn jobs_fetch_result(
         &self,
         Parameters(params): Parameters<FetchResultParams>,
-    ) -> Result<Json<FetchAnswer>, Refusal> {
+    ) -> Result<Json<Receipt<FetchAnswer>>, Refusal> {
         Ok(Json(
-            listings::fetch_result(&self.state, Operator::Agent, &params.job_ids).await?,
+            listings::fetch_result(&self.state, Operator::Agent, &params.job_ids)
+                .await?
+                .into(),
         ))
     }
 }

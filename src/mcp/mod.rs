@@ -3,29 +3,38 @@
 //!
 //! Each tool calls the same operation (`ops`) as the page that does the same thing, and
 //! answers its view serialized, a JSON object, both as `structuredContent` and as one
-//! text item. What an
-//! agent asked for wrongly (bad arguments, an unknown id, a request that is not
-//! pending) is a tool error (`isError: true`) whose message says what was wrong; a
-//! missing or wrong token is 401 before any tool runs.
+//! text item, with the view's JSON Schema as the tool's `outputSchema` ([`Refusal`]).
+//! Every tool has a title and annotations that tell a read from a write. What an agent
+//! asked for wrongly (bad arguments, an unknown id, a request that is not pending) is a
+//! tool error (`isError: true`) whose message says what was wrong; a missing or wrong
+//! token is 401 before any tool runs.
 //!
-//! The endpoint is stateless and answers plain JSON: every call stands on its own, so
-//! an agent needs no session, and any copy of StandMeet can answer it.
+//! A call needs no session, and any copy of StandMeet can answer it; a client that
+//! starts with `initialize` gets one, for progress, cancellation and subscriptions
+//! (`transport`). A tool that waits for its jobs reports progress and stops waiting when
+//! cancelled (`progress`); jobs are resources an agent can read and subscribe to
+//! (`resources`).
 //!
 //! The tools live by feature, as the server functions do in `api/`: `access`,
-//! `listings`, `corpus`, `events`, `webhooks`, `bookings`, `tasks`, `queues`. This file
-//! puts them together, behind the token check.
+//! `listings`, `corpus`, `events`, `webhooks`, `bookings`, `tasks`, `queues`,
+//! `schedules`. This file puts them together, behind the token check.
 
 mod access;
 mod bookings;
 mod corpus;
 mod events;
 mod listings;
+mod progress;
 mod queues;
+mod receipts;
+mod resources;
 mod schedules;
 mod tasks;
+mod transport;
 mod webhooks;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -34,11 +43,16 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::IntoCallToolResult;
-use rmcp::model::{CallToolResponse, CallToolResult};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ErrorData, ServerHandler, tool_handler};
-use serde_json::json;
+use rmcp::model::{
+    CallToolResponse, CallToolResult, Implementation, JsonObject, ListResourceTemplatesResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+};
+use rmcp::service::RequestContext;
+use rmcp::service::SubscriptionContext;
+use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
+use rmcp::{ErrorData, RoleServer, ServerHandler, tool_handler};
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::AppError;
@@ -47,10 +61,13 @@ use crate::security::rate_limit::FailedAttempts;
 use crate::state::AppState;
 
 /// The tools; one value per request, holding the app's state.
+/// The tools and the job resources; one value per MCP session (or per call, for a
+/// call made without one), holding the app's state and the session's subscriptions.
 #[derive(Clone)]
 pub struct Tools {
     state: AppState,
     tool_router: ToolRouter<Self>,
+    subscriptions: Arc<resources::Subscriptions>,
 }
 
 /// Why a tool did not do what it was asked, as the agent is told it: a tool error
@@ -88,12 +105,17 @@ impl Tools {
             crate::config::ToolNames::Dots => tools,
             crate::config::ToolNames::Underscore => with_underscore_names(tools),
         };
-        Tools { state, tool_router }
+        Tools {
+            state,
+            tool_router,
+            subscriptions: Arc::default(),
+        }
     }
 
-    /// Every feature's tools, as the pages have them (`api/`).
+    /// Every feature's tools, as the pages have them (`api/`), their output schemas
+    /// without the integer formats ([`output_schema`]).
     fn every_tool() -> ToolRouter<Self> {
-        Self::access_tools()
+        let tools = Self::access_tools()
             + Self::listings_tools()
             + Self::corpus_tools()
             + Self::events_tools()
@@ -101,8 +123,64 @@ impl Tools {
             + Self::bookings_tools()
             + Self::tasks_tools()
             + Self::queues_tools()
-            + Self::schedules_tools()
+            + Self::schedules_tools();
+        let mut plain = ToolRouter::new();
+        for mut route in tools {
+            if let Some(schema) = &route.attr.output_schema {
+                route.attr.output_schema = Some(output_schema(&route.attr.name, schema));
+            }
+            plain.add_route(route);
+        }
+        plain
     }
+}
+
+/// A tool's output schema as clients validate answers with it: schemars writes the
+/// width of every number as a `format` (`int64`, `uint32`, `double`), which JSON Schema
+/// does not define and which the official TypeScript SDK's validator warns about, once
+/// per field, on every tool list. The range stays in `minimum` and `maximum`. Made once
+/// per tool.
+fn output_schema(tool: &str, schema: &Arc<JsonObject>) -> Arc<JsonObject> {
+    static MADE: LazyLock<Mutex<HashMap<String, Arc<JsonObject>>>> = LazyLock::new(Mutex::default);
+    let mut made = MADE.lock().expect("not poisoned");
+    made.entry(tool.to_string())
+        .or_insert_with(|| {
+            let mut schema = Value::Object(schema.as_ref().clone());
+            drop_integer_formats(&mut schema);
+            match schema {
+                Value::Object(schema) => Arc::new(schema),
+                _ => unreachable!("an object stays an object"),
+            }
+        })
+        .clone()
+}
+
+/// Removes the number widths schemars writes as formats (`"format": "int64"`, `uint8`,
+/// `double`) from a schema and all it holds; a format JSON Schema defines stays.
+fn drop_integer_formats(schema: &mut Value) {
+    match schema {
+        Value::Object(object) => {
+            if object
+                .get("format")
+                .and_then(Value::as_str)
+                .is_some_and(is_number_width)
+            {
+                object.remove("format");
+            }
+            object.values_mut().for_each(drop_integer_formats);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_integer_formats),
+        _ => {}
+    }
+}
+
+/// `int`, `uint`, `int16`, `uint64`, `float`, `double`.
+fn is_number_width(format: &str) -> bool {
+    let bits = format
+        .strip_prefix("uint")
+        .or_else(|| format.strip_prefix("int"));
+    matches!(format, "float" | "double")
+        || bits.is_some_and(|bits| bits.is_empty() || bits.parse::<u8>().is_ok())
 }
 
 /// The same tools named with underscores instead of dots (`access_requests_list`), for
@@ -130,10 +208,29 @@ fn with_underscore_names(router: ToolRouter<Tools>) -> ToolRouter<Tools> {
     renamed
 }
 
-#[tool_handler(router = self.tool_router, name = "standmeet", version = "0.1.0")]
+/// What an agent is told about StandMeet when it connects.
+const INSTRUCTIONS: &str = "StandMeet's operations as tools. A tool that starts slow work \
+(mail, fetching, indexing) waits for it up to a limit, sending progress when the request \
+has a progressToken; past the limit it answers a receipt (pending: true) naming its jobs \
+and their resources, standmeet://jobs/{id}. Read such a resource, or subscribe to it to \
+be told when the job is finished.";
+
+#[tool_handler(router = self.tool_router)]
 impl ServerHandler for Tools {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .build();
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("standmeet", "0.1.0"))
+            .with_instructions(INSTRUCTIONS.to_string())
+    }
+
     /// Every tool call, in a span of its own under the HTTP request that carried it
-    /// (when exporting traces; see `telemetry::otel`).
+    /// (when exporting traces; see `telemetry::otel`), with its waits watched for
+    /// progress and cancellation (`progress`).
     async fn call_tool(
         &self,
         request: rmcp::model::CallToolRequestParams,
@@ -143,8 +240,59 @@ impl ServerHandler for Tools {
             &request.name,
             context.extensions.get::<axum::http::request::Parts>(),
         );
+        let watching = context.clone();
         let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
-        tracing::Instrument::instrument(self.tool_router.call(call), span).await
+        let call = progress::watched(&watching, self.tool_router.call(call));
+        tracing::Instrument::instrument(call, span).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(resources::templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        Ok(resources::read(&self.state, &request.uri).await?.into())
+    }
+
+    // `resources/subscribe` is how the protocol versions before 2026-07-28 (those of the
+    // official SDKs today) subscribe; rmcp marks it deprecated for the newer one.
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscriptions
+            .subscribe(&self.state, &request.uri, context.peer)
+            .await
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(resources::accepted(requested))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        resources::listen(&self.state, context).await
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscriptions.unsubscribe(&request.uri)
     }
 }
 
@@ -165,23 +313,22 @@ pub fn routes(state: &AppState, stop: CancellationToken) -> Option<Router<AppSta
     }
     hosts.push(state.settings.site_addr.ip().to_string());
     let config = StreamableHttpServerConfig::default()
-        .with_legacy_session_mode(false)
-        .with_json_response(true)
         .with_allowed_hosts(hosts)
         .with_cancellation_token(stop);
-    let tools_state = state.clone();
-    let service = StreamableHttpService::new(
-        move || Ok(Tools::new(tools_state.clone())),
-        LocalSessionManager::default().into(),
-        config,
-    );
+    let endpoint = Arc::new(transport::Endpoint::new(state, config));
     let check = Arc::new(TokenCheck {
         token: Arc::from(token),
         failures: FailedAttempts::per_minute(FAILED_TOKENS_PER_MINUTE),
     });
     Some(
         Router::new()
-            .nest_service("/mcp", service)
+            .route(
+                "/mcp",
+                axum::routing::any(move |request: Request| {
+                    let endpoint = endpoint.clone();
+                    async move { endpoint.serve(request).await }
+                }),
+            )
             .layer(middleware::from_fn(
                 crate::telemetry::otel::keep_trace_context,
             ))
@@ -238,5 +385,40 @@ async fn require_token(
             )
                 .into_response()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn number_widths_leave_the_output_schemas_and_other_formats_stay() {
+        let mut schema = json!({
+            "type": "object",
+            "properties": {
+                "id": { "type": "integer", "format": "int64" },
+                "n": { "type": "integer", "format": "uint", "minimum": 0 },
+                "at": { "type": "string", "format": "date-time" },
+                "tries": { "anyOf": [{ "type": "integer", "format": "int16" }, { "type": "null" }] },
+                "ratio": { "type": "number", "format": "double" },
+                "interval": { "type": "string", "format": "interval" }
+            }
+        });
+        drop_integer_formats(&mut schema);
+        assert_eq!(
+            schema,
+            json!({
+                "type": "object",
+                "properties": {
+                    "id": { "type": "integer" },
+                    "n": { "type": "integer", "minimum": 0 },
+                    "at": { "type": "string", "format": "date-time" },
+                    "tries": { "anyOf": [{ "type": "integer" }, { "type": "null" }] },
+                    "ratio": { "type": "number" },
+                    "interval": { "type": "string", "format": "interval" }
+                }
+            })
+        );
     }
 }

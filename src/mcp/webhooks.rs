@@ -7,10 +7,10 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::receipts::Receipt;
 use super::{Refusal, Tools};
-use crate::domain::webhooks::CreatedEndpoint;
 use crate::ops::Done;
-use crate::ops::webhooks::{Deleted, TestAnswer, WebhookList};
+use crate::ops::webhooks::{CreatedEndpoint, Deleted, TestAnswer, WebhookList};
 use crate::ops::{Operator, webhooks};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -94,9 +94,11 @@ impl Tools {
     async fn webhooks_test(
         &self,
         Parameters(params): Parameters<WebhookIdParams>,
-    ) -> Result<Json<TestAnswer>, Refusal> {
+    ) -> Result<Json<Receipt<TestAnswer>>, Refusal> {
         Ok(Json(
-            webhooks::send_test(&self.state, Operator::Agent, params.id).await?,
+            webhooks::send_test(&self.state, Operator::Agent, params.id)
+                .await?
+                .into(),
         ))
     }
 }

@@ -80,6 +80,7 @@ mod operations {
     use super::*;
     use crate::domain::access_requests::{self, NewRequest, RequestRow};
     use crate::domain::mail;
+    use crate::domain::waiting;
     use crate::error::AppError;
     use crate::ops::paging::parse_filter;
     use crate::ops::{Operator, when};
@@ -218,7 +219,7 @@ mod operations {
                 pending: true,
             });
         }
-        let job_state = match state.jobs.wait(&[job], wait).await {
+        let job_state = match waiting::wait(&state.jobs, &[job], wait).await {
             Ok(WaitOutcome::Done(rows)) => rows.first().map(|row| row.state),
             Ok(WaitOutcome::Receipt) | Err(_) => state
                 .jobs

@@ -43,6 +43,9 @@ mod operations {
 
     use crate::state::AppState;
 
+    /// An event, as the tools give it.
+    pub use crate::domain::events::Event;
+
     /// The newest events, of one type or all, a page at a time (before `before`).
     pub async fn page(
         state: &AppState,

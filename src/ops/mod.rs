@@ -35,6 +35,11 @@ pub mod tasks;
 pub mod vault;
 pub mod webhooks;
 
+/// How an operation waits for its jobs, and how a door watches its waits
+/// (`mcp::progress`).
+#[cfg(feature = "ssr")]
+pub use crate::domain::waiting;
+
 /// Who asks for an operation that only the owner's side may do.
 #[cfg(feature = "ssr")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

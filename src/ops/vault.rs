@@ -62,8 +62,12 @@ mod operations {
     use super::*;
     use crate::domain::corpus::{CorpusError, vault};
     use crate::domain::events::EventType;
+    use crate::domain::waiting;
     use crate::domain::webhooks;
     use crate::state::AppState;
+
+    /// A rebuild's answer, as the tools give it.
+    pub use crate::domain::corpus::vault::RebuildAnswer;
 
     /// The vault panel: the newest rebuild, its counts and its hooks' deliveries; `None`
     /// without a vault.
@@ -160,7 +164,7 @@ mod operations {
             format!("Rebuild queued (job {}).", inserted.id)
         };
         if by == Operator::Agent {
-            state.jobs.wait(&[inserted.id], AGENT_REBUILD_WAIT).await?;
+            waiting::wait(&state.jobs, &[inserted.id], AGENT_REBUILD_WAIT).await?;
         }
         Ok(Done {
             view: vault::rebuild_result(&state.jobs, inserted.id).await?,

@@ -91,10 +91,14 @@ mod operations {
 
     use super::*;
     use crate::domain::events::EventType;
+    use crate::domain::waiting;
     use crate::domain::webhooks::{self, Delivery, Endpoint};
     use crate::ops::paging::one_page;
     use crate::ops::when;
     use crate::state::AppState;
+
+    /// A new endpoint with its secret, as `webhooks.create` gives it.
+    pub use crate::domain::webhooks::CreatedEndpoint;
 
     fn circuit_view(circuit: &webhooks::circuit::Circuit) -> CircuitView {
         use webhooks::circuit::OPEN_AFTER;
@@ -269,7 +273,7 @@ mod operations {
     ) -> Result<TestAnswer, AppError> {
         let queued = webhooks::send_test(&state.pool, &state.jobs, id).await?;
         if by == Operator::Agent {
-            state.jobs.wait(&[queued.job_id], AGENT_TEST_WAIT).await?;
+            waiting::wait(&state.jobs, &[queued.job_id], AGENT_TEST_WAIT).await?;
         }
         let delivery = webhooks::delivery(&state.pool, queued.delivery_id).await?;
         Ok(TestAnswer {

@@ -23,6 +23,7 @@ mod live;
 mod mail_transport;
 mod mcp;
 mod mcp_agents;
+mod mcp_sessions;
 mod migrations;
 mod overview;
 mod owner_email;

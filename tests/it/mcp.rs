@@ -165,6 +165,10 @@ async fn the_tool_list_matches_the_golden_file(pool: PgPool) {
     .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(init["result"]["serverInfo"]["name"], "standmeet");
+    assert_eq!(
+        init["result"]["capabilities"]["resources"]["subscribe"], true,
+        "{init}"
+    );
 
     let (_, list) = rpc(&app.router, Some(TOKEN), "tools/list", json!({})).await;
     let tools = &list["result"]["tools"];

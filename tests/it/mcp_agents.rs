@@ -52,6 +52,14 @@ async fn every_tool_has_a_title_and_annotations_that_tell_a_read_from_a_delete(p
                 .is_some_and(|a| a.contains_key("readOnlyHint") && a.contains_key("openWorldHint")),
             "{name} says whether it only reads and whether it reaches outside: {tool}"
         );
+        // The official TypeScript SDK refuses a tool list whose schemas have a property
+        // whose schema is not an object (such as `true`).
+        for schema in ["inputSchema", "outputSchema"] {
+            let properties = tool[schema]["properties"].as_object();
+            for (property, its) in properties.into_iter().flatten() {
+                assert!(its.is_object(), "{name}'s {schema} {property}: {its}");
+            }
+        }
         let read_only = tool["annotations"]["readOnlyHint"] == json!(true);
         if !read_only {
             for hint in ["destructiveHint", "idempotentHint"] {

@@ -113,6 +113,7 @@ async fn a_rebuild_imports_the_vault_then_follows_its_changes_and_records_what_c
             "added",
             "failed",
             "job_id",
+            "job_resources",
             "pending",
             "removed",
             "unchanged",

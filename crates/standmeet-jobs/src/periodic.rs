@@ -269,12 +269,20 @@ pub struct Schedule {
     pub description: String,
     pub timezone: String,
     pub kind: String,
+    #[cfg_attr(feature = "schemars", schemars(schema_with = "any_json"))]
     pub args: serde_json::Value,
     pub queue: String,
     pub enabled: bool,
     /// RFC 3339; `None` while disabled.
     pub next_run_at: Option<String>,
     pub last_run: Option<LastRun>,
+}
+
+/// The schema of any JSON value, written `{}`: schemars writes `true`, which JSON Schema
+/// allows but MCP clients refuse as a property's schema.
+#[cfg(feature = "schemars")]
+fn any_json(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "description": "Any JSON value." })
 }
 
 /// The newest job a schedule inserted, while it is kept.

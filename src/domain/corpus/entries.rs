@@ -11,6 +11,7 @@ use super::index::queue_index;
 use super::search::MAX_QUERY_CHARS;
 use super::{CorpusError, Status, Visibility, Written};
 use crate::domain::events::{self, EventType, NewEvent};
+use crate::domain::waiting;
 use crate::model::WriteReceipt;
 use standmeet_jobs::{JobClient, JobState};
 
@@ -184,7 +185,7 @@ pub async fn receipt(
     written: Written,
 ) -> Result<WriteReceipt, CorpusError> {
     // Past the wait (or with no slot to wait in) the index is simply read as it is.
-    let _ = jobs.wait(&[written.job], limit).await;
+    let _ = waiting::wait(jobs, &[written.job], limit).await;
     let indexed = sqlx::query_scalar!(
         r#"SELECT EXISTS (SELECT 1 FROM corpus_index WHERE entry_id = $1 AND version >= $2) AS "indexed!""#,
         written.id,

@@ -91,7 +91,14 @@ pub struct Event {
     #[serde(with = "time::serde::rfc3339")]
     #[schemars(with = "String", extend("format" = "date-time"))]
     pub occurred_at: OffsetDateTime,
+    #[schemars(schema_with = "any_json")]
     pub data: serde_json::Value,
+}
+
+/// The schema of any JSON value, written `{}`: schemars writes `true`, which JSON Schema
+/// allows but MCP clients refuse as a property's schema.
+fn any_json(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "description": "Any JSON value." })
 }
 
 /// Events after `after_id` (all when `None`), oldest first, of one type or of all, at

@@ -20,6 +20,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use url::Url;
 
+use crate::domain::waiting;
 use crate::model::{FetchAnswer, FetchFailure, Listing};
 pub use fetch::{FetchArgs, FetchOutput, FetchSource};
 use standmeet_jobs::{self as jobs, JobId, JobKind, JobState, WaitOutcome};
@@ -454,7 +455,7 @@ pub async fn fetch_new(
     source_ids: Option<&[i64]>,
 ) -> Result<FetchAnswer, ListingsError> {
     let job_ids = start_fetch(pool, jobs, source_ids).await?;
-    match jobs.wait(&job_ids, limit).await {
+    match waiting::wait(jobs, &job_ids, limit).await {
         Ok(WaitOutcome::Done(rows)) => Ok(answer_from(pool, &job_ids, &rows).await?),
         Ok(WaitOutcome::Receipt) => Ok(pending(job_ids)),
         Err(err) => Err(ListingsError::Internal(err.into())),

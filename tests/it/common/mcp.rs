@@ -26,8 +26,21 @@ pub async fn rpc(
         request = request.header("authorization", format!("Bearer {token}"));
     }
     let reply = super::send(app, request.body(Body::from(body.to_string())).unwrap()).await;
-    let json = serde_json::from_str(&reply.body).unwrap_or(Value::Null);
-    (reply.status, json)
+    (reply.status, answer_in(&reply.body))
+}
+
+/// The JSON-RPC answer in a reply's body: the body itself (plain JSON), or the answer
+/// among its Server-Sent Events (an `initialize`, which starts a session, is answered
+/// as events), or `Null`.
+fn answer_in(body: &str) -> Value {
+    if let Ok(json) = serde_json::from_str(body) {
+        return json;
+    }
+    body.lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        .find(|message| message.get("id").is_some())
+        .unwrap_or(Value::Null)
 }
 
 pub async fn call(app: &Router, tool: &str, arguments: Value) -> Value {
