@@ -64,7 +64,8 @@
 //!   `events` is the outbox each change writes what happened to, in its own
 //!   transaction, and `webhooks` delivers those events to the owner's other systems as
 //!   signed POSTs (one `webhooks.deliver` job per event and endpoint); `outbound` is the
-//!   guard that keeps job-board fetches and webhook deliveries off private addresses.
+//!   guard that keeps job-board fetches and webhook deliveries off private addresses;
+//!   `waiting` is how an operation waits for its jobs, and how a door watches the wait.
 //! - `security`: what every request passes through: the client's address (trusted
 //!   proxies), the admin guard (pages redirect to `/login`, server functions answer 401,
 //!   deny by default; sessions slide and end with a password change), cross-site
@@ -81,7 +82,10 @@
 //!   hub per process, fed by the jobs it hears finish and one shared re-read.
 //! - `state`: `AppState`, what every handler, server function and tool can reach.
 //! - `mcp`: the MCP endpoint `/mcp` (rmcp): the same operations (`ops`) as tools for
-//!   agents, each answering its operation's view serialized.
+//!   agents, each answering its operation's view serialized, with that view's schema as
+//!   its output schema; a tool that waits reports progress and stops when cancelled
+//!   (`progress`, over `domain::waiting`), jobs are resources one may subscribe to
+//!   (`resources`), and a client that initializes gets a session (`transport`).
 //! - `serving`: the connections under the router: a header-read timeout, a cap on
 //!   connections, and a drain on stop that a proxy in front never sees fail.
 //! - `startup`: the router, and serving until a signal says stop.
