@@ -63,6 +63,12 @@ test("the reads answer as their output schemas say, which the SDK checks", async
       expect(result.isError, name).toBeFalsy();
       expect(result.structuredContent, name).toBeDefined();
     }
+    // A refusal is a tool error in words, which the SDK hands over as it is.
+    const refused = await client.callTool({ name: "tasks.get", arguments: { job_id: 424242 } });
+    expect(refused.isError).toBe(true);
+    expect(refused.structuredContent).toBeUndefined();
+    const words = (refused.content as { type: string; text: string }[])[0].text;
+    expect(JSON.parse(words)).toEqual({ error: "There is no job 424242." });
     // tasks.list searches as the panel's box does and pages to the end, each job once.
     const batch = `sdk-${Date.now()}`;
     const inserted = [];
@@ -100,16 +106,20 @@ test("jobs.fetch_new on a slow board sends progress, and its job's resource says
     const result = await client.callTool({ name: "jobs.fetch_new", arguments: {} }, undefined, {
       onprogress: (report) => progress.push(report),
     });
-    const receipt = result.structuredContent as { pending: boolean; job_ids: number[]; job_resources: string[] };
+    const receipt = result.structuredContent as { pending: boolean; job_ids: number[] };
     expect(receipt.pending).toBe(true);
     expect(Date.now() - started).toBeGreaterThanOrEqual(2_900);
     // At least one report every 2 s of the 3 s wait, the first at once.
     expect(progress.length).toBeGreaterThanOrEqual(2);
     expect(progress[0].total).toBe(3);
     const uri = `standmeet://jobs/${receipt.job_ids[0]}`;
-    expect(receipt.job_resources).toEqual([uri]);
+    // The receipt keeps the contract's shape; its job's resource is in _meta.
+    expect(Object.keys(receipt).sort()).toEqual(["job_ids", "pending"]);
+    expect(result._meta?.["standmeet/job_resources"]).toEqual([uri]);
     expect(progress[progress.length - 1].message).toContain(uri);
-    console.log(`jobs.fetch_new: ${progress.length} progress notifications in ${Date.now() - started} ms, then ${JSON.stringify(receipt)}`);
+    console.log(
+      `jobs.fetch_new: ${progress.length} progress notifications in ${Date.now() - started} ms, then ${JSON.stringify(receipt)}, _meta ${JSON.stringify(result._meta)}`,
+    );
 
     const updated = new Promise<string>((resolve) =>
       client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) =>

@@ -9,8 +9,8 @@
 //! call, which does.
 //!
 //! A wait that is stopped early ends as a receipt ([`WaitOutcome::Receipt`]), exactly as
-//! one that ran out of time: the jobs go on, and the receipt the operation answers can be
-//! redeemed later.
+//! one that ran out of time: the jobs go on, and the operation finishes as it would at
+//! its limit (whether its answer still reaches anyone is the door's business).
 
 use std::future::Future;
 use std::time::Duration;
@@ -69,6 +69,8 @@ pub async fn wait(jobs: &JobClient, ids: &[JobId], limit: Duration) -> Result<Wa
     tokio::pin!(finished);
     // The first tick is at once: the watcher learns the job ids before anything else.
     let mut report = tokio::time::interval(REPORT_EVERY);
+    // After a stall, the next report comes a second later, not in a burst.
+    report.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             outcome = &mut finished => return outcome,

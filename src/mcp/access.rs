@@ -50,16 +50,15 @@ impl Tools {
             idempotent_hint = true,
             open_world_hint = false
         ),
-        description = "Approve a pending access request: the visitor is mailed an access code. Waits briefly for the mail; if it has not gone out yet the answer says pending:true, and tasks.get with mail_job_id tells when it has."
+        description = "Approve a pending access request: the visitor is mailed an access code. Waits briefly for the mail; if it has not gone out yet the answer says pending:true, and tasks.get with mail_job_id tells when it has.",
+        output_schema = rmcp::handler::server::tool::schema_for_output::<ApproveAnswer>()
     )]
     async fn access_requests_approve(
         &self,
         Parameters(params): Parameters<ApproveParams>,
-    ) -> Result<Json<Receipt<ApproveAnswer>>, Refusal> {
-        Ok(Json(
-            access::approve(&self.state, Operator::Agent, params.id)
-                .await?
-                .into(),
+    ) -> Result<Receipt<ApproveAnswer>, Refusal> {
+        Ok(Receipt(
+            access::approve(&self.state, Operator::Agent, params.id).await?,
         ))
     }
 }

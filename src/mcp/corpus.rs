@@ -78,17 +78,16 @@ impl Tools {
             idempotent_hint = false,
             open_world_hint = false
         ),
-        description = "Write a draft corpus entry. Waits up to 2 s for it to be indexed; indexed:true means a search right after finds it (once promoted), else index_job_id tells when it is."
+        description = "Write a draft corpus entry. Waits up to 2 s for it to be indexed; indexed:true means a search right after finds it (once promoted), else index_job_id tells when it is.",
+        output_schema = rmcp::handler::server::tool::schema_for_output::<WriteReceipt>()
     )]
     async fn corpus_create(
         &self,
         Parameters(params): Parameters<CreateEntryParams>,
-    ) -> Result<Json<Receipt<WriteReceipt>>, Refusal> {
+    ) -> Result<Receipt<WriteReceipt>, Refusal> {
         let (title, body, visibility) = (&params.title, &params.body, &params.visibility);
-        Ok(Json(
-            corpus::create(&self.state, Operator::Agent, title, body, visibility)
-                .await?
-                .into(),
+        Ok(Receipt(
+            corpus::create(&self.state, Operator::Agent, title, body, visibility).await?,
         ))
     }
 
@@ -101,13 +100,14 @@ impl Tools {
             idempotent_hint = true,
             open_world_hint = false
         ),
-        description = "Change a corpus entry's title, body or visibility (only the ones given). Answers like corpus.create."
+        description = "Change a corpus entry's title, body or visibility (only the ones given). Answers like corpus.create.",
+        output_schema = rmcp::handler::server::tool::schema_for_output::<WriteReceipt>()
     )]
     async fn corpus_update(
         &self,
         Parameters(params): Parameters<UpdateEntryParams>,
-    ) -> Result<Json<Receipt<WriteReceipt>>, Refusal> {
-        Ok(Json(
+    ) -> Result<Receipt<WriteReceipt>, Refusal> {
+        Ok(Receipt(
             corpus::update(
                 &self.state,
                 Operator::Agent,
@@ -116,8 +116,7 @@ impl Tools {
                 params.body.as_deref(),
                 params.visibility.as_deref(),
             )
-            .await?
-            .into(),
+            .await?,
         ))
     }
 
@@ -130,16 +129,15 @@ impl Tools {
             idempotent_hint = true,
             open_world_hint = false
         ),
-        description = "Promote a draft corpus entry so visitors can find it. Answers like corpus.create."
+        description = "Promote a draft corpus entry so visitors can find it. Answers like corpus.create.",
+        output_schema = rmcp::handler::server::tool::schema_for_output::<WriteReceipt>()
     )]
     async fn corpus_promote(
         &self,
         Parameters(params): Parameters<PromoteEntryParams>,
-    ) -> Result<Json<Receipt<WriteReceipt>>, Refusal> {
-        Ok(Json(
-            corpus::promote(&self.state, Operator::Agent, params.id)
-                .await?
-                .into(),
+    ) -> Result<Receipt<WriteReceipt>, Refusal> {
+        Ok(Receipt(
+            corpus::promote(&self.state, Operator::Agent, params.id).await?,
         ))
     }
 
@@ -152,16 +150,15 @@ impl Tools {
             idempotent_hint = true,
             open_world_hint = false
         ),
-        description = "Rebuild the corpus from the Obsidian vault (STANDMEET_VAULT): new notes are added, changed ones updated, entries whose note is gone removed (more than half of the vault's, and more than 5, only with allow_removals: true; else none, and would_remove says how many). Waits up to 20 s for the counts; otherwise the answer is a receipt with pending:true: ask corpus.rebuild_result with its job_id later."
+        description = "Rebuild the corpus from the Obsidian vault (STANDMEET_VAULT): new notes are added, changed ones updated, entries whose note is gone removed (more than half of the vault's, and more than 5, only with allow_removals: true; else none, and would_remove says how many). Waits up to 20 s for the counts; otherwise the answer is a receipt with pending:true: ask corpus.rebuild_result with its job_id later.",
+        output_schema = rmcp::handler::server::tool::schema_for_output::<Done<RebuildAnswer>>()
     )]
     async fn corpus_rebuild(
         &self,
         Parameters(params): Parameters<RebuildParams>,
-    ) -> Result<Json<Receipt<Done<RebuildAnswer>>>, Refusal> {
-        Ok(Json(
-            vault::rebuild(&self.state, Operator::Agent, params.allow_removals)
-                .await?
-                .into(),
+    ) -> Result<Receipt<Done<RebuildAnswer>>, Refusal> {
+        Ok(Receipt(
+            vault::rebuild(&self.state, Operator::Agent, params.allow_removals).await?,
         ))
     }
 
@@ -169,16 +166,15 @@ impl Tools {
         name = "corpus.rebuild_result",
         title = "A vault rebuild's result",
         annotations(read_only_hint = true, open_world_hint = false),
-        description = "A vault rebuild's answer, as corpus.rebuild gives it: the counts once it finished, pending:true while it runs."
+        description = "A vault rebuild's answer, as corpus.rebuild gives it: the counts once it finished, pending:true while it runs.",
+        output_schema = rmcp::handler::server::tool::schema_for_output::<RebuildAnswer>()
     )]
     async fn corpus_rebuild_result(
         &self,
         Parameters(params): Parameters<RebuildResultParams>,
-    ) -> Result<Json<Receipt<RebuildAnswer>>, Refusal> {
-        Ok(Json(
-            vault::rebuild_result(&self.state, Operator::Agent, params.job_id)
-                .await?
-                .into(),
+    ) -> Result<Receipt<RebuildAnswer>, Refusal> {
+        Ok(Receipt(
+            vault::rebuild_result(&self.state, Operator::Agent, params.job_id).await?,
         ))
     }
 

@@ -1,7 +1,6 @@
 //! Job listings as tools: `jobs.fetch_new`, `jobs.fetch_result`, over the operations the
 //! listings page's "Fetch new" uses too (`ops::listings`).
 
-use rmcp::handler::server::wrapper::Json;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
@@ -36,17 +35,16 @@ impl Tools {
             idempotent_hint = false,
             open_world_hint = true
         ),
-        description = "Fetch new job listings: one fetch per enabled job board (or per source in source_ids), run in parallel. Waits up to 20 s; when every fetch is done the answer has pending:false and the listings, where new:true marks listings no earlier fetch saw. Otherwise it is a receipt with pending:true: pass its job_ids to jobs.fetch_result later."
+        description = "Fetch new job listings: one fetch per enabled job board (or per source in source_ids), run in parallel. Waits up to 20 s; when every fetch is done the answer has pending:false and the listings, where new:true marks listings no earlier fetch saw. Otherwise it is a receipt with pending:true: pass its job_ids to jobs.fetch_result later.",
+        output_schema = rmcp::handler::server::tool::schema_for_output::<FetchAnswer>()
     )]
     async fn jobs_fetch_new(
         &self,
         Parameters(params): Parameters<FetchNewParams>,
-    ) -> Result<Json<Receipt<FetchAnswer>>, Refusal> {
+    ) -> Result<Receipt<FetchAnswer>, Refusal> {
         let sources = params.source_ids.as_deref();
-        Ok(Json(
-            listings::fetch_new(&self.state, Operator::Agent, sources)
-                .await?
-                .into(),
+        Ok(Receipt(
+            listings::fetch_new(&self.state, Operator::Agent, sources).await?,
         ))
     }
 
@@ -54,16 +52,15 @@ impl Tools {
         name = "jobs.fetch_result",
         title = "Job listing fetches' result",
         annotations(read_only_hint = true, open_world_hint = false),
-        description = "Redeem a jobs.fetch_new receipt: with its job_ids, the answer jobs.fetch_new gives when its fetches finish in time, or pending:true while one still runs."
+        description = "Redeem a jobs.fetch_new receipt: with its job_ids, the answer jobs.fetch_new gives when its fetches finish in time, or pending:true while one still runs.",
+        output_schema = rmcp::handler::server::tool::schema_for_output::<FetchAnswer>()
     )]
     async fn jobs_fetch_result(
         &self,
         Parameters(params): Parameters<FetchResultParams>,
-    ) -> Result<Json<Receipt<FetchAnswer>>, Refusal> {
-        Ok(Json(
-            listings::fetch_result(&self.state, Operator::Agent, &params.job_ids)
-                .await?
-                .into(),
+    ) -> Result<Receipt<FetchAnswer>, Refusal> {
+        Ok(Receipt(
+            listings::fetch_result(&self.state, Operator::Agent, &params.job_ids).await?,
         ))
     }
 }

@@ -44,9 +44,10 @@ use axum::response::{IntoResponse, Response};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::IntoCallToolResult;
 use rmcp::model::{
-    CallToolResponse, CallToolResult, Implementation, JsonObject, ListResourceTemplatesResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject,
+    ListResourceTemplatesResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::service::SubscriptionContext;
@@ -91,11 +92,16 @@ impl IntoCallToolResult for Refusal {
     }
 }
 
-/// What an agent is told when a tool did not do what it asked: `{"error": message}`
-/// with `isError: true`. A refusal says what was wrong in the words a page would use; a
-/// failure on our side is logged and told in short (see [`AppError`]).
+/// What an agent is told when a tool did not do what it asked: `isError: true` and one
+/// text item, `{"error": message}`. A refusal says what was wrong in the words a page
+/// would use; a failure on our side is logged and told in short (see [`AppError`]).
+///
+/// It carries no `structuredContent`: clients check structured content against the
+/// tool's output schema, which describes its answer, and the official TypeScript SDK
+/// throws away a tool error whose structured content does not match it.
 pub fn tool_error(err: AppError) -> CallToolResult {
-    CallToolResult::structured_error(json!({ "error": err.public_message() }))
+    let error = json!({ "error": err.public_message() });
+    CallToolResult::error(vec![ContentBlock::text(error.to_string())])
 }
 
 impl Tools {
@@ -270,6 +276,14 @@ impl ServerHandler for Tools {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        // A call without a session has nowhere to be told later.
+        if !transport::in_a_session(context.extensions.get::<axum::http::request::Parts>()) {
+            return Err(ErrorData::invalid_request(
+                "Subscribing needs a session: start with initialize (or, with protocol \
+                 version 2026-07-28, use subscriptions/listen).",
+                None,
+            ));
+        }
         self.subscriptions
             .subscribe(&self.state, &request.uri, context.peer)
             .await

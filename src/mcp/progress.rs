@@ -1,9 +1,10 @@
 //! A tool call that waits for its jobs, as an agent sees it: while the operation waits
 //! (`domain::waiting`), a call whose request carries a `progressToken` gets
-//! `notifications/progress` every second, each naming the jobs and their resources; a
-//! call the client cancels (`notifications/cancelled`, or its connection closed) stops
-//! waiting at once and ends as the receipt it would have given at its limit. The jobs go
-//! on either way.
+//! `notifications/progress` every second, each naming the jobs and their resources. A
+//! call the client cancels (`notifications/cancelled`; a call without a session also by
+//! closing its connection) stops waiting at once. The protocol sends no answer to a
+//! cancelled call, so what it had waited for is found from the progress messages, or
+//! with `tasks.list`; the jobs go on either way.
 
 use std::future::Future;
 

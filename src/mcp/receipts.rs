@@ -1,8 +1,14 @@
 //! The answers of the tools that start jobs and wait for them, with the jobs' resources
 //! named: an agent that got a receipt (`pending: true`) reads
 //! `standmeet://jobs/{id}`, or subscribes to it, instead of polling (`resources`).
+//!
+//! The structured content stays exactly the operation's view (product.md §4 gives its
+//! shape); the resources go in the result's `_meta`, under [`JOB_RESOURCES`], and the
+//! progress messages of the wait name them too.
 
-use schemars::JsonSchema;
+use rmcp::ErrorData;
+use rmcp::handler::server::tool::IntoCallToolResult;
+use rmcp::model::{CallToolResponse, CallToolResult, MetaObject};
 use serde::Serialize;
 use standmeet_jobs::JobId;
 
@@ -13,30 +19,31 @@ use crate::ops::access::ApproveAnswer;
 use crate::ops::vault::RebuildAnswer;
 use crate::ops::webhooks::TestAnswer;
 
-/// A waiting tool's answer: the operation's view, and its jobs' resources.
-#[derive(Serialize, JsonSchema)]
-pub struct Receipt<T> {
-    #[serde(flatten)]
-    pub answer: T,
-    /// The resources of the jobs this answer is about (standmeet://jobs/{id}): read
-    /// one as tasks.get answers it, or subscribe to it to be told when the job is
-    /// finished.
-    pub job_resources: Vec<String>,
+/// The `_meta` key of a waiting tool's result that lists its jobs' resource URIs.
+pub const JOB_RESOURCES: &str = "standmeet/job_resources";
+
+/// A waiting tool's answer: the operation's view as structured content (the tool lists
+/// the view's schema as its output schema), its jobs' resources in `_meta`.
+pub struct Receipt<T>(pub T);
+
+impl<T: Serialize + AboutJobs> IntoCallToolResult for Receipt<T> {
+    fn into_call_tool_result(self) -> Result<CallToolResponse, ErrorData> {
+        let resources: Vec<String> = self.0.job_ids().into_iter().map(job_uri).collect();
+        let view = serde_json::to_value(&self.0).map_err(|err| {
+            ErrorData::internal_error(format!("a view that does not serialize: {err}"), None)
+        })?;
+        let mut result = CallToolResult::structured(view);
+        let mut meta = MetaObject::default();
+        meta.0
+            .insert(JOB_RESOURCES.into(), serde_json::json!(resources));
+        result.meta = Some(meta);
+        Ok(result.into())
+    }
 }
 
 /// An answer that is about some jobs.
 pub trait AboutJobs {
     fn job_ids(&self) -> Vec<JobId>;
-}
-
-impl<T: AboutJobs> From<T> for Receipt<T> {
-    fn from(answer: T) -> Self {
-        let job_resources = answer.job_ids().into_iter().map(job_uri).collect();
-        Receipt {
-            answer,
-            job_resources,
-        }
-    }
 }
 
 impl AboutJobs for ApproveAnswer {

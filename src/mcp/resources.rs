@@ -50,8 +50,10 @@ const JOB_URI_PREFIX: &str = "standmeet://jobs/";
 /// JSON-RPC error (invalid request) that says so.
 pub const MAX_SUBSCRIPTIONS: usize = 100;
 
-/// How long a subscription whose read failed (the database away) waits to read again.
+/// How long a subscription whose read failed (the database away) waits to read again
+/// at first, and at most: the wait doubles from one to the other.
 const READ_AGAIN_AFTER: Duration = Duration::from_secs(1);
+const READ_AGAIN_AT_MOST: Duration = Duration::from_secs(30);
 
 /// A job's resource URI.
 pub fn job_uri(id: JobId) -> String {
@@ -232,14 +234,18 @@ pub async fn listen(state: &AppState, context: SubscriptionContext) -> Result<()
 /// process is stopping. It listens before it reads, so no news falls between the two.
 async fn finished(jobs: &JobClient, id: JobId) -> bool {
     let mut news = jobs.finished_jobs();
+    let mut read_again_after = READ_AGAIN_AFTER;
     loop {
         match jobs.get(id).await {
             Ok(Some(job)) if job.state.is_terminal() => return true,
-            Ok(Some(_)) => {}
+            Ok(Some(_)) => read_again_after = READ_AGAIN_AFTER,
             Ok(None) => return false,
             Err(err) => {
-                tracing::warn!(job.id = id.0, error = %err, "a job resource's subscription could not read its job; it reads again");
-                tokio::time::sleep(READ_AGAIN_AFTER).await;
+                if read_again_after == READ_AGAIN_AFTER {
+                    tracing::warn!(job.id = id.0, error = %err, "a job resource's subscription could not read its job; it reads again");
+                }
+                tokio::time::sleep(read_again_after).await;
+                read_again_after = (read_again_after * 2).min(READ_AGAIN_AT_MOST);
                 continue;
             }
         }

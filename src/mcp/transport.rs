@@ -16,6 +16,7 @@
 //! session, whose body says whether it is an `initialize`. The body limit
 //! (`security::body_limit`) has bounded it before it gets here.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -36,8 +37,22 @@ pub const SESSION_IDLE: Duration = Duration::from_secs(30 * 60);
 /// The header that names a session.
 const SESSION_HEADER: &str = "mcp-session-id";
 
+/// The most sessions a copy holds at once; an `initialize` past it is answered 503
+/// with a JSON-RPC error that says so (a call without a session still works).
+pub const MAX_SESSIONS: usize = 500;
+
+/// How many messages a session keeps for its `GET` stream while none is open (resource
+/// updates, mostly): more than a session's subscriptions could send at once.
+const SESSION_BACKLOG: usize = 128;
+
+/// Whether the request a handler serves came with a session.
+pub fn in_a_session(request: Option<&axum::http::request::Parts>) -> bool {
+    request.is_some_and(|parts| parts.headers.contains_key(SESSION_HEADER))
+}
+
 /// The two services behind `/mcp`: sessions, and calls that stand alone.
 pub struct Endpoint {
+    session_manager: Arc<LocalSessionManager>,
     sessions: StreamableHttpService<Tools, LocalSessionManager>,
     calls: StreamableHttpService<Tools, LocalSessionManager>,
     body_limit: usize,
@@ -49,9 +64,11 @@ impl Endpoint {
         let for_sessions = state.clone();
         let mut session_manager = LocalSessionManager::default();
         session_manager.session_config.keep_alive = Some(SESSION_IDLE);
+        session_manager.session_config.channel_capacity = SESSION_BACKLOG;
+        let session_manager = Arc::new(session_manager);
         let sessions = StreamableHttpService::new(
             move || Ok(Tools::new(for_sessions.clone())),
-            session_manager.into(),
+            session_manager.clone(),
             config.clone().with_legacy_session_mode(true),
         );
         let for_calls = state.clone();
@@ -63,6 +80,7 @@ impl Endpoint {
                 .with_json_response(true),
         );
         Endpoint {
+            session_manager,
             sessions,
             calls,
             body_limit: state.settings.max_body_bytes,
@@ -83,6 +101,9 @@ impl Endpoint {
             return StatusCode::BAD_REQUEST.into_response();
         };
         let service = if starts_a_session(&body) {
+            if self.session_manager.sessions.read().await.len() >= MAX_SESSIONS {
+                return too_many_sessions();
+            }
             &self.sessions
         } else {
             &self.calls
@@ -90,6 +111,22 @@ impl Endpoint {
         let request = Request::from_parts(parts, Body::from(body));
         service.handle(request).await.map(Body::new)
     }
+}
+
+/// The answer to an `initialize` past [`MAX_SESSIONS`].
+fn too_many_sessions() -> Response {
+    let error = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {
+            "code": -32000,
+            "message": format!(
+                "This StandMeet holds {MAX_SESSIONS} MCP sessions, the most it may; try again \
+                 later, end a session (DELETE /mcp), or call without one."
+            ),
+        },
+    });
+    (StatusCode::SERVICE_UNAVAILABLE, axum::Json(error)).into_response()
 }
 
 /// Whether a JSON-RPC body is an `initialize` request (anything else, and anything that

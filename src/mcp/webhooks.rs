@@ -89,16 +89,15 @@ impl Tools {
             idempotent_hint = false,
             open_world_hint = true
         ),
-        description = "Sends a webhook.test message to one endpoint only (not an event) and waits up to 5 s for it; pending is true while it is still on its way."
+        description = "Sends a webhook.test message to one endpoint only (not an event) and waits up to 5 s for it; pending is true while it is still on its way.",
+        output_schema = rmcp::handler::server::tool::schema_for_output::<TestAnswer>()
     )]
     async fn webhooks_test(
         &self,
         Parameters(params): Parameters<WebhookIdParams>,
-    ) -> Result<Json<Receipt<TestAnswer>>, Refusal> {
-        Ok(Json(
-            webhooks::send_test(&self.state, Operator::Agent, params.id)
-                .await?
-                .into(),
+    ) -> Result<Receipt<TestAnswer>, Refusal> {
+        Ok(Receipt(
+            webhooks::send_test(&self.state, Operator::Agent, params.id).await?,
         ))
     }
 }

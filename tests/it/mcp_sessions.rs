@@ -306,11 +306,24 @@ async fn a_waiting_tool_sends_progress_and_cancelled_stops_waiting_while_its_job
         )
         .await
         .unwrap();
+    let resources = answer.meta.as_ref().expect("_meta").0["standmeet/job_resources"].clone();
     let answer = answer.structured_content.expect("structured content");
-    let resources = answer["job_resources"].as_array().unwrap();
     assert_eq!(
         resources,
-        &[json!(format!("standmeet://jobs/{}", answer["mail_job_id"]))]
+        json!([format!("standmeet://jobs/{}", answer["mail_job_id"])])
+    );
+    // The structured content is the contract's shape, nothing added.
+    let mut keys: Vec<&String> = answer.as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "mail_job_id",
+            "mail_state",
+            "pending",
+            "request_id",
+            "status"
+        ]
     );
     client.cancel().await.unwrap();
 }
@@ -362,7 +375,7 @@ async fn a_call_without_a_session_that_asks_for_progress_gets_it_before_its_answ
     let receipt = &answer["result"]["structuredContent"];
     assert_eq!(receipt["pending"], true, "{body}");
     assert_eq!(
-        receipt["job_resources"][0],
+        answer["result"]["_meta"]["standmeet/job_resources"][0],
         format!("standmeet://jobs/{}", receipt["mail_job_id"])
     );
     app.smtp().release_answers();
@@ -416,4 +429,55 @@ async fn a_client_without_sessions_listens_for_its_jobs_instead(pool: PgPool) {
     };
     assert_eq!(update.params.uri, uri(waiting));
     client.cancel().await.unwrap();
+}
+
+#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+async fn subscribing_needs_a_session_and_a_copy_holds_a_bounded_number_of_them(pool: PgPool) {
+    use common::mcp::rpc;
+
+    let app = TestApp::desk(&pool)
+        .setting("STANDMEET_MCP_TOKEN", TOKEN)
+        .spawn()
+        .await;
+    let job = common::jobs::insert::<standmeet_jobs::builtin::Noop>(&pool, &json!({}))
+        .await
+        .unwrap();
+    // Without a session there is nowhere to be told later: refused in words.
+    let (_, refused) = rpc(
+        &app.router,
+        Some(TOKEN),
+        "resources/subscribe",
+        json!({ "uri": uri(job) }),
+    )
+    .await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("needs a session"), "{refused}");
+
+    // Sessions up to the bound, then an initialize is refused; a call without a
+    // session still works.
+    let initialize = json!({
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": { "name": "many", "version": "1" }
+    });
+    // The bound, `mcp::transport::MAX_SESSIONS`.
+    for n in 0..500 {
+        let (status, answer) =
+            rpc(&app.router, Some(TOKEN), "initialize", initialize.clone()).await;
+        assert_eq!(status, axum::http::StatusCode::OK, "session {n}: {answer}");
+    }
+    let (status, over) = rpc(&app.router, Some(TOKEN), "initialize", initialize).await;
+    assert_eq!(
+        status,
+        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+        "{over}"
+    );
+    assert!(
+        over["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("500 MCP sessions")),
+        "{over}"
+    );
+    let listed = app.call_tool("tasks.list", json!({})).await;
+    assert_eq!(structured(&listed)["tasks"][0]["id"], job.0);
 }

@@ -140,9 +140,10 @@ async fn bad_schedule_input_is_a_tool_error_in_words_and_writes_nothing(pool: Pg
     ] {
         let result = app.call_tool("schedules.set", arguments.clone()).await;
         assert_eq!(result["isError"], json!(true), "{arguments}: {result}");
-        let message = result["structuredContent"]["error"]
+        let message = structured(&result)["error"]
             .as_str()
-            .unwrap_or_default();
+            .unwrap_or_default()
+            .to_string();
         assert!(message.contains(words), "{arguments}: {message}");
     }
     let missing = app

@@ -113,7 +113,6 @@ async fn a_rebuild_imports_the_vault_then_follows_its_changes_and_records_what_c
             "added",
             "failed",
             "job_id",
-            "job_resources",
             "pending",
             "removed",
             "unchanged",
@@ -370,7 +369,7 @@ async fn without_a_vault_the_rebuild_tools_say_so_and_a_bad_job_id_is_refused(po
     let answer = app.call_tool("corpus.rebuild", json!({})).await;
     assert_eq!(answer["isError"], json!(true));
     assert!(
-        answer["structuredContent"]["error"]
+        structured(&answer)["error"]
             .as_str()
             .unwrap()
             .contains("No vault is set"),
