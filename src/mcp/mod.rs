@@ -44,10 +44,9 @@ use axum::response::{IntoResponse, Response};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::IntoCallToolResult;
 use rmcp::model::{
-    CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject,
-    ListResourceTemplatesResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscribeRequestParams,
-    SubscriptionFilter, UnsubscribeRequestParams,
+    CallToolResponse, CallToolResult, Implementation, JsonObject, ListResourceTemplatesResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::service::SubscriptionContext;
@@ -92,16 +91,12 @@ impl IntoCallToolResult for Refusal {
     }
 }
 
-/// What an agent is told when a tool did not do what it asked: `isError: true` and one
-/// text item, `{"error": message}`. A refusal says what was wrong in the words a page
-/// would use; a failure on our side is logged and told in short (see [`AppError`]).
-///
-/// It carries no `structuredContent`: clients check structured content against the
-/// tool's output schema, which describes its answer, and the official TypeScript SDK
-/// throws away a tool error whose structured content does not match it.
+/// What an agent is told when a tool did not do what it asked: `{"error": message}`
+/// with `isError: true`. A refusal says what was wrong in the words a page would use; a
+/// failure on our side is logged and told in short (see [`AppError`]). Every tool's
+/// output schema allows it beside the tool's answer ([`output_schema`]).
 pub fn tool_error(err: AppError) -> CallToolResult {
-    let error = json!({ "error": err.public_message() });
-    CallToolResult::error(vec![ContentBlock::text(error.to_string())])
+    CallToolResult::structured_error(json!({ "error": err.public_message() }))
 }
 
 impl Tools {
@@ -141,24 +136,48 @@ impl Tools {
     }
 }
 
-/// A tool's output schema as clients validate answers with it: schemars writes the
-/// width of every number as a `format` (`int64`, `uint32`, `double`), which JSON Schema
-/// does not define and which the official TypeScript SDK's validator warns about, once
-/// per field, on every tool list. The range stays in `minimum` and `maximum`. Made once
-/// per tool.
+/// A tool's output schema as clients validate answers with it, made once per tool from
+/// the schema of its view (schemars):
+/// - the view, or a tool error's `{"error": message}`: clients check any structured
+///   content against the output schema, errors too (the official TypeScript SDK throws
+///   away an error whose content does not match), so the schema says both;
+/// - without the width of every number written as a `format` (`int64`, `uint32`,
+///   `double`), which JSON Schema does not define and which that SDK's validator warns
+///   about, once per field, on every tool list; the range stays in `minimum` and
+///   `maximum`.
 fn output_schema(tool: &str, schema: &Arc<JsonObject>) -> Arc<JsonObject> {
     static MADE: LazyLock<Mutex<HashMap<String, Arc<JsonObject>>>> = LazyLock::new(Mutex::default);
     let mut made = MADE.lock().expect("not poisoned");
     made.entry(tool.to_string())
         .or_insert_with(|| {
-            let mut schema = Value::Object(schema.as_ref().clone());
-            drop_integer_formats(&mut schema);
-            match schema {
-                Value::Object(schema) => Arc::new(schema),
-                _ => unreachable!("an object stays an object"),
-            }
+            let mut view = Value::Object(schema.as_ref().clone());
+            drop_integer_formats(&mut view);
+            Arc::new(view_or_error(view))
         })
         .clone()
+}
+
+/// `{type: object, anyOf: [view, error]}`, the view's definitions kept at the root
+/// where its references point.
+fn view_or_error(view: Value) -> JsonObject {
+    let Value::Object(mut view) = view else {
+        unreachable!("an output schema is an object");
+    };
+    let mut schema = JsonObject::new();
+    for key in ["$schema", "$defs"] {
+        if let Some(value) = view.remove(key) {
+            schema.insert(key.to_string(), value);
+        }
+    }
+    let error = json!({
+        "type": "object",
+        "description": "A tool error (isError: true): what was wrong, in words.",
+        "properties": { "error": { "type": "string" } },
+        "required": ["error"]
+    });
+    schema.insert("type".to_string(), json!("object"));
+    schema.insert("anyOf".to_string(), json!([Value::Object(view), error]));
+    schema
 }
 
 /// Removes the number widths schemars writes as formats (`"format": "int64"`, `uint8`,

@@ -321,14 +321,11 @@ async fn bad_arguments_and_unknown_ids_are_tool_errors_with_a_clear_message(pool
     ] {
         let result = app.call_tool(tool, arguments.clone()).await;
         assert_eq!(result["isError"], true, "{tool} {arguments}: {result}");
-        // The words are the one text item (ours are `{"error": …}`; rmcp words a
-        // malformed argument itself), and no structured content comes with them.
-        assert!(result.get("structuredContent").is_none(), "{result}");
-        let text = result["content"][0]["text"].as_str().unwrap_or_default();
-        let text = serde_json::from_str::<Value>(text)
-            .ok()
-            .and_then(|ours| ours["error"].as_str().map(str::to_string))
-            .unwrap_or_else(|| text.to_string());
+        let text = result["structuredContent"]["error"]
+            .as_str()
+            .or(result["content"][0]["text"].as_str())
+            .unwrap_or_default()
+            .to_string();
         assert!(text.contains(says), "{tool} {arguments}: {result}");
     }
 }

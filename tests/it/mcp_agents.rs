@@ -55,11 +55,18 @@ async fn every_tool_has_a_title_and_annotations_that_tell_a_read_from_a_delete(p
         // The official TypeScript SDK refuses a tool list whose schemas have a property
         // whose schema is not an object (such as `true`).
         for schema in ["inputSchema", "outputSchema"] {
-            let properties = tool[schema]["properties"].as_object();
-            for (property, its) in properties.into_iter().flatten() {
+            let branches = tool[schema]["anyOf"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let properties = std::iter::once(&tool[schema])
+                .chain(branches.iter())
+                .filter_map(|branch| branch["properties"].as_object());
+            for (property, its) in properties.flatten() {
                 assert!(its.is_object(), "{name}'s {schema} {property}: {its}");
             }
         }
+        assert_eq!(tool["outputSchema"]["type"], "object", "{name}");
         let read_only = tool["annotations"]["readOnlyHint"] == json!(true);
         if !read_only {
             for hint in ["destructiveHint", "idempotentHint"] {
@@ -299,6 +306,23 @@ async fn every_tool_answers_as_its_output_schema_says(pool: PgPool) {
     check
         .call(&app, "schedules.run_now", json!({ "name": "tidy" }))
         .await;
+
+    // A tool error is what each output schema allows beside the answer: a real one, and
+    // the shape against every tool's schema.
+    let refused = app
+        .call_tool("tasks.get", json!({ "job_id": 424242 }))
+        .await;
+    assert_eq!(refused["isError"], true);
+    let error = structured(&refused);
+    assert_eq!(error, json!({ "error": "There is no job 424242." }));
+    for (name, tool) in &check.tools {
+        let validator = jsonschema::validator_for(&tool["outputSchema"]).unwrap();
+        assert!(validator.is_valid(&error), "{name} allows a tool error");
+        assert!(
+            !validator.is_valid(&json!({ "error": 7 })),
+            "{name} allows only an error in words"
+        );
+    }
 
     let listed: BTreeSet<String> = check.tools.keys().cloned().collect();
     assert_eq!(

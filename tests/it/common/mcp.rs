@@ -55,20 +55,10 @@ pub async fn call(app: &Router, tool: &str, arguments: Value) -> Value {
     body["result"].clone()
 }
 
-/// The result's structured content, after checking it is also the one text item; for
-/// a tool error, which carries none (clients would check it against the tool's output
-/// schema), the object in its one text item, `{"error": message}`.
+/// The result's structured content, after checking it is also the one text item.
 pub fn structured(result: &Value) -> Value {
-    let text = result["content"][0]["text"].as_str().expect("a text item");
-    if result["isError"] == true {
-        assert!(
-            result.get("structuredContent").is_none(),
-            "a tool error has no structured content: {result}"
-        );
-        assert_eq!(result["content"].as_array().unwrap().len(), 1);
-        return serde_json::from_str(text).expect("an error as JSON");
-    }
     let content = result["structuredContent"].clone();
+    let text = result["content"][0]["text"].as_str().expect("a text item");
     assert_eq!(
         serde_json::from_str::<Value>(text).unwrap(),
         content,
