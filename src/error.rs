@@ -91,14 +91,14 @@ impl AppError {
         match self {
             AppError::Internal(err) if is_unstorable_text(err) => {
                 tracing::info!(
-                    error = standmeet_jobs::error_chain(err.as_ref()),
+                    error = crate::causes::error_chain(err.as_ref()),
                     "refused text that cannot be stored"
                 );
                 UNSTORABLE_TEXT_MESSAGE.into()
             }
             AppError::Internal(err) => {
                 tracing::error!(
-                    error = standmeet_jobs::error_chain(err.as_ref()),
+                    error = crate::causes::error_chain(err.as_ref()),
                     "a request failed"
                 );
                 INTERNAL_MESSAGE.into()

@@ -38,6 +38,7 @@
 //!
 //! Server only (`ssr`), from the bottom up:
 //! - `types`: parsed newtypes such as `EmailAddress`: input becomes these at the edge.
+//!   `causes`: an error and its causes in words (`causes::error_chain`), for log lines.
 //! - `standmeet_jobs` (its own crate): the durable job queue in PostgreSQL (states,
 //!   attempts, error history, output, backoff, rescue, fenced completion, cleanup) and
 //!   the process's one LISTEN connection. `JobClient` is the one way in (insert, get,
@@ -105,6 +106,8 @@ pub mod ui;
 
 #[cfg(feature = "ssr")]
 pub mod assets;
+#[cfg(feature = "ssr")]
+pub mod causes;
 #[cfg(feature = "ssr")]
 pub mod config;
 #[cfg(feature = "ssr")]

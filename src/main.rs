@@ -90,7 +90,10 @@ fn main() -> ExitCode {
     let traces = match standmeet::telemetry::init(&settings.log_filter, settings.log_format) {
         Ok(traces) => traces,
         Err(err) => {
-            eprintln!("standmeet: {}", standmeet_jobs::error_chain(err.as_ref()));
+            eprintln!(
+                "standmeet: {}",
+                standmeet::causes::error_chain(err.as_ref())
+            );
             return ExitCode::from(2);
         }
     };
@@ -136,7 +139,10 @@ fn main() -> ExitCode {
                 Ok(())
             }
             Err(err) => {
-                eprintln!("standmeet: {}", standmeet_jobs::error_chain(err.as_ref()));
+                eprintln!(
+                    "standmeet: {}",
+                    standmeet::causes::error_chain(err.as_ref())
+                );
                 return ExitCode::from(2);
             }
         },
@@ -149,7 +155,10 @@ fn main() -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("standmeet: {}", standmeet_jobs::error_chain(err.as_ref()));
+            eprintln!(
+                "standmeet: {}",
+                standmeet::causes::error_chain(err.as_ref())
+            );
             ExitCode::FAILURE
         }
     }

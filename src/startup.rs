@@ -404,7 +404,7 @@ async fn close_database(source: DatabaseSource) -> anyhow::Result<()> {
         .context("the private cluster's shut-down task failed")?;
     if let Err(err) = stopped {
         tracing::error!(
-            error = standmeet_jobs::error_chain(err.as_ref()),
+            error = crate::causes::error_chain(err.as_ref()),
             "could not stop the private PostgreSQL cluster"
         );
     }

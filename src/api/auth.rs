@@ -104,7 +104,7 @@ mod handlers {
             }
             Err(err) => {
                 tracing::error!(
-                    error = standmeet_jobs::error_chain(err.as_ref()),
+                    error = crate::causes::error_chain(err.as_ref()),
                     "sign-in could not be checked"
                 );
                 return again("unavailable");

@@ -125,7 +125,7 @@ pub async fn metrics(
     registry.register(
         "wake_latency_seconds",
         "Time from a job's finalization to its waiter waking",
-        state.jobs.wake_latency().clone(),
+        WakeLatencyMetric(state.jobs.wake_latency()),
     );
     // Counted whether or not traces are exported (0 then), so that a dashboard's query
     // does not depend on the setting.
@@ -160,4 +160,28 @@ pub async fn metrics(
         text,
     )
         .into_response()
+}
+
+/// The engine's wake-latency histogram ([`standmeet_jobs::WakeLatency`], its own type)
+/// as a Prometheus histogram: the same buckets, sum and count.
+#[derive(Debug)]
+struct WakeLatencyMetric(standmeet_jobs::WakeLatency);
+
+impl prometheus_client::encoding::EncodeMetric for WakeLatencyMetric {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::MetricEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        let latency = &self.0;
+        encoder.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+            latency.sum_seconds,
+            latency.count,
+            &latency.buckets,
+            None,
+        )
+    }
+
+    fn metric_type(&self) -> prometheus_client::metrics::MetricType {
+        prometheus_client::metrics::MetricType::Histogram
+    }
 }

@@ -101,7 +101,7 @@ pub async fn connect_waiting(url: &str, size: u32, patience: Duration) -> anyhow
                 if not_answering_yet(&err) && tokio::time::Instant::now() + pause <= deadline =>
             {
                 tracing::warn!(
-                    error = standmeet_jobs::error_chain(&err),
+                    error = crate::causes::error_chain(&err),
                     retry_in_ms = pause.as_millis() as u64,
                     "PostgreSQL does not answer yet; trying again"
                 );

@@ -485,7 +485,7 @@ impl Drop for PrivateCluster {
         if let Err(err) = self.stop_inner() {
             eprintln!(
                 "standmeet: could not stop the private PostgreSQL cluster: {}",
-                standmeet_jobs::error_chain(err.as_ref())
+                crate::causes::error_chain(err.as_ref())
             );
         }
     }

@@ -96,7 +96,7 @@ pub async fn require_admin_where_needed(
         Ok(admin) => admin,
         Err(err) if area != Area::Public => {
             tracing::error!(
-                error = standmeet_jobs::error_chain(err.as_ref()),
+                error = crate::causes::error_chain(err.as_ref()),
                 "cannot check the session"
             );
             return (

@@ -16,10 +16,12 @@ use crate::types::JobId;
 /// The job attempt a line of code runs in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AttemptContext {
+    /// The job.
     pub id: JobId,
     /// Borrowed from the registry when this process knows the kind (always, but for a
     /// registry that changed under a running producer).
     pub kind: Cow<'static, str>,
+    /// The attempt's number, from 1.
     pub attempt: i16,
 }
 

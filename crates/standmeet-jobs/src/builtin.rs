@@ -29,12 +29,16 @@ impl JobKind for Noop {
 pub struct Sleep;
 
 #[derive(Debug, Serialize, Deserialize)]
+/// `system.sleep`'s arguments.
 pub struct SleepArgs {
+    /// How long to sleep, in milliseconds.
     pub ms: u64,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
+/// `system.sleep`'s output.
 pub struct SleepOutput {
+    /// How long it slept, in milliseconds.
     pub slept_ms: u64,
 }
 
@@ -59,16 +63,22 @@ impl JobKind for Sleep {
 pub struct Flaky;
 
 #[derive(Debug, Serialize, Deserialize)]
+/// `system.flaky`'s arguments.
 pub struct FlakyArgs {
+    /// The first attempt that completes; those before it fail.
     pub fail_until_attempt: i16,
     #[serde(default)]
+    /// What a failing attempt says (a default sentence when none).
     pub message: Option<String>,
     #[serde(default)]
+    /// The pause before the next try, in milliseconds; the usual backoff when none.
     pub retry_in_ms: Option<u64>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
+/// `system.flaky`'s output.
 pub struct FlakyOutput {
+    /// The attempt that completed it.
     pub attempt: i16,
 }
 

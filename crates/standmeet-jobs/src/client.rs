@@ -4,24 +4,25 @@
 //! them and hear them finish, and read and change the queues and the schedules here; the
 //! SQL stays in `store`, which nothing outside this crate sees. Every call answers
 //! [`Error`] when it fails.
+//!
+//! The client is below the job kinds (a handler's [`JobContext`](crate::JobContext)
+//! holds one), so the calls that take a kind or a registry are written beside what
+//! they need: the inserts in `insert`, the schedules in `periodic`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use jiff::tz::TimeZone;
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgPool;
 
-use super::insert::{self, InsertOptions, Inserted};
 use super::listener::{FinishedJobs, ListenerState, Listening, Signals};
-use super::periodic::{self, Schedule, ScheduleChange};
 use super::queues::QueueSummary;
-use super::registry::Registry;
 use super::store::JobProgress;
 use super::store::{
     self, BulkOutcome, CancelOutcome, DeleteOutcome, FinishedInMinute, JobFilter, JobRow,
     JobSummary, RetryOutcome,
 };
-use super::{Error, JobId, JobKind, JobState, WaitOutcome};
+use super::waiters::WakeLatency;
+use super::{Error, JobId, JobState, WaitOutcome};
 
 /// A handle on the queue. Cheap to clone: a pool, the process's signals (its waiters,
 /// and what its LISTEN connection hears) and the queues it knows.
@@ -142,7 +143,7 @@ impl JobClient {
 
     /// How long waiters took to be woken after their job finished (seconds), for
     /// `/metrics`.
-    pub fn wake_latency(&self) -> &prometheus_client::metrics::histogram::Histogram {
+    pub fn wake_latency(&self) -> WakeLatency {
         self.signals.waiters.wake_latency()
     }
 
@@ -154,100 +155,44 @@ impl JobClient {
     /// State, attempt and error count of these jobs (those that exist): what a live
     /// view of them shows.
     pub async fn progress(&self, ids: &[JobId]) -> Result<Vec<JobProgress>, Error> {
-        Ok(store::job_progress(&self.pool, ids).await?)
-    }
-
-    /// Inserts a `K` job with `args` in a transaction of its own, due now, with the
-    /// kind's queue, priority and attempts.
-    pub async fn insert<K: JobKind>(&self, args: &K::Args) -> Result<JobId, Error> {
-        insert::insert_with::<K>(&self.pool, args, InsertOptions::default()).await
-    }
-
-    /// [`JobClient::insert`], with what `options` change from the kind's defaults (a
-    /// later start, a priority, attempts).
-    pub async fn insert_with<K: JobKind>(
-        &self,
-        args: &K::Args,
-        options: InsertOptions,
-    ) -> Result<JobId, Error> {
-        insert::insert_with::<K>(&self.pool, args, options).await
-    }
-
-    /// Inserts a `K` job inside the caller's transaction `tx`: it commits with the
-    /// caller's rows or not at all, and no engine sees it before.
-    pub async fn insert_tx<K: JobKind>(
-        &self,
-        tx: &mut PgConnection,
-        args: &K::Args,
-    ) -> Result<JobId, Error> {
-        insert::insert_with::<K>(tx, args, InsertOptions::default()).await
-    }
-
-    /// [`JobClient::insert_tx`], with `options`.
-    pub async fn insert_tx_with<K: JobKind>(
-        &self,
-        tx: &mut PgConnection,
-        args: &K::Args,
-        options: InsertOptions,
-    ) -> Result<JobId, Error> {
-        insert::insert_with::<K>(tx, args, options).await
-    }
-
-    /// Inserts a `K` job for each of `args` in one statement inside the caller's
-    /// transaction; answers their ids in the order of `args`.
-    pub async fn insert_many_tx<K: JobKind>(
-        &self,
-        tx: &mut PgConnection,
-        args: &[K::Args],
-    ) -> Result<Vec<JobId>, Error> {
-        insert::insert_many_tx::<K>(tx, args).await
-    }
-
-    /// Inserts a `K` job with `unique_key` inside the caller's transaction (or on a
-    /// connection of its own), unless an unfinished job holds that key: then it inserts
-    /// nothing and answers that job, as a duplicate (River's unique jobs,
-    /// graphile-worker's job keys). A running job holds its key when the kind says so
-    /// ([`JobKind::UNIQUE_WHILE_RUNNING`]).
-    ///
-    /// The database's unique index decides, so two processes inserting the same key at
-    /// once make one job; another insert of the key waits for the caller's transaction
-    /// to end. A job that runs inside its claim still reads `available` (see the
-    /// crate's documentation on claims), so it holds its key until its claim is written,
-    /// whatever its kind says: a kind that must see every insert after its start should
-    /// compare, at its end, what it did with what there is now.
-    pub async fn insert_unique_tx<K: JobKind>(
-        &self,
-        tx: &mut PgConnection,
-        args: &K::Args,
-        unique_key: &str,
-        options: InsertOptions,
-    ) -> Result<Inserted, Error> {
-        insert::insert_unique::<K>(tx, args, unique_key, options).await
+        store::job_progress(&self.pool, ids)
+            .await
+            .map_err(Error::from_database)
     }
 
     /// One job, whole.
     pub async fn get(&self, id: JobId) -> Result<Option<JobRow>, Error> {
-        Ok(store::job_get(&self.pool, id).await?)
+        store::job_get(&self.pool, id)
+            .await
+            .map_err(Error::from_database)
     }
 
     /// These jobs, whole (the ones that exist), in no particular order.
     pub async fn get_many(&self, ids: &[JobId]) -> Result<Vec<JobRow>, Error> {
-        Ok(store::job_get_many(&self.pool, ids).await?)
+        store::job_get_many(&self.pool, ids)
+            .await
+            .map_err(Error::from_database)
     }
 
     /// The summaries of these jobs (the ones that exist), newest first.
     pub async fn summaries(&self, ids: &[JobId]) -> Result<Vec<JobSummary>, Error> {
-        Ok(store::job_summaries(&self.pool, ids).await?)
+        store::job_summaries(&self.pool, ids)
+            .await
+            .map_err(Error::from_database)
     }
 
     /// The newest `limit` jobs that match `filter`, newest first.
     pub async fn list(&self, filter: &JobFilter, limit: i64) -> Result<Vec<JobSummary>, Error> {
-        Ok(store::job_list_page(&self.pool, filter, limit).await?)
+        store::job_list_page(&self.pool, filter, limit)
+            .await
+            .map_err(Error::from_database)
     }
 
     /// How many jobs are in each state, each counted up to `cap`.
     pub async fn count_by_state(&self, cap: i64) -> Result<Vec<(JobState, i64)>, Error> {
-        Ok(store::job_state_counts(&self.pool, cap).await?)
+        store::job_state_counts(&self.pool, cap)
+            .await
+            .map_err(Error::from_database)
     }
 
     /// How many jobs there are of each state and kind: of the unfinished ones (few, found
@@ -256,44 +201,60 @@ impl JobClient {
         &self,
         finished: bool,
     ) -> Result<Vec<(JobState, String, i64)>, Error> {
-        Ok(store::job_count_by_state_and_kind(&self.pool, finished).await?)
+        store::job_count_by_state_and_kind(&self.pool, finished)
+            .await
+            .map_err(Error::from_database)
     }
 
     /// Makes a `retryable`, `discarded` or `cancelled` job `available` now.
     pub async fn retry(&self, id: JobId) -> Result<RetryOutcome, Error> {
-        Ok(store::job_retry(&self.pool, id).await?)
+        store::job_retry(&self.pool, id)
+            .await
+            .map_err(Error::from_database)
     }
 
     /// Cancels a job: at once when it is not running, else by asking its holder.
     pub async fn cancel(&self, id: JobId) -> Result<CancelOutcome, Error> {
-        Ok(store::job_cancel(&self.pool, id).await?)
+        store::job_cancel(&self.pool, id)
+            .await
+            .map_err(Error::from_database)
     }
 
     /// Deletes a finished job (completed, discarded or cancelled); others stay.
     pub async fn delete(&self, id: JobId) -> Result<DeleteOutcome, Error> {
-        Ok(store::job_delete(&self.pool, id).await?)
+        store::job_delete(&self.pool, id)
+            .await
+            .map_err(Error::from_database)
     }
 
     /// Jobs finished per minute by outcome over the last hour (minutes with none are
     /// left out).
     pub async fn finished_per_minute(&self) -> Result<Vec<FinishedInMinute>, Error> {
-        Ok(store::job_finished_per_minute(&self.pool).await?)
+        store::job_finished_per_minute(&self.pool)
+            .await
+            .map_err(Error::from_database)
     }
 
     /// Retries every job of `ids` a retry applies to, in one transaction.
     pub async fn retry_many(&self, ids: &[JobId]) -> Result<BulkOutcome, Error> {
-        Ok(store::job_retry_many(&self.pool, ids).await?)
+        store::job_retry_many(&self.pool, ids)
+            .await
+            .map_err(Error::from_database)
     }
 
     /// Cancels every unfinished job of `ids` (asking the holders of running ones), in
     /// one transaction.
     pub async fn cancel_many(&self, ids: &[JobId]) -> Result<BulkOutcome, Error> {
-        Ok(store::job_cancel_many(&self.pool, ids).await?)
+        store::job_cancel_many(&self.pool, ids)
+            .await
+            .map_err(Error::from_database)
     }
 
     /// Deletes every finished job of `ids`, in one transaction.
     pub async fn delete_many(&self, ids: &[JobId]) -> Result<BulkOutcome, Error> {
-        Ok(store::job_delete_many(&self.pool, ids).await?)
+        store::job_delete_many(&self.pool, ids)
+            .await
+            .map_err(Error::from_database)
     }
 
     /// Waits until every job in `ids` is finished, or `limit` passes: the finished rows,
@@ -305,7 +266,9 @@ impl JobClient {
     /// Every queue (the ones this client knows, and any other with jobs or a pause)
     /// with its figures, by name.
     pub async fn queues(&self) -> Result<Vec<QueueSummary>, Error> {
-        Ok(super::queues::list(&self.pool, &self.queues).await?)
+        super::queues::list(&self.pool, &self.queues)
+            .await
+            .map_err(Error::from_database)
     }
 
     /// Pauses `queue` in every process until it is resumed; its running jobs finish.
@@ -320,46 +283,9 @@ impl JobClient {
 
     /// The kinds some process that was heard from within `live` can run.
     pub async fn kinds_someone_runs(&self, live: Duration) -> Result<Vec<String>, Error> {
-        Ok(store::worker_known_kinds(&self.pool, live).await?)
-    }
-
-    /// The schedules of periodic jobs, by name, their next slots read in `tz`.
-    pub async fn schedules(&self, tz: &TimeZone) -> Result<Vec<Schedule>, Error> {
-        periodic::list(&self.pool, tz).await
-    }
-
-    /// One schedule, as [`JobClient::schedules`] shows it.
-    pub async fn schedule(&self, tz: &TimeZone, name: &str) -> Result<Schedule, Error> {
-        periodic::get(&self.pool, tz, name).await
-    }
-
-    /// Creates the schedule `change.name` or changes it, checking everything first
-    /// (its cron expression, a kind that `registry` runs, args that are a JSON object)
-    /// and writing nothing when something is wrong. A schedule created, enabled or
-    /// given a new expression counts its slots from now on.
-    pub async fn set_schedule(
-        &self,
-        registry: &Registry,
-        tz: &TimeZone,
-        change: ScheduleChange,
-    ) -> Result<Schedule, Error> {
-        periodic::set(&self.pool, registry, tz, change).await
-    }
-
-    /// Creates the schedule `change` (which names its cron, kind and queue) unless one
-    /// of its name exists: a built-in schedule, whose admin may have changed it since.
-    pub async fn create_missing_schedule(&self, change: ScheduleChange) -> Result<(), Error> {
-        periodic::create_missing(&self.pool, change).await
-    }
-
-    /// Inserts schedule `name`'s job now ("Run now"), unless its newest job has not
-    /// finished: then answers that one as a duplicate.
-    pub async fn run_schedule_now(
-        &self,
-        registry: &Registry,
-        name: &str,
-    ) -> Result<Inserted, Error> {
-        periodic::run_now(&self.pool, registry, name).await
+        store::worker_known_kinds(&self.pool, live)
+            .await
+            .map_err(Error::from_database)
     }
 }
 

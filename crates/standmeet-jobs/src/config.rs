@@ -14,8 +14,11 @@ use sqlx::PgPool;
 /// no notification came, and how many claims of its jobs may be open at once.
 #[derive(Clone, Debug)]
 pub struct QueueConfig {
+    /// The queue's name, as job kinds name it.
     pub name: String,
+    /// How many of its jobs run at once in this process.
     pub workers: usize,
+    /// How often it looks for work when no notification came.
     pub poll_interval: Duration,
     /// Claims (see `claim`) open at once: while one is written and committed, the
     /// next ones' jobs run. Each holds a connection of the engine's pool while open,
@@ -31,6 +34,7 @@ pub struct QueueConfig {
 pub(crate) const CLAIMS_IN_FLIGHT: usize = 2;
 
 impl QueueConfig {
+    /// The queue `name` with `workers` at once, looking every `poll_interval`, and the usual claims in flight.
     pub fn new(name: &str, workers: usize, poll_interval: Duration) -> Self {
         QueueConfig {
             name: name.to_string(),
@@ -49,16 +53,22 @@ impl QueueConfig {
     }
 }
 
+/// Why a [`CleanChore`] failed: whatever error its own code met.
+pub type ChoreError = Box<dyn std::error::Error + Send + Sync>;
+
 /// More cleaning for the cleaner's turns: whatever outlives its use elsewhere in the
 /// application (StandMeet's old events and their deliveries), deleted on the same
-/// rhythm as finished jobs. Given the pool; answers how many rows it deleted (a
-/// `sqlx::Error` converts into [`Error`](crate::Error) with `?`).
+/// rhythm as finished jobs. Given the pool; answers how many rows it deleted, or why
+/// it could not (any error converts with `?`; the cleaner logs it and tries again at
+/// its next turn).
 #[derive(Clone)]
 pub struct CleanChore {
+    /// What it cleans, for the log.
     pub name: &'static str,
     #[allow(clippy::type_complexity)]
+    /// Deletes what is past its retention; answers how many rows went.
     pub run: Arc<
-        dyn Fn(PgPool) -> Pin<Box<dyn Future<Output = Result<u64, crate::Error>> + Send>>
+        dyn Fn(PgPool) -> Pin<Box<dyn Future<Output = Result<u64, ChoreError>> + Send>>
             + Send
             + Sync,
     >,
@@ -73,14 +83,19 @@ impl std::fmt::Debug for CleanChore {
 }
 
 #[derive(Clone, Debug)]
+/// How one process runs the engine: its queues, the backoff, the lease, the chores' intervals and retention, and where it listens.
 pub struct EngineConfig {
+    /// The queues this process runs.
     pub queues: Vec<QueueConfig>,
     /// The backoff unit: a failed attempt n waits `retry_base × n⁴` (±10 %).
     pub retry_base: Duration,
     /// How long a running job stays ours without renewal; renewed every third of it.
     pub lease: Duration,
+    /// How often the scheduler makes due `scheduled` and `retryable` jobs `available`.
     pub schedule_interval: Duration,
+    /// How often the rescuer looks for running jobs whose lease ran out.
     pub rescue_interval: Duration,
+    /// How often the cleaner deletes finished jobs past their retention.
     pub clean_interval: Duration,
     /// How long completed and cancelled jobs are kept.
     pub keep_completed: Duration,
@@ -136,7 +151,7 @@ impl EngineConfig {
     /// handlers' own queries and a claim's second try).
     pub fn connections_needed(&self) -> u32 {
         let claims: usize = self.queues.iter().map(|q| q.claims_in_flight).sum();
-        claims as u32 + crate::engine::CONNECTIONS_BESIDE_CLAIMS
+        claims as u32 + crate::pool::CONNECTIONS_BESIDE_CLAIMS
     }
 
     /// The most connections an engine with this configuration holds at once when it is
@@ -144,7 +159,7 @@ impl EngineConfig {
     /// the completer and the chores, which never wait behind handlers). The process's
     /// one LISTEN connection comes on top.
     pub fn connections_at_most(&self, given_pool: u32) -> u32 {
-        given_pool + crate::engine::CONTROL_CONNECTIONS
+        given_pool + crate::pool::CONTROL_CONNECTIONS
     }
 }
 

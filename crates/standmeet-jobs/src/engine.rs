@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::PgPool;
-use sqlx::postgres::PgPoolOptions;
 use tokio_util::sync::CancellationToken;
 
 use super::claim::ClaimContext;
@@ -15,45 +14,10 @@ use super::config::EngineConfig;
 use super::executor::ExecutorContext;
 use super::kept::KeptConnections;
 use super::listener::Signals;
+use super::pool::{CONNECTIONS_BESIDE_CLAIMS, CONTROL_CONNECTIONS, pool_options};
 use super::producer::{self, ProducerContext};
 use super::registry::Registry;
 use super::{Error, completer, maintenance, store};
-
-/// Connections of the engine's own pool, beside the one it is given: the completer's
-/// writers (2), claims' traces (1), lease renewal and the other chores (1 each at
-/// most). They never wait behind claims or handlers for a connection: a renewal that
-/// cannot run in time would let the rescuer take running jobs back, and a claim whose
-/// trace waited would hold its own connection meanwhile.
-pub(crate) const CONTROL_CONNECTIONS: u32 = 6;
-
-/// Connections the engine's pool must have beyond one per claim that its queues may
-/// keep open at once, for handlers' own queries and a claim's second try.
-pub(crate) const CONNECTIONS_BESIDE_CLAIMS: u32 = 2;
-
-/// A connection of the engine's pools idle longer than this is tried (a ping) before
-/// it is handed out; one used more recently is handed out as it is.
-pub(crate) const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
-
-/// Options for the engine's pools (the one it is given should be made from these
-/// too): sqlx tries every connection with a round trip when it is handed out, and
-/// again when it comes back. A claim, a quiet job's take and an outcome's write are a
-/// round trip each: the first try doubled them, and it is what an idle job waited for
-/// most. So only a connection that sat idle for [`PING_AFTER_IDLE`] is tried first; one
-/// that broke since it came back (a database restart, a cut) fails its statement, which
-/// the engine's every write already handles as a passing error and tries again, on
-/// another connection (sqlx drops a connection that fails).
-pub(crate) fn pool_options() -> PgPoolOptions {
-    PgPoolOptions::new()
-        .test_before_acquire(false)
-        .before_acquire(|connection, meta| {
-            Box::pin(async move {
-                if meta.idle_for > PING_AFTER_IDLE {
-                    sqlx::Connection::ping(connection).await?;
-                }
-                Ok(true)
-            })
-        })
-}
 
 /// Refuses a pool too small for the claims `config`'s queues may keep open at once,
 /// with words that say how many connections it needs.
@@ -70,7 +34,7 @@ pub(crate) fn check_pool(pool: &PgPool, config: &EngineConfig) -> Result<(), Err
 }
 
 /// A running engine. Dropping it does not stop it: call [`Engine::shutdown`].
-pub struct Engine {
+pub(crate) struct Engine {
     pool: PgPool,
     control: PgPool,
     /// What the claims share, with the connections they keep between them.
@@ -90,7 +54,7 @@ impl Engine {
     /// may keep open at once and more ([`EngineConfig::connections_needed`]; refused otherwise, with
     /// words that say how many). The completer, the claims' traces and the chores use a
     /// small pool of their own to the same database ([`CONTROL_CONNECTIONS`]).
-    pub fn start(
+    pub(crate) fn start(
         pool: PgPool,
         registry: Registry,
         config: EngineConfig,
@@ -198,20 +162,20 @@ impl Engine {
         })
     }
 
-    pub fn worker_id(&self) -> &str {
+    pub(crate) fn worker_id(&self) -> &str {
         &self.config.worker_id
     }
 
     /// Tells the engine to stop, without waiting for it: for a drop, where nothing can
     /// be awaited. Producers stop fetching and attempts wind down as in
     /// [`Engine::shutdown`], as long as the runtime they run on lives.
-    pub fn stop_soon(&self) {
+    pub(crate) fn stop_soon(&self) {
         self.stop.cancel();
     }
 
     /// Stops fetching, lets running attempts finish within the grace period, stops
     /// the rest (they become `retryable`), writes every outcome, then returns.
-    pub async fn shutdown(self) {
+    pub(crate) async fn shutdown(self) {
         self.stop.cancel();
         for producer in self.producers {
             let _ = producer.await;
@@ -249,7 +213,7 @@ fn periodic_chore(
             let now = jiff::Timestamp::now();
             if let Err(err) = super::periodic::fire_due(&pool, &registry, &tz, now).await {
                 tracing::warn!(
-                    error = crate::error_chain(&err),
+                    error = crate::error::error_chain(&err),
                     "cannot fire the schedules that are due"
                 );
             }

@@ -19,31 +19,60 @@ pub enum Error {
     /// waits for it (PostgreSQL's `lock_not_available`, 55P03): typically a job whose
     /// holder does not answer. Nothing changed; trying again later may succeed.
     #[error("a job this needs is held by a process that does not answer; try again shortly")]
-    Busy(#[source] sqlx::Error),
+    Busy(#[source] DatabaseError),
     /// The database could not be reached, or failed the statement. Nothing changed
     /// (each call is one transaction, or part of the caller's).
     #[error("the job database failed: {0}")]
-    Database(#[source] sqlx::Error),
+    Database(#[source] DatabaseError),
 }
 
-impl From<sqlx::Error> for Error {
-    fn from(err: sqlx::Error) -> Self {
+/// What the database under the engine said when it failed a call: its words, and its
+/// SQLSTATE code when PostgreSQL gave one. The driver's own error is its
+/// [`source`](std::error::Error::source), for a caller that looks down the chain.
+#[derive(Debug)]
+pub struct DatabaseError(sqlx::Error);
+
+impl DatabaseError {
+    /// PostgreSQL's SQLSTATE code (`55P03`, `23505`, …), when the failure was a
+    /// statement's rather than the connection's.
+    pub fn code(&self) -> Option<String> {
+        self.0
+            .as_database_error()
+            .and_then(|db| db.code())
+            .map(|code| code.into_owned())
+    }
+}
+
+impl std::fmt::Display for DatabaseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for DatabaseError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+impl Error {
+    /// The engine's error for what the database answered: [`Error::Busy`] for a row
+    /// locked longer than the engine waits (`55P03`), [`Error::Database`] otherwise.
+    /// Crate-private, so that the driver's error type stays out of the door.
+    pub(crate) fn from_database(err: sqlx::Error) -> Self {
         let lock_not_available = err
             .as_database_error()
             .and_then(|db| db.code())
             .is_some_and(|code| code == "55P03");
         if lock_not_available {
-            Error::Busy(err)
+            Error::Busy(DatabaseError(err))
         } else {
-            Error::Database(err)
+            Error::Database(DatabaseError(err))
         }
     }
-}
 
-impl Error {
-    /// The database's error, for a caller that must look at its code (a statement that
-    /// failed inside the caller's own transaction).
-    pub fn database_error(&self) -> Option<&sqlx::Error> {
+    /// The database's failure, when that is what this is.
+    pub fn database_error(&self) -> Option<&DatabaseError> {
         match self {
             Error::Busy(err) | Error::Database(err) => Some(err),
             Error::NotFound(_) | Error::Refused(_) => None,
@@ -56,7 +85,7 @@ impl Error {
 /// "error communicating with database: Connection refused (os error 111)" has the
 /// `io::Error` as its source), so anyhow's `{:#}` would say "Connection refused" twice;
 /// a cause whose words are already there is left out.
-pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut text = err.to_string();
     let mut cause = err.source();
     while let Some(next) = cause {
@@ -73,30 +102,29 @@ pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::error_chain;
-    use anyhow::Context;
+
+    /// An error that says its cause's words in its own, as sqlx's do.
+    #[derive(Debug)]
+    struct Repeats(std::io::Error);
+
+    impl std::fmt::Display for Repeats {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "error communicating with database: {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Repeats {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
 
     #[test]
     fn a_cause_already_in_the_words_is_said_once() {
         let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
-        let err = anyhow::Error::from(sqlx::Error::Io(refused)).context("cannot connect");
         assert_eq!(
-            format!("{err:#}"),
-            "cannot connect: error communicating with database: refused: refused",
-            "what anyhow says"
-        );
-        assert_eq!(
-            error_chain(err.as_ref()),
-            "cannot connect: error communicating with database: refused"
-        );
-    }
-
-    #[test]
-    fn causes_with_words_of_their_own_are_all_said() {
-        let err: Result<(), _> = Err(std::io::Error::other("disk full"));
-        let err = err.context("cannot write the file").unwrap_err();
-        assert_eq!(
-            error_chain(err.as_ref()),
-            "cannot write the file: disk full"
+            error_chain(&Repeats(refused)),
+            "error communicating with database: refused"
         );
     }
 }

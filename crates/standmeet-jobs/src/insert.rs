@@ -6,6 +6,7 @@ use sqlx::{PgConnection, PgExecutor};
 use time::OffsetDateTime;
 use tracing::Instrument;
 
+use super::client::JobClient;
 use super::kind::JobKind;
 use super::registry::KindDefaults;
 use super::store;
@@ -29,12 +30,85 @@ async fn traced<T, F: Future<Output = T>>(
     }
 }
 
+/// The client's inserts.
+impl JobClient {
+    /// Inserts a `K` job with `args` in a transaction of its own, due now, with the
+    /// kind's queue, priority and attempts.
+    pub async fn insert<K: JobKind>(&self, args: &K::Args) -> Result<JobId, Error> {
+        insert_with::<K>(self.pool(), args, InsertOptions::default()).await
+    }
+
+    /// [`JobClient::insert`], with what `options` change from the kind's defaults (a
+    /// later start, a priority, attempts).
+    pub async fn insert_with<K: JobKind>(
+        &self,
+        args: &K::Args,
+        options: InsertOptions,
+    ) -> Result<JobId, Error> {
+        insert_with::<K>(self.pool(), args, options).await
+    }
+
+    /// Inserts a `K` job inside the caller's transaction `tx`: it commits with the
+    /// caller's rows or not at all, and no engine sees it before.
+    pub async fn insert_tx<K: JobKind>(
+        &self,
+        tx: &mut PgConnection,
+        args: &K::Args,
+    ) -> Result<JobId, Error> {
+        insert_with::<K>(tx, args, InsertOptions::default()).await
+    }
+
+    /// [`JobClient::insert_tx`], with `options`.
+    pub async fn insert_tx_with<K: JobKind>(
+        &self,
+        tx: &mut PgConnection,
+        args: &K::Args,
+        options: InsertOptions,
+    ) -> Result<JobId, Error> {
+        insert_with::<K>(tx, args, options).await
+    }
+
+    /// Inserts a `K` job for each of `args` in one statement inside the caller's
+    /// transaction; answers their ids in the order of `args`.
+    pub async fn insert_many_tx<K: JobKind>(
+        &self,
+        tx: &mut PgConnection,
+        args: &[K::Args],
+    ) -> Result<Vec<JobId>, Error> {
+        insert_many_tx::<K>(tx, args).await
+    }
+
+    /// Inserts a `K` job with `unique_key` inside the caller's transaction (or on a
+    /// connection of its own), unless an unfinished job holds that key: then it inserts
+    /// nothing and answers that job, as a duplicate (River's unique jobs,
+    /// graphile-worker's job keys). A running job holds its key when the kind says so
+    /// ([`JobKind::UNIQUE_WHILE_RUNNING`]).
+    ///
+    /// The database's unique index decides, so two processes inserting the same key at
+    /// once make one job; another insert of the key waits for the caller's transaction
+    /// to end. A job that runs inside its claim still reads `available` (see the
+    /// crate's documentation on claims), so it holds its key until its claim is written,
+    /// whatever its kind says: a kind that must see every insert after its start should
+    /// compare, at its end, what it did with what there is now.
+    pub async fn insert_unique_tx<K: JobKind>(
+        &self,
+        tx: &mut PgConnection,
+        args: &K::Args,
+        unique_key: &str,
+        options: InsertOptions,
+    ) -> Result<Inserted, Error> {
+        insert_unique::<K>(tx, args, unique_key, options).await
+    }
+}
+
 /// Anything about one insert that differs from the kind's defaults.
 #[derive(Clone, Debug, Default)]
 pub struct InsertOptions {
     /// Run no earlier than this (the job is `scheduled` until then).
     pub scheduled_at: Option<OffsetDateTime>,
+    /// The priority (lower runs first), instead of the kind's.
     pub priority: Option<i16>,
+    /// The attempts it may take, instead of the kind's.
     pub max_attempts: Option<i16>,
 }
 
@@ -59,7 +133,8 @@ pub(crate) async fn insert_with<'e, K: JobKind>(
         )
         .await
     })
-    .await?;
+    .await
+    .map_err(Error::from_database)?;
     Ok(id)
 }
 
@@ -85,7 +160,8 @@ pub(crate) async fn insert_many_tx<K: JobKind>(
         )
         .await
     })
-    .await?;
+    .await
+    .map_err(Error::from_database)?;
     Ok(ids)
 }
 
@@ -104,7 +180,9 @@ fn to_json<K: JobKind>(args: &K::Args) -> Result<serde_json::Value, Error> {
 /// job `id` that holds the key (`duplicate`) and inserted nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Inserted {
+    /// The job inserted, or the one that holds the key.
     pub id: JobId,
+    /// Whether an unfinished job held the key, so nothing was inserted.
     pub duplicate: bool,
 }
 
@@ -205,17 +283,23 @@ async fn insert_unique_tries(
             unique_key,
             traceparent,
         )
-        .await?;
+        .await
+        .map_err(Error::from_database)?;
         if let Some(id) = inserted {
             return Ok(Inserted {
                 id,
                 duplicate: false,
             });
         }
-        match store::job_unique_holder(&mut *conn, unique_key).await? {
+        match store::job_unique_holder(&mut *conn, unique_key)
+            .await
+            .map_err(Error::from_database)?
+        {
             Some((holder, JobState::Running)) if !defaults.unique_while_running => {
                 // It runs on without its key, and the next try inserts this job.
-                store::job_release_unique_key(&mut *conn, holder, unique_key).await?;
+                store::job_release_unique_key(&mut *conn, holder, unique_key)
+                    .await
+                    .map_err(Error::from_database)?;
             }
             Some((holder, _)) => {
                 return Ok(Inserted {

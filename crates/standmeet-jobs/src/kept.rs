@@ -38,7 +38,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, PgPool, Postgres};
 use tokio::time::Instant;
 
-use super::engine::PING_AFTER_IDLE;
+use super::pool::PING_AFTER_IDLE;
 
 /// A connection out of its pool ([`KeptConnections::take`]), with when it came out.
 pub(crate) struct KeptConnection {
@@ -74,7 +74,7 @@ pub(crate) struct KeptConnections {
 }
 
 impl KeptConnections {
-    pub fn new(pool: PgPool, most: usize) -> KeptConnections {
+    pub(crate) fn new(pool: PgPool, most: usize) -> KeptConnections {
         KeptConnections {
             lifetime: pool.options().get_max_lifetime(),
             pool,
@@ -86,7 +86,7 @@ impl KeptConnections {
 
     /// The connection kept last, when it was kept less than [`PING_AFTER_IDLE`] ago;
     /// otherwise one from the pool (the stale ones go back to it).
-    pub async fn take(&self) -> Result<KeptConnection, sqlx::Error> {
+    pub(crate) async fn take(&self) -> Result<KeptConnection, sqlx::Error> {
         let stale = {
             let mut idle = self.idle.lock().expect("not poisoned");
             match idle.pop() {
@@ -109,7 +109,7 @@ impl KeptConnections {
     /// Keeps `connection`, idle and outside any transaction, for the next
     /// [`take`](Self::take); back to the pool when `most` are kept already, or when it
     /// came out of the pool longer ago than the pool's `max_lifetime`.
-    pub fn keep(&self, connection: KeptConnection) {
+    pub(crate) fn keep(&self, connection: KeptConnection) {
         if self
             .lifetime
             .is_some_and(|lifetime| connection.from_pool_at.elapsed() >= lifetime)
@@ -127,7 +127,7 @@ impl KeptConnections {
     }
 
     /// Gives every kept connection back to the pool.
-    pub fn let_go(&self) {
+    pub(crate) fn let_go(&self) {
         let kept = std::mem::take(&mut *self.idle.lock().expect("not poisoned"));
         drop(kept);
     }
@@ -146,7 +146,7 @@ pub(crate) struct ClaimTransaction {
 impl ClaimTransaction {
     /// Begins with `begin`, simple text that starts with `BEGIN` and may go on with more
     /// statements in the same round trip (their rows are not read).
-    pub async fn begin(
+    pub(crate) async fn begin(
         connection: KeptConnection,
         begin: &str,
     ) -> Result<ClaimTransaction, sqlx::Error> {
@@ -161,12 +161,12 @@ impl ClaimTransaction {
     }
 
     /// Commits, and answers the connection, idle again.
-    pub async fn commit(self) -> Result<KeptConnection, sqlx::Error> {
+    pub(crate) async fn commit(self) -> Result<KeptConnection, sqlx::Error> {
         self.end("COMMIT").await
     }
 
     /// Rolls back, and answers the connection, idle again.
-    pub async fn rollback(self) -> Result<KeptConnection, sqlx::Error> {
+    pub(crate) async fn rollback(self) -> Result<KeptConnection, sqlx::Error> {
         self.end("ROLLBACK").await
     }
 

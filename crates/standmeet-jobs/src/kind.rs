@@ -35,7 +35,9 @@ pub trait JobKind: Send + Sync + 'static {
     /// it ran (such a kind keeps two of its jobs from running at once itself, if it must).
     const UNIQUE_WHILE_RUNNING: bool = true;
 
+    /// What an insert gives the job, stored as JSON.
     type Args: Serialize + DeserializeOwned + Send + 'static;
+    /// What a completed attempt answers, stored as JSON.
     type Output: Serialize + Send + 'static;
 
     /// Runs one attempt. `Ok` completes the job with the output (unless the handler
@@ -61,10 +63,13 @@ pub trait JobKind: Send + Sync + 'static {
 /// hold a connection for a query or a transaction, not for a whole attempt.
 #[derive(Clone)]
 pub struct JobContext {
+    /// The job this attempt runs.
     pub id: JobId,
+    /// Its kind's name.
     pub kind: &'static str,
     /// This attempt's number, from 1.
     pub attempt: i16,
+    /// The attempts it may take in all.
     pub max_attempts: i16,
     /// The engine's pool and this process's signals.
     pub(crate) jobs: JobClient,
@@ -167,11 +172,14 @@ pub enum ErrorAction {
 /// message, so `?` does the usual thing.
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobError {
+    /// What becomes of the job.
     pub action: ErrorAction,
+    /// Why, in words kept in the job's error history.
     pub message: String,
 }
 
 impl JobError {
+    /// A failed attempt: the job runs again after the backoff, while it has attempts left.
     pub fn retry(message: impl Into<String>) -> Self {
         JobError {
             action: ErrorAction::Retry,
@@ -179,6 +187,7 @@ impl JobError {
         }
     }
 
+    /// A failed attempt that runs again after `after` (at most a week), not the backoff.
     pub fn retry_after(after: Duration, message: impl Into<String>) -> Self {
         JobError {
             action: ErrorAction::RetryAfter(after),
@@ -186,6 +195,7 @@ impl JobError {
         }
     }
 
+    /// A failure no retry mends: the job is `discarded` now.
     pub fn discard(message: impl Into<String>) -> Self {
         JobError {
             action: ErrorAction::Discard,
@@ -193,6 +203,7 @@ impl JobError {
         }
     }
 
+    /// The job stops for good, as `cancelled`.
     pub fn cancel(message: impl Into<String>) -> Self {
         JobError {
             action: ErrorAction::Cancel,
@@ -200,6 +211,7 @@ impl JobError {
         }
     }
 
+    /// Not a failure: the job runs again after `after`, and the attempt is given back.
     pub fn snooze(after: Duration, message: impl Into<String>) -> Self {
         JobError {
             action: ErrorAction::Snooze(after),
@@ -208,9 +220,11 @@ impl JobError {
     }
 }
 
-impl<E: Into<anyhow::Error>> From<E> for JobError {
+/// `?` in a handler: any error is a failed attempt to retry, in its words and its
+/// causes' (each said once). An error type that is not a `std::error::Error` (anyhow's)
+/// goes through [`JobError::retry`] with its words.
+impl<E: std::error::Error + 'static> From<E> for JobError {
     fn from(err: E) -> Self {
-        let err: anyhow::Error = err.into();
-        JobError::retry(crate::error_chain(err.as_ref()))
+        JobError::retry(crate::error::error_chain(&err))
     }
 }

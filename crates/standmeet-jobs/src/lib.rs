@@ -96,40 +96,57 @@
 //!   filters) is read from the summaries kept in the same transactions
 //!   (`job_finished_minutes`, `job_finished_blocks`; see `store::outcome`).
 //!
-//! ## The pieces (private unless named above)
+//! ## The pieces, in layers (private unless named above)
 //!
-//! - `kind`: the [`JobKind`] trait, [`JobContext`] and [`JobError`].
-//! - `insert`: what the client's inserts do: batch inserts, options, unique keys.
-//! - `client`: [`JobClient`]; `error`: [`Error`].
-//! - `store`: every SQL statement about jobs, one documented function each.
-//! - `retry`: what an attempt's outcome makes of a job (the backoff's formula is the
-//!   database's `job_backoff`).
-//! - `registry`: the handlers this process can run, by kind ([`Registry`]).
-//! - `executor`: one attempt: timeout, panic capture, cancellation.
-//! - [`attempt`]: which attempt the running code belongs to, for log lines.
-//! - `producer`: one per queue: claims in batches (one call when the queue is nearly
-//!   idle), runs up to N at once.
-//! - `claim`: a batch of jobs that run inside the transaction that claimed them; each
-//!   holds one of its queue's claim slots (counted for the whole database), leaves a
-//!   trace that makes its attempts count even if its process dies, and lets go of its
-//!   jobs within the lease however its process fails.
-//! - `kept`: the connections claims keep between them (sqlx tries each one that goes
-//!   back to its pool with a round trip), and a claim's transaction on one.
-//! - `queues`: each queue's figures, and the pause every process obeys.
-//! - `completer`: writes the outcomes of attempts that outlived their claim, batching
-//!   them when busy.
-//! - `maintenance`: the scheduler, rescuer, cleaner, lease renewal and the folding of
-//!   the summaries of finished jobs.
-//! - `listener`: the one LISTEN connection of the process, and what it wakes (waiters,
-//!   producers, running attempts, subscribers to finished jobs).
-//! - `waiters`: callers waiting for jobs to finish, up to a limit, then a receipt.
-//! - [`trace`]: a job keeps the W3C trace context of the span that inserted it, and
-//!   its attempts are spans of that trace, when the application exports traces.
-//! - `try_again`: the pauses between tries of a statement, until a deadline.
-//! - `engine`, `runtime`: put it together: start, and a graceful stop.
-//! - [`periodic`]: schedules in `job_schedules`, fired once per slot across processes
-//!   (their statements in `store::schedule`).
-//! - [`builtin`]: `system.noop`, `system.sleep` and `system.flaky`.
+//! Each file uses only files below it: of a lower layer, or named before it in its own.
+//! So no two files need each other, round any loop
+//! (`tests/it/architecture.rs` checks it, as it does the application's modules). The
+//! layers, from the bottom:
+//!
+//! 1. **Foundations**, which know nothing of jobs' storage: `types` ([`JobId`],
+//!    [`JobState`]); `error` ([`Error`]); `try_again`, the pauses between tries of a
+//!    statement until a deadline; `pool`, the options of the engine's pools and the
+//!    connections it needs beside its claims'; `config` ([`EngineConfig`],
+//!    [`QueueConfig`], [`CleanChore`]); `kept`, the connections claims keep between
+//!    them (sqlx tries each one that goes back to its pool with a round trip), and a
+//!    claim's transaction on one; [`attempt`], which attempt the running code belongs
+//!    to (for log lines); [`trace`], a job keeps the W3C trace context of the span that
+//!    inserted it, and its attempts are spans of that trace.
+//! 2. **Storage**: `store`, every SQL statement about jobs, one documented function
+//!    each (its files share only what `store` itself defines).
+//! 3. **Signals**: `waiters`, callers waiting for jobs to finish, up to a limit, then a
+//!    receipt; [`listener`], the one LISTEN connection of the process, and what it
+//!    wakes (waiters, producers, running attempts, subscribers to finished jobs);
+//!    `queues`, each queue's figures, and the pause every process obeys.
+//! 4. **The client and the claims**: `client`, [`JobClient`]'s reads, operator's
+//!    calls, waits and queues; `claim`, a batch of jobs that run inside the
+//!    transaction that claimed them (each holds one of its queue's claim slots,
+//!    counted for the whole database, leaves a trace that makes its attempts count
+//!    even if its process dies, and lets go of its jobs within the lease however its
+//!    process fails); `maintenance`, the scheduler, rescuer, cleaner, lease renewal and
+//!    the folding of the summaries of finished jobs.
+//! 5. **Job kinds**: `kind`, the [`JobKind`] trait, [`JobContext`] (which holds the
+//!    client and the attempt's claim) and [`JobError`]; `registry`, the handlers this
+//!    process can run, by kind ([`Registry`]); `retry`, what an attempt's outcome makes
+//!    of a job (the backoff's formula is the database's `job_backoff`); [`builtin`],
+//!    `system.noop`, `system.sleep` and `system.flaky`; `insert`, the client's inserts
+//!    (batches, options, unique keys), written here because they take a kind;
+//!    [`periodic`], schedules in `job_schedules`, fired once per slot across processes,
+//!    and the client's calls about them.
+//! 6. **Running**: `completer`, which writes the outcomes of attempts that outlived
+//!    their claim, batching them when busy; `executor`, one attempt (timeout, panic
+//!    capture, cancellation); `producer`, one per queue, which claims in batches (one
+//!    call when the queue is nearly idle) and runs up to N at once; `engine` and
+//!    `runtime`, which put it together: start, and a graceful stop.
+//!
+//! Beside the layers, for this crate's own benchmark and tests only: `bare` (feature
+//! `bench`) and `testing` (feature `testing`).
+
+// The engine's door is what its users read: every public item says what it is, and
+// nothing is `pub` that no user of the crate can reach (`pub(crate)` says so instead).
+// Crate attributes, because Cargo cannot add lints to one member that inherits the
+// workspace's (`[lints] workspace = true`, which the engine keeps for the shared ones).
+#![warn(missing_docs, unreachable_pub)]
 
 mod types;
 pub use types::{JobId, JobState};
@@ -162,10 +179,18 @@ mod kept;
 mod kind;
 #[cfg(feature = "engine")]
 pub mod listener;
+// Some of their items are public for the `testing` door only (the engine's own
+// tests); without it they are the crate's, and the lint is checked with it on.
+#[cfg_attr(
+    not(feature = "testing"),
+    allow(unreachable_pub, reason = "public through the `testing` door")
+)]
 #[cfg(feature = "engine")]
 mod maintenance;
 #[cfg(feature = "engine")]
 pub mod periodic;
+#[cfg(feature = "engine")]
+mod pool;
 #[cfg(feature = "engine")]
 mod producer;
 #[cfg(feature = "engine")]
@@ -176,6 +201,12 @@ mod registry;
 mod retry;
 #[cfg(feature = "engine")]
 mod runtime;
+// Some of their items are public for the `testing` door only (the engine's own
+// tests); without it they are the crate's, and the lint is checked with it on.
+#[cfg_attr(
+    not(feature = "testing"),
+    allow(unreachable_pub, reason = "public through the `testing` door")
+)]
 #[cfg(feature = "engine")]
 mod store;
 #[cfg(feature = "testing")]
@@ -191,7 +222,7 @@ mod waiters;
 #[cfg(feature = "engine")]
 pub use client::{JobClient, WaiterFigures};
 #[cfg(feature = "engine")]
-pub use error::{Error, error_chain};
+pub use error::{DatabaseError, Error};
 #[cfg(feature = "engine")]
 pub use insert::{InsertOptions, Inserted};
 #[cfg(feature = "engine")]
@@ -202,7 +233,7 @@ pub use store::{
     JobProgress, JobRow, JobSummary, RetryOutcome,
 };
 #[cfg(feature = "engine")]
-pub use waiters::WaitOutcome;
+pub use waiters::{WaitOutcome, WakeLatency};
 // Job kinds and their handlers.
 #[cfg(feature = "engine")]
 pub use kind::{ErrorAction, JobContext, JobError, JobKind};
@@ -210,7 +241,7 @@ pub use kind::{ErrorAction, JobContext, JobError, JobKind};
 pub use registry::Registry;
 // Running the engine.
 #[cfg(feature = "engine")]
-pub use config::{CleanChore, EngineConfig, QueueConfig};
+pub use config::{ChoreError, CleanChore, EngineConfig, QueueConfig};
 #[cfg(feature = "engine")]
 pub use runtime::JobRuntime;
 
@@ -227,9 +258,9 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 #[cfg(feature = "engine")]
 pub(crate) mod channels {
     /// A queue has available work (a trigger sends it).
-    pub const INSERT: &str = "standmeet_job_insert";
+    pub(crate) const INSERT: &str = "standmeet_job_insert";
     /// A job reached a terminal state (a trigger sends it).
-    pub const FINAL: &str = "standmeet_job_final";
+    pub(crate) const FINAL: &str = "standmeet_job_final";
     /// An admin asked a running job to stop; its holder stops the attempt.
-    pub const CANCEL: &str = "standmeet_job_cancel";
+    pub(crate) const CANCEL: &str = "standmeet_job_cancel";
 }

@@ -69,7 +69,7 @@ pub(crate) struct RunningJob {
 }
 
 impl RunningJob {
-    pub fn stop(&self, reason: StopReason) {
+    pub(crate) fn stop(&self, reason: StopReason) {
         // The first reason wins: a shutdown does not turn an admin's cancel into a retry.
         let _ = self.reason.compare_exchange(
             StopReason::None as u8,
@@ -80,7 +80,7 @@ impl RunningJob {
         self.token.cancel();
     }
 
-    pub fn reason(&self) -> StopReason {
+    pub(crate) fn reason(&self) -> StopReason {
         match self.reason.load(Ordering::Acquire) {
             1 => StopReason::Cancelled,
             2 => StopReason::Shutdown,
@@ -152,7 +152,7 @@ pub(crate) const FINISHED_BACKLOG: usize = 4_096;
 
 impl Signals {
     /// Signals with room for `max_waiters` waits at once.
-    pub fn new(max_waiters: usize) -> Arc<Self> {
+    pub(crate) fn new(max_waiters: usize) -> Arc<Self> {
         Arc::new(Signals {
             queues: Mutex::default(),
             running: Mutex::default(),
@@ -169,7 +169,7 @@ impl Signals {
 
     /// The wake-up of `queue`; a wake with nobody waiting is kept for the next wait,
     /// and many wakes before a wait count as one (a natural debounce).
-    pub fn queue_wakeup(&self, queue: &str) -> Arc<Notify> {
+    pub(crate) fn queue_wakeup(&self, queue: &str) -> Arc<Notify> {
         self.queues
             .lock()
             .expect("the queue map is never poisoned")
@@ -178,7 +178,7 @@ impl Signals {
             .clone()
     }
 
-    pub fn wake_queue(&self, queue: &str) {
+    pub(crate) fn wake_queue(&self, queue: &str) {
         let notify = self
             .queues
             .lock()
@@ -190,7 +190,7 @@ impl Signals {
         }
     }
 
-    pub fn wake_all_queues(&self) {
+    pub(crate) fn wake_all_queues(&self) {
         let all: Vec<_> = self
             .queues
             .lock()
@@ -235,7 +235,7 @@ impl Signals {
     }
 
     /// Stops the attempt of job `id` if it runs in this process.
-    pub fn stop_running(&self, id: JobId, reason: StopReason) -> bool {
+    pub(crate) fn stop_running(&self, id: JobId, reason: StopReason) -> bool {
         let job = self.running.lock().expect("not poisoned").get(&id).cloned();
         match job {
             Some(job) => {
@@ -289,7 +289,7 @@ impl Signals {
     }
 
     /// The attempts this process holds now.
-    pub fn held_attempts(&self) -> Vec<HeldAttempt> {
+    pub(crate) fn held_attempts(&self) -> Vec<HeldAttempt> {
         self.held
             .lock()
             .expect("not poisoned")
@@ -302,7 +302,7 @@ impl Signals {
     }
 
     /// Stops every attempt running in this process.
-    pub fn stop_all_running(&self, reason: StopReason) {
+    pub(crate) fn stop_all_running(&self, reason: StopReason) {
         let all: Vec<_> = self
             .running
             .lock()
@@ -315,12 +315,12 @@ impl Signals {
         }
     }
 
-    pub fn running_count(&self) -> usize {
+    pub(crate) fn running_count(&self) -> usize {
         self.running.lock().expect("not poisoned").len()
     }
 
     /// How many attempt outcomes this process has recorded so far.
-    pub fn recorded(&self) -> u64 {
+    pub(crate) fn recorded(&self) -> u64 {
         self.recorded.load(Ordering::Relaxed)
     }
 
@@ -334,12 +334,12 @@ impl Signals {
     }
 
     /// Whether the LISTEN connection is up.
-    pub fn listener_connected(&self) -> bool {
+    pub(crate) fn listener_connected(&self) -> bool {
         self.connected.load(Ordering::Acquire)
     }
 
     /// How the LISTEN connection stands.
-    pub fn listener_state(&self) -> ListenerState {
+    pub(crate) fn listener_state(&self) -> ListenerState {
         if self.connected.load(Ordering::Acquire) {
             ListenerState::Connected
         } else if self.listening.load(Ordering::Acquire) {
@@ -378,6 +378,7 @@ impl Signals {
 /// How a process's LISTEN connection stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ListenerState {
+    /// Listening: notifications arrive.
     Connected,
     /// A listener runs but has no connection now: it is connecting again.
     Reconnecting,

@@ -134,7 +134,7 @@ pub(crate) fn spawn_all(
                             )
                         }
                         Err(err) => tracing::warn!(
-                            error = crate::error_chain(&err),
+                            error = crate::error::error_chain(&*err),
                             what = chore.name,
                             "the cleaner failed"
                         ),

@@ -10,7 +10,7 @@
 //! - a local time that happens twice (the hour repeated when clocks fall back) is one
 //!   slot, at its first occurrence.
 //!
-//! Schedules are read and changed through [`JobClient`](crate::JobClient) (`schedules`,
+//! Schedules are read and changed through [`JobClient`] (`schedules`,
 //! `set_schedule`, `run_schedule_now`, …). Each engine with a time zone for its
 //! schedules ([`EngineConfig::schedules`]) fires what is due once a second (`fire_due`);
 //! see the migration of `job_schedules` for how N copies fire a slot once and how
@@ -26,10 +26,53 @@ use serde::Serialize;
 use sqlx::PgPool;
 use time::OffsetDateTime;
 
+use super::client::JobClient;
 use super::insert::{InsertOptions, Inserted, insert_unique_by_name};
 use super::registry::{KindDefaults, Registry};
 use super::store::{self, NewSchedule, ScheduleUpdate};
 use super::{Error, JobId, JobState};
+
+/// The client's calls about schedules.
+impl JobClient {
+    /// The schedules of periodic jobs, by name, their next slots read in `tz`.
+    pub async fn schedules(&self, tz: &TimeZone) -> Result<Vec<Schedule>, Error> {
+        list(self.pool(), tz).await
+    }
+
+    /// One schedule, as [`JobClient::schedules`] shows it.
+    pub async fn schedule(&self, tz: &TimeZone, name: &str) -> Result<Schedule, Error> {
+        get(self.pool(), tz, name).await
+    }
+
+    /// Creates the schedule `change.name` or changes it, checking everything first
+    /// (its cron expression, a kind that `registry` runs, args that are a JSON object)
+    /// and writing nothing when something is wrong. A schedule created, enabled or
+    /// given a new expression counts its slots from now on.
+    pub async fn set_schedule(
+        &self,
+        registry: &Registry,
+        tz: &TimeZone,
+        change: ScheduleChange,
+    ) -> Result<Schedule, Error> {
+        set(self.pool(), registry, tz, change).await
+    }
+
+    /// Creates the schedule `change` (which names its cron, kind and queue) unless one
+    /// of its name exists: a built-in schedule, whose admin may have changed it since.
+    pub async fn create_missing_schedule(&self, change: ScheduleChange) -> Result<(), Error> {
+        create_missing(self.pool(), change).await
+    }
+
+    /// Inserts schedule `name`'s job now ("Run now"), unless its newest job has not
+    /// finished: then answers that one as a duplicate.
+    pub async fn run_schedule_now(
+        &self,
+        registry: &Registry,
+        name: &str,
+    ) -> Result<Inserted, Error> {
+        run_now(self.pool(), registry, name).await
+    }
+}
 
 /// The longest cron expression taken: the longest useful one is far shorter.
 pub(crate) const MAX_CRON_CHARS: usize = 200;
@@ -130,17 +173,17 @@ fn why_refused(text: &str, err: &croner::errors::CronError) -> String {
 }
 
 impl CronExpr {
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.text
     }
 
     /// What it means, in English ("At 03:00 every day" and the like).
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         self.cron.describe()
     }
 
     /// The newest slot at or before `at`, in `tz`.
-    pub fn latest_slot(&self, tz: &TimeZone, at: Timestamp) -> Option<Timestamp> {
+    pub(crate) fn latest_slot(&self, tz: &TimeZone, at: Timestamp) -> Option<Timestamp> {
         let mut local = tz.to_datetime(at);
         // Slots are whole minutes; a bounded walk back over local slots that do not
         // exist (a spring-forward gap holds at most a few of them in a row).
@@ -157,7 +200,7 @@ impl CronExpr {
     }
 
     /// The first slot after `after`, in `tz`.
-    pub fn next_slot(&self, tz: &TimeZone, after: Timestamp) -> Option<Timestamp> {
+    pub(crate) fn next_slot(&self, tz: &TimeZone, after: Timestamp) -> Option<Timestamp> {
         let mut local = tz.to_datetime(after);
         for _ in 0..1_000 {
             let slot = self.next_local(local)?;
@@ -242,11 +285,11 @@ pub(crate) fn slot_key(name: &str, slot: Timestamp) -> String {
 
 /// The words for what a schedule's change can get wrong (each an `Error::Refused`).
 mod refusal {
-    pub const BAD_NAME: &str = "A schedule's name is 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit.";
-    pub const ARGS_NOT_AN_OBJECT: &str =
+    pub(super) const BAD_NAME: &str = "A schedule's name is 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit.";
+    pub(super) const ARGS_NOT_AN_OBJECT: &str =
         "Args must be a JSON object, such as {} or {\"source_id\": 1}.";
-    pub const ARGS_WITH_NUL: &str = "Args cannot hold a NUL character (\\u0000).";
-    pub const BAD_QUEUE: &str =
+    pub(super) const ARGS_WITH_NUL: &str = "Args cannot hold a NUL character (\\u0000).";
+    pub(super) const BAD_QUEUE: &str =
         "A queue's name is 1 to 64 characters, none of them a control character.";
 }
 
@@ -262,19 +305,35 @@ fn missing(what: &str) -> Error {
 #[derive(Clone, Debug, Serialize, PartialEq)]
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct Schedule {
+    /// Its name, which identifies it.
+    #[cfg_attr(feature = "schemars", schemars(description = ""))]
     pub name: String,
+    /// Its cron expression (five fields, or six with seconds).
+    #[cfg_attr(feature = "schemars", schemars(description = ""))]
     pub cron: String,
     /// The cron expression in words (for pages; not part of `schedules.list`).
     #[serde(skip)]
     pub description: String,
+    /// The time zone its slots are read in.
+    #[cfg_attr(feature = "schemars", schemars(description = ""))]
     pub timezone: String,
+    /// The kind of the job it inserts.
+    #[cfg_attr(feature = "schemars", schemars(description = ""))]
     pub kind: String,
     #[cfg_attr(feature = "schemars", schemars(schema_with = "any_json"))]
+    /// The job's arguments.
+    #[cfg_attr(feature = "schemars", schemars(description = ""))]
     pub args: serde_json::Value,
+    /// The job's queue.
+    #[cfg_attr(feature = "schemars", schemars(description = ""))]
     pub queue: String,
+    /// Whether it fires.
+    #[cfg_attr(feature = "schemars", schemars(description = ""))]
     pub enabled: bool,
     /// RFC 3339; `None` while disabled.
     pub next_run_at: Option<String>,
+    /// The newest job it inserted, while that is kept.
+    #[cfg_attr(feature = "schemars", schemars(description = ""))]
     pub last_run: Option<LastRun>,
 }
 
@@ -289,7 +348,11 @@ fn any_json(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 #[derive(Clone, Debug, Serialize, PartialEq)]
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct LastRun {
+    /// The job.
+    #[cfg_attr(feature = "schemars", schemars(description = ""))]
     pub job_id: JobId,
+    /// Its state now.
+    #[cfg_attr(feature = "schemars", schemars(description = ""))]
     pub state: JobState,
     /// When it was inserted, RFC 3339.
     pub at: String,
@@ -299,17 +362,25 @@ pub struct LastRun {
 /// takes its default on a new one (args `{}`, the kind's queue, enabled).
 #[derive(Clone, Debug, Default)]
 pub struct ScheduleChange {
+    /// The schedule's name.
     pub name: String,
+    /// A new cron expression.
     pub cron: Option<String>,
+    /// A new kind for its job.
     pub kind: Option<String>,
+    /// New arguments for its job (a JSON object).
     pub args: Option<serde_json::Value>,
+    /// A new queue for its job.
     pub queue: Option<String>,
+    /// Whether it fires.
     pub enabled: Option<bool>,
 }
 
 /// The schedules, by name, as of now.
 pub(crate) async fn list(pool: &PgPool, tz: &TimeZone) -> Result<Vec<Schedule>, Error> {
-    let rows = store::schedule_list(pool).await?;
+    let rows = store::schedule_list(pool)
+        .await
+        .map_err(Error::from_database)?;
     let now = Timestamp::now();
     Ok(rows
         .into_iter()
@@ -392,8 +463,11 @@ pub(crate) async fn set(
     {
         return Err(refused(refusal::BAD_QUEUE));
     }
-    let mut tx = pool.begin().await?;
-    if store::schedule_lock(&mut tx, &change.name).await? {
+    let mut tx = pool.begin().await.map_err(Error::from_database)?;
+    if store::schedule_lock(&mut tx, &change.name)
+        .await
+        .map_err(Error::from_database)?
+    {
         let update = ScheduleUpdate {
             name: &change.name,
             cron: cron.as_ref().map(CronExpr::as_str),
@@ -402,7 +476,9 @@ pub(crate) async fn set(
             queue: change.queue.as_deref(),
             enabled: change.enabled,
         };
-        store::schedule_update(&mut tx, update).await?;
+        store::schedule_update(&mut tx, update)
+            .await
+            .map_err(Error::from_database)?;
     } else {
         let cron = cron.as_ref().ok_or_else(|| missing("a cron expression"))?;
         let (kind, defaults) = change
@@ -418,9 +494,11 @@ pub(crate) async fn set(
             queue: change.queue.as_deref().unwrap_or(defaults.queue),
             enabled: change.enabled.unwrap_or(true),
         };
-        store::schedule_insert_missing(&mut *tx, new).await?;
+        store::schedule_insert_missing(&mut *tx, new)
+            .await
+            .map_err(Error::from_database)?;
     }
-    tx.commit().await?;
+    tx.commit().await.map_err(Error::from_database)?;
     get(pool, tz, &change.name).await
 }
 
@@ -438,7 +516,9 @@ pub(crate) async fn create_missing(pool: &PgPool, change: ScheduleChange) -> Res
         queue: &queue,
         enabled: change.enabled.unwrap_or(true),
     };
-    store::schedule_insert_missing(pool, new).await?;
+    store::schedule_insert_missing(pool, new)
+        .await
+        .map_err(Error::from_database)?;
     Ok(())
 }
 
@@ -454,9 +534,10 @@ pub(crate) async fn run_now(
     if !valid_name(name) {
         return Err(not_found(name));
     }
-    let mut tx = pool.begin().await?;
+    let mut tx = pool.begin().await.map_err(Error::from_database)?;
     let schedule = store::schedule_lock_to_run(&mut tx, name)
-        .await?
+        .await
+        .map_err(Error::from_database)?
         .ok_or_else(|| not_found(name))?;
     if let Some(pending) = schedule.pending {
         return Ok(Inserted {
@@ -476,8 +557,10 @@ pub(crate) async fn run_now(
         InsertOptions::default(),
     )
     .await?;
-    store::schedule_record_run(&mut tx, name, inserted.id).await?;
-    tx.commit().await?;
+    store::schedule_record_run(&mut tx, name, inserted.id)
+        .await
+        .map_err(Error::from_database)?;
+    tx.commit().await.map_err(Error::from_database)?;
     Ok(inserted)
 }
 
@@ -491,7 +574,9 @@ pub(crate) async fn fire_due(
     tz: &TimeZone,
     now: Timestamp,
 ) -> Result<Vec<(String, Inserted)>, Error> {
-    let schedules = store::schedule_enabled(pool).await?;
+    let schedules = store::schedule_enabled(pool)
+        .await
+        .map_err(Error::from_database)?;
     let mut fired = Vec::new();
     for schedule in schedules {
         let Ok(cron) = CronExpr::from_str(&schedule.cron) else {
@@ -536,8 +621,10 @@ async fn fire(
     defaults: KindDefaults,
     slot: Timestamp,
 ) -> Result<Option<Inserted>, Error> {
-    let mut tx = pool.begin().await?;
-    let Some(schedule) = store::schedule_claim_slot(&mut tx, name, offset_date_time(slot)?).await?
+    let mut tx = pool.begin().await.map_err(Error::from_database)?;
+    let Some(schedule) = store::schedule_claim_slot(&mut tx, name, offset_date_time(slot)?)
+        .await
+        .map_err(Error::from_database)?
     else {
         return Ok(None);
     };
@@ -551,8 +638,10 @@ async fn fire(
         InsertOptions::default(),
     )
     .await?;
-    store::schedule_record_run(&mut tx, name, inserted.id).await?;
-    tx.commit().await?;
+    store::schedule_record_run(&mut tx, name, inserted.id)
+        .await
+        .map_err(Error::from_database)?;
+    tx.commit().await.map_err(Error::from_database)?;
     tracing::info!(schedule = name, %slot, job = %inserted.id, "a schedule fired");
     Ok(Some(inserted))
 }

@@ -17,10 +17,16 @@ use crate::{Error, JobState};
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct QueueSummary {
+    /// The queue's name.
+    #[cfg_attr(feature = "schemars", schemars(description = ""))]
     pub name: String,
+    /// Whether it is paused: no process takes its jobs.
+    #[cfg_attr(feature = "schemars", schemars(description = ""))]
     pub paused: bool,
     /// Jobs in each state, every state present (0 when none).
     pub counts: BTreeMap<&'static str, i64>,
+    /// Its jobs finished in the last five minutes.
+    #[cfg_attr(feature = "schemars", schemars(description = ""))]
     pub finished_last_5m: i64,
     /// Seconds since the oldest `available` job became due; `None` when none is waiting.
     pub oldest_available_age_s: Option<f64>,
@@ -46,7 +52,7 @@ pub(crate) async fn set_paused(
     paused: bool,
 ) -> Result<QueueSummary, Error> {
     let queue = queue.trim();
-    let before = list(pool, configured).await?;
+    let before = list(pool, configured).await.map_err(Error::from_database)?;
     if !before.iter().any(|summary| summary.name == queue) {
         let name: String = queue.chars().take(64).collect();
         let known: Vec<String> = before.into_iter().map(|summary| summary.name).collect();
@@ -56,9 +62,13 @@ pub(crate) async fn set_paused(
         )));
     }
     if paused {
-        store::queue_pause(pool, queue).await?;
+        store::queue_pause(pool, queue)
+            .await
+            .map_err(Error::from_database)?;
     } else {
-        store::queue_resume(pool, queue).await?;
+        store::queue_resume(pool, queue)
+            .await
+            .map_err(Error::from_database)?;
     }
     // A pause moves no job: the figures just read stand, with the new flag.
     let mut summary = before

@@ -70,6 +70,7 @@ pub struct Registry {
 }
 
 impl Registry {
+    /// A registry with no kind yet.
     pub fn new() -> Self {
         Registry::default()
     }

@@ -11,7 +11,7 @@ use super::store::{Delay, MAX_DELAY, Outcome, OutputJson};
 
 /// How one attempt ended, as the executor saw it.
 #[derive(Clone, Debug, PartialEq)]
-pub enum AttemptResult {
+pub(crate) enum AttemptResult {
     /// The handler returned its output.
     Succeeded(OutputJson),
     /// The handler completed the job in its own transaction (`complete_tx`).
@@ -29,7 +29,7 @@ pub enum AttemptResult {
 
 /// What to write for the job: its next state and the columns that go with it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Plan {
+pub(crate) struct Plan {
     pub state: JobState,
     pub output: Option<OutputJson>,
     pub error: Option<String>,
@@ -42,7 +42,7 @@ pub struct Plan {
 /// `None` when there is nothing to write (the handler completed it itself, or the job
 /// is no longer this process's). Every delay is at most [`MAX_DELAY`]; a plain retry
 /// waits the backoff with unit `retry_base`.
-pub fn plan(
+pub(crate) fn plan(
     result: AttemptResult,
     attempt: i16,
     max_attempts: i16,
@@ -108,7 +108,7 @@ pub fn plan(
 /// output it cannot hold, a limit it keeps hitting): a failed attempt with `reason`,
 /// retried after the backoff or discarded when it was the last, so that the job is
 /// neither stuck nor run again forever.
-pub fn unwritable(outcome: &Outcome, reason: String, retry_base: Duration) -> Outcome {
+pub(crate) fn unwritable(outcome: &Outcome, reason: String, retry_base: Duration) -> Outcome {
     let last = outcome.attempt >= outcome.max_attempts;
     Outcome {
         state: if last {

@@ -27,9 +27,9 @@ pub struct JobRuntime {
 impl JobRuntime {
     /// Options for the pool an engine is given (set its size and connection from
     /// these): sqlx tries a connection with a round trip only after it sat idle a
-    /// second, not on every use (see `engine::pool_options`).
+    /// second, not on every use (see `pool::pool_options`).
     pub fn pool_options() -> sqlx::postgres::PgPoolOptions {
-        super::engine::pool_options()
+        super::pool::pool_options()
     }
 
     /// Starts the listener for `client` (whose waiters and subscribers it wakes), waits

@@ -107,7 +107,7 @@ async fn read_until(pool: &PgPool, ids: &[JobId], deadline: Instant) -> Option<V
 }
 
 /// The waiters of one process.
-pub struct Waiters {
+pub(crate) struct Waiters {
     slots: Arc<Semaphore>,
     max: usize,
     /// Job id → the waiters waiting for it. A std Mutex: held for map updates only.
@@ -118,7 +118,44 @@ pub struct Waiters {
     receipts: AtomicU64,
     answered: AtomicU64,
     /// Seconds from a job's finalization to its waiter waking.
-    wake_latency: prometheus_client::metrics::histogram::Histogram,
+    wake_latency: Mutex<WakeLatency>,
+}
+
+/// How long waiters took to wake after their jobs finished, as a histogram
+/// ([`JobClient::wake_latency`](crate::JobClient::wake_latency)), in the shape
+/// Prometheus' histograms take.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WakeLatency {
+    /// Each bucket's upper bound in seconds, lowest first (the last is infinity), and
+    /// the wakes that fell in it and in no lower one.
+    pub buckets: Vec<(f64, u64)>,
+    /// The wakes' latencies added up, in seconds.
+    pub sum_seconds: f64,
+    /// How many wakes were measured.
+    pub count: u64,
+}
+
+impl WakeLatency {
+    fn new() -> Self {
+        WakeLatency {
+            buckets: WAKE_BUCKETS
+                .iter()
+                .copied()
+                .chain([f64::INFINITY])
+                .map(|bound| (bound, 0))
+                .collect(),
+            sum_seconds: 0.0,
+            count: 0,
+        }
+    }
+
+    fn observe(&mut self, seconds: f64) {
+        self.sum_seconds += seconds;
+        self.count += 1;
+        if let Some((_, count)) = self.buckets.iter_mut().find(|(bound, _)| seconds <= *bound) {
+            *count += 1;
+        }
+    }
 }
 
 /// Buckets of the wake-latency histogram, in seconds: 0.5 ms to 5 s.
@@ -127,7 +164,7 @@ const WAKE_BUCKETS: [f64; 14] = [
 ];
 
 impl Waiters {
-    pub fn new(max: usize) -> Arc<Self> {
+    pub(crate) fn new(max: usize) -> Arc<Self> {
         Arc::new(Waiters {
             slots: Arc::new(Semaphore::new(max)),
             max,
@@ -135,12 +172,12 @@ impl Waiters {
             rows_coming: Mutex::new(FxHashMap::default()),
             receipts: AtomicU64::new(0),
             answered: AtomicU64::new(0),
-            wake_latency: prometheus_client::metrics::histogram::Histogram::new(WAKE_BUCKETS),
+            wake_latency: Mutex::new(WakeLatency::new()),
         })
     }
 
     /// Waits until every job in `ids` is finished, or `limit` passes.
-    pub async fn wait(
+    pub(crate) async fn wait(
         &self,
         pool: &PgPool,
         ids: &[JobId],
@@ -217,10 +254,11 @@ impl Waiters {
                         && rows.iter().all(|row| row.state.is_terminal()) =>
                 {
                     if let Some(woken_at) = woken_at {
+                        let mut latency = self.wake_latency.lock().expect("not poisoned");
                         for row in &rows {
                             if let Some(finalized_at) = row.finalized_at {
                                 let seconds = (woken_at - finalized_at).as_seconds_f64().max(0.0);
-                                self.wake_latency.observe(seconds);
+                                latency.observe(seconds);
                             }
                         }
                     }
@@ -241,7 +279,7 @@ impl Waiters {
     /// is about to hand over its row, the news, a notification or a re-read, is kept
     /// for when the write is over: now it would only send the waiter to read the row
     /// itself.)
-    pub fn job_finished(&self, id: JobId) {
+    pub(crate) fn job_finished(&self, id: JobId) {
         if let Some(coming) = self.rows_coming.lock().expect("not poisoned").get_mut(&id) {
             coming.heard = true;
             return;
@@ -274,7 +312,7 @@ impl Waiters {
 
     /// Marks a job finished, with its terminal row as just committed, for every
     /// waiter waiting for it: their answer needs no query.
-    pub fn job_finished_as(&self, row: &JobRow) {
+    pub(crate) fn job_finished_as(&self, row: &JobRow) {
         if let Some(coming) = self
             .rows_coming
             .lock()
@@ -297,7 +335,7 @@ impl Waiters {
 
     /// Whether a waiter waits for job `id` now.
     #[cfg(feature = "testing")]
-    pub fn waits_for(&self, id: JobId) -> bool {
+    pub(crate) fn waits_for(&self, id: JobId) -> bool {
         self.by_job.lock().expect("not poisoned").contains_key(&id)
     }
 
@@ -326,7 +364,7 @@ impl Waiters {
     }
 
     /// The ids any waiter still waits for.
-    pub fn pending_ids(&self) -> Vec<JobId> {
+    pub(crate) fn pending_ids(&self) -> Vec<JobId> {
         self.by_job
             .lock()
             .expect("not poisoned")
@@ -337,7 +375,7 @@ impl Waiters {
 
     /// Re-reads every waited-for id in one query and wakes the waiters of finished
     /// ones: what a lost notification would have done.
-    pub async fn resync(&self, pool: &PgPool) -> Result<(), sqlx::Error> {
+    pub(crate) async fn resync(&self, pool: &PgPool) -> Result<(), sqlx::Error> {
         let ids = self.pending_ids();
         if ids.is_empty() {
             return Ok(());
@@ -349,26 +387,26 @@ impl Waiters {
     }
 
     /// Waits in progress now.
-    pub fn waiting(&self) -> usize {
+    pub(crate) fn waiting(&self) -> usize {
         self.max - self.slots.available_permits()
     }
 
-    pub fn max(&self) -> usize {
+    pub(crate) fn max(&self) -> usize {
         self.max
     }
 
     /// Receipts handed out so far (a limit passed, or no slot was free).
-    pub fn receipts_given(&self) -> u64 {
+    pub(crate) fn receipts_given(&self) -> u64 {
         self.receipts.load(Ordering::Relaxed)
     }
 
     /// Waits answered with the finished jobs so far.
-    pub fn answered(&self) -> u64 {
+    pub(crate) fn answered(&self) -> u64 {
         self.answered.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn wake_latency(&self) -> &prometheus_client::metrics::histogram::Histogram {
-        &self.wake_latency
+    pub(crate) fn wake_latency(&self) -> WakeLatency {
+        self.wake_latency.lock().expect("not poisoned").clone()
     }
 
     fn register(&self, waiter: &Arc<Waiter>, ids: &[JobId]) -> Registration<'_> {

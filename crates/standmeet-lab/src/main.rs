@@ -81,7 +81,7 @@ fn main() -> ExitCode {
             Err(err) => {
                 eprintln!(
                     "standmeet-lab: {}",
-                    standmeet_jobs::error_chain(err.as_ref())
+                    standmeet::causes::error_chain(err.as_ref())
                 );
                 return ExitCode::FAILURE;
             }
@@ -97,7 +97,7 @@ fn main() -> ExitCode {
         Err(err) => {
             eprintln!(
                 "standmeet-lab: {}",
-                standmeet_jobs::error_chain(err.as_ref())
+                standmeet::causes::error_chain(err.as_ref())
             );
             return ExitCode::from(2);
         }
@@ -157,7 +157,7 @@ fn main() -> ExitCode {
         Err(err) => {
             eprintln!(
                 "standmeet-lab: {}",
-                standmeet_jobs::error_chain(err.as_ref())
+                standmeet::causes::error_chain(err.as_ref())
             );
             ExitCode::FAILURE
         }

@@ -9,7 +9,7 @@ use sqlx::{PgConnection, PgExecutor, PgPool};
 
 use crate::JobId;
 
-use super::outcome::max_delay_ms;
+use super::max_delay_ms;
 use super::{FetchedJob, HeldAttempt};
 
 /// Claims up to `limit` available jobs of `queue` inside the caller's transaction `tx`,
@@ -29,7 +29,7 @@ use super::{FetchedJob, HeldAttempt};
 /// `job_claims`): that one waits for the rescuer to count the attempt
 /// ([`job_count_dead_claims`]), so that a job that kills its process is not picked
 /// first by every process again and again.
-pub async fn job_claim(
+pub(crate) async fn job_claim(
     tx: &mut PgConnection,
     queue: &str,
     limit: i64,
@@ -104,7 +104,7 @@ pub async fn job_claim(
 /// transaction that claimed them. Asked only by a process that carries traces, so that
 /// the claim's own statement ([`job_claim`]) is the same with traces off as it was
 /// before there were any: one more statement per claim, not per job.
-pub async fn job_trace_contexts(
+pub(crate) async fn job_trace_contexts(
     tx: &mut PgConnection,
     jobs: &mut [FetchedJob],
 ) -> Result<(), sqlx::Error> {
@@ -137,7 +137,7 @@ pub async fn job_trace_contexts(
 /// running job (the completer writes their outcomes; the rescuer takes back those
 /// whose process died, counting the attempt). Picks as [`job_claim`] does (priority
 /// order, known kinds, no paused queue, no job with a trace).
-pub async fn job_claim_running(
+pub(crate) async fn job_claim_running(
     connection: &mut PgConnection,
     queue: &str,
     limit: i64,
@@ -180,7 +180,7 @@ pub async fn job_claim_running(
 /// connection other than the claim's. Until `lease` has passed only the claim's own
 /// process settles these attempts; after it, if the claim's transaction did not commit,
 /// the rescuer counts them.
-pub async fn job_claim_trace(
+pub(crate) async fn job_claim_trace(
     executor: impl PgExecutor<'_>,
     xact: &str,
     queue: &str,
@@ -210,7 +210,7 @@ pub async fn job_claim_trace(
 /// What became of a claim whose transaction ended without our knowing how (its
 /// connection broke while it wrote or committed).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ClaimFate {
+pub(crate) enum ClaimFate {
     /// It committed after all: its attempts are recorded.
     Committed,
     /// A second write of it (the transaction named) committed after all, though its
@@ -235,7 +235,7 @@ pub enum ClaimFate {
 /// A second write deletes the trace as it records the attempts: without the list of
 /// them, one that committed unheard would leave the next try to find the trace gone
 /// and the claim not committed, and to take that for the rescuer's work.
-pub async fn job_claim_settle(
+pub(crate) async fn job_claim_settle(
     tx: &mut PgConnection,
     xact: &str,
     rewrites: &[String],
@@ -275,7 +275,7 @@ pub async fn job_claim_settle(
 /// `retry_base`, as everywhere), or `discarded` when that was its last attempt, with
 /// an error entry that says so. A job that moved on meanwhile is left alone (fenced by
 /// its state and attempt). Answers how many jobs it changed and how many discarded.
-pub async fn job_count_dead_claims(
+pub(crate) async fn job_count_dead_claims(
     pool: &PgPool,
     limit: i64,
     retry_base: Duration,
@@ -331,7 +331,7 @@ pub async fn job_count_dead_claims(
 /// reaches each row directly (a TID scan) instead of through the primary key: about a
 /// tenth of that write's database time for quick jobs.
 #[derive(Debug, Default)]
-pub struct ClaimedRows {
+pub(crate) struct ClaimedRows {
     pub(super) rows: FxHashMap<JobId, String>,
     /// The claim's transaction id (`pg_current_xact_id()`, as text): the key of its
     /// trace in `job_claims`. Empty when the claim took nothing.
@@ -342,7 +342,7 @@ pub struct ClaimedRows {
 /// the attempt before (a claim rolled back, or its connection broke; its trace, which
 /// the caller took back with [`job_claim_settle`], kept every other claim off them), by
 /// row lock like [`job_claim`]. Answers those it claimed.
-pub async fn job_claim_again(
+pub(crate) async fn job_claim_again(
     tx: &mut PgConnection,
     attempts: &[HeldAttempt],
 ) -> Result<(Vec<HeldAttempt>, ClaimedRows), sqlx::Error> {
@@ -377,7 +377,7 @@ pub async fn job_claim_again(
 /// How a claim's transaction begins: `BEGIN` with `idle_limit` as its idle timeout, so
 /// that PostgreSQL ends the transaction of a process that stopped answering. Sent as
 /// simple text (no parameters) in the round trip of the `BEGIN` itself.
-pub fn job_claim_begin_sql(idle_limit: Duration) -> String {
+pub(crate) fn job_claim_begin_sql(idle_limit: Duration) -> String {
     format!(
         "BEGIN; SET LOCAL idle_in_transaction_session_timeout = {}",
         idle_limit.as_millis().max(1)
@@ -402,7 +402,12 @@ pub const SLOT_WAIT: Duration = Duration::from_secs(1);
 /// for slot `mine`, up to [`SLOT_WAIT`], then goes ahead without one (the SQL
 /// function `standmeet_claim_slot`, whose migration says why it is one). Simple text,
 /// one round trip like a plain `BEGIN`.
-pub fn job_claim_begin_in_slot_sql(begin: &str, queue: &str, slots: usize, mine: usize) -> String {
+pub(crate) fn job_claim_begin_in_slot_sql(
+    begin: &str,
+    queue: &str,
+    slots: usize,
+    mine: usize,
+) -> String {
     // The statement goes as simple text, without parameters (that is what makes it
     // one round trip with the `BEGIN`): integers, and the queue's name (for the
     // warning) only when it needs no quoting.

@@ -7,7 +7,7 @@ use crate::{JobId, JobState};
 
 /// Inserts one job. It is `scheduled` when `scheduled_at` lies ahead, else `available`.
 #[allow(clippy::too_many_arguments)] // One job's columns, as the statement takes them.
-pub async fn job_insert<'e>(
+pub(crate) async fn job_insert<'e>(
     executor: impl PgExecutor<'e>,
     kind: &str,
     queue: &str,
@@ -39,7 +39,7 @@ pub async fn job_insert<'e>(
 }
 
 /// Inserts many jobs of one kind in one statement; answers their ids in order.
-pub async fn job_insert_many(
+pub(crate) async fn job_insert_many(
     conn: &mut PgConnection,
     kind: &str,
     queue: &str,
@@ -71,7 +71,7 @@ pub async fn job_insert_many(
 /// the new job's id, or `None` when the key is taken (the insert waits for a
 /// transaction that is inserting the same key, and counts its job once it commits).
 #[allow(clippy::too_many_arguments)]
-pub async fn job_insert_unique(
+pub(crate) async fn job_insert_unique(
     conn: &mut PgConnection,
     kind: &str,
     queue: &str,
@@ -108,7 +108,7 @@ pub async fn job_insert_unique(
 }
 
 /// The unfinished job that holds `unique_key`, with its state, if one does.
-pub async fn job_unique_holder(
+pub(crate) async fn job_unique_holder(
     conn: &mut PgConnection,
     unique_key: &str,
 ) -> Result<Option<(JobId, JobState)>, sqlx::Error> {
@@ -128,7 +128,7 @@ pub async fn job_unique_holder(
 /// Has the running job `id` give up `unique_key` (it runs on, without a key), so that
 /// the next job with that key can be inserted. Answers whether it did: `false` when the
 /// job is no longer running or no longer holds that key.
-pub async fn job_release_unique_key(
+pub(crate) async fn job_release_unique_key(
     conn: &mut PgConnection,
     id: JobId,
     unique_key: &str,

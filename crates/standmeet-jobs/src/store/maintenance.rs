@@ -8,11 +8,11 @@ use sqlx::PgPool;
 use crate::JobId;
 
 use super::HeldAttempt;
-use super::outcome::max_delay_ms;
+use super::max_delay_ms;
 
 /// What a lease renewal found about one held attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Renewed {
+pub(crate) struct Renewed {
     pub id: JobId,
     /// An admin asked to cancel it (its notification may have been lost).
     pub cancel_requested: bool,
@@ -22,7 +22,7 @@ pub struct Renewed {
 /// (running, or with an outcome not yet written), and only while each is still
 /// `running` at that attempt under `worker`. Answers those it renewed; an attempt
 /// missing from the answer is no longer this process's (rescued, cancelled, finished).
-pub async fn job_renew_leases(
+pub(crate) async fn job_renew_leases(
     pool: &PgPool,
     worker: &str,
     held: &[HeldAttempt],
@@ -63,7 +63,7 @@ pub async fn job_renew_leases(
 /// every pass (measured: 38 ms instead of 9 ms to take 1,000 of 100,000 jobs), so the
 /// cost would grow with the rows kept. The array makes it primary-key lookups. The
 /// rescuer and the cleaner below do the same for the same reason.
-pub async fn job_schedule_due(pool: &PgPool, limit: i64) -> Result<u64, sqlx::Error> {
+pub(crate) async fn job_schedule_due(pool: &PgPool, limit: i64) -> Result<u64, sqlx::Error> {
     let result = sqlx::query!(
         r#"
         WITH due AS (
@@ -132,7 +132,7 @@ pub async fn job_rescue_expired(
 /// before the cutoff. An under-count by at most the one bucket the cutoff falls in, so
 /// that the cleaner, which stops once it deleted this many, never walks every block of
 /// ids for jobs that are not due; the rest are due at a later turn.
-pub async fn job_finished_due(
+pub(crate) async fn job_finished_due(
     pool: &PgPool,
     keep_completed: Duration,
     keep_discarded: Duration,
@@ -160,7 +160,7 @@ pub async fn job_finished_due(
 /// Counts what it deletes in the summaries itself, in the same statement (see
 /// `COUNTS_ITSELF`). Each job is deleted only if it is still finished and due when the
 /// delete reaches it (an operator may have retried it meanwhile).
-pub async fn job_delete_finished(
+pub(crate) async fn job_delete_finished(
     pool: &PgPool,
     keep_completed: Duration,
     keep_discarded: Duration,

@@ -12,7 +12,7 @@ use crate::{JobId, JobState};
 /// until PostgreSQL ends it (up to a lease). The action answers within 2 s instead:
 /// done, or SQLSTATE 55P03 (`lock_not_available`), which StandMeet answers with 409 and
 /// words (see `error`).
-pub const OPERATOR_LOCK_WAIT: Duration = Duration::from_secs(1);
+pub(super) const OPERATOR_LOCK_WAIT: Duration = Duration::from_secs(1);
 
 /// Begins an operator's action with [`OPERATOR_LOCK_WAIT`] as its lock timeout.
 async fn begin_operator_action(
@@ -34,13 +34,14 @@ pub enum CancelOutcome {
     Requested,
     /// It had already finished, in this state.
     AlreadyFinal(JobState),
+    /// No job has that id.
     NotFound,
 }
 
 /// Cancels a job: at once when it is not running, else by asking its holder (the row
 /// records the request, and a notification reaches the holder now). One job of
 /// [`job_cancel_many`].
-pub async fn job_cancel(pool: &PgPool, id: JobId) -> Result<CancelOutcome, sqlx::Error> {
+pub(crate) async fn job_cancel(pool: &PgPool, id: JobId) -> Result<CancelOutcome, sqlx::Error> {
     let cancels = cancel_in_one_transaction(pool, &[id]).await?;
     Ok(if !cancels.cancelled.is_empty() {
         CancelOutcome::Cancelled
@@ -61,12 +62,13 @@ pub enum RetryOutcome {
     Retried,
     /// It is in a state a retry does not apply to.
     NotRetryable(JobState),
+    /// No job has that id.
     NotFound,
 }
 
 /// Makes a `retryable`, `discarded` or `cancelled` job `available` now, with room for
 /// at least one more attempt.
-pub async fn job_retry(pool: &PgPool, id: JobId) -> Result<RetryOutcome, sqlx::Error> {
+pub(crate) async fn job_retry(pool: &PgPool, id: JobId) -> Result<RetryOutcome, sqlx::Error> {
     Ok(match the_one(&job_retry_many(pool, &[id]).await?) {
         Ok(()) => RetryOutcome::Retried,
         Err(Some(state)) => RetryOutcome::NotRetryable(state),
@@ -77,14 +79,16 @@ pub async fn job_retry(pool: &PgPool, id: JobId) -> Result<RetryOutcome, sqlx::E
 /// What deleting a job did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DeleteOutcome {
+    /// The job is deleted.
     Deleted,
     /// It has not finished (in this state); only finished jobs are deleted.
     NotFinished(JobState),
+    /// No job has that id.
     NotFound,
 }
 
 /// Deletes job `id` if it is finished (completed, discarded, cancelled).
-pub async fn job_delete(pool: &PgPool, id: JobId) -> Result<DeleteOutcome, sqlx::Error> {
+pub(crate) async fn job_delete(pool: &PgPool, id: JobId) -> Result<DeleteOutcome, sqlx::Error> {
     Ok(match the_one(&job_delete_many(pool, &[id]).await?) {
         Ok(()) => DeleteOutcome::Deleted,
         Err(Some(state)) => DeleteOutcome::NotFinished(state),
@@ -96,7 +100,9 @@ pub async fn job_delete(pool: &PgPool, id: JobId) -> Result<DeleteOutcome, sqlx:
 /// them as they were (`None`: no such job).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BulkOutcome {
+    /// The jobs it changed.
     pub changed: Vec<JobId>,
+    /// The jobs it left as they were, with their state (none: no such job).
     pub unchanged: Vec<(JobId, Option<JobState>)>,
 }
 
@@ -151,7 +157,10 @@ async fn unchanged_among(
 }
 
 /// [`job_retry`] for many jobs, in one transaction.
-pub async fn job_retry_many(pool: &PgPool, ids: &[JobId]) -> Result<BulkOutcome, sqlx::Error> {
+pub(crate) async fn job_retry_many(
+    pool: &PgPool,
+    ids: &[JobId],
+) -> Result<BulkOutcome, sqlx::Error> {
     let ids: Vec<i64> = ids.iter().map(|id| id.0).collect();
     let mut tx = begin_operator_action(pool).await?;
     let changed = sqlx::query_scalar!(
@@ -178,7 +187,10 @@ pub async fn job_retry_many(pool: &PgPool, ids: &[JobId]) -> Result<BulkOutcome,
 
 /// [`job_cancel`] for many jobs, in one transaction: those that have not started are
 /// `cancelled` at once, the running ones' holders are asked to stop them.
-pub async fn job_cancel_many(pool: &PgPool, ids: &[JobId]) -> Result<BulkOutcome, sqlx::Error> {
+pub(crate) async fn job_cancel_many(
+    pool: &PgPool,
+    ids: &[JobId],
+) -> Result<BulkOutcome, sqlx::Error> {
     let cancels = cancel_in_one_transaction(pool, ids).await?;
     let mut changed = cancels.cancelled;
     changed.extend(cancels.requested);
@@ -242,7 +254,10 @@ async fn cancel_in_one_transaction(pool: &PgPool, ids: &[JobId]) -> Result<Cance
 }
 
 /// [`job_delete`] for many jobs, in one transaction: the finished ones go.
-pub async fn job_delete_many(pool: &PgPool, ids: &[JobId]) -> Result<BulkOutcome, sqlx::Error> {
+pub(crate) async fn job_delete_many(
+    pool: &PgPool,
+    ids: &[JobId],
+) -> Result<BulkOutcome, sqlx::Error> {
     let ids: Vec<i64> = ids.iter().map(|id| id.0).collect();
     let mut tx = begin_operator_action(pool).await?;
     let changed = sqlx::query_scalar!(

@@ -12,7 +12,7 @@ use sqlx::{PgConnection, PgExecutor};
 
 use crate::{JobId, JobState};
 
-use super::{ClaimedRows, HeldAttempt, JobRow};
+use super::{ClaimedRows, HeldAttempt, JobRow, MAX_DELAY, max_delay_ms};
 
 /// Writes, in the transaction that claimed them ([`job_claim`]), what became of
 /// claimed jobs, in one statement: the attempts that ended get their outcome (as
@@ -40,7 +40,7 @@ use super::{ClaimedRows, HeldAttempt, JobRow};
 /// that the attempts are recorded and their trace gone in one commit, or neither, and
 /// counts the jobs it finishes in the summaries of finished jobs ([`COUNTS_ITSELF`]).
 #[allow(clippy::too_many_arguments)]
-pub async fn job_record_claimed(
+pub(crate) async fn job_record_claimed(
     tx: &mut PgConnection,
     worker: &str,
     lease: Duration,
@@ -164,11 +164,11 @@ pub async fn job_record_claimed(
 /// that the triggers that count every other change row by row stand aside. A
 /// transaction that goes on after such a statement (a handler's, after `complete_tx`)
 /// turns it off again ([`job_counts_by_trigger_again`]).
-pub const COUNTS_ITSELF: &str = "standmeet.counts_itself";
+pub(super) const COUNTS_ITSELF: &str = "standmeet.counts_itself";
 
 /// Turns [`COUNTS_ITSELF`] off for the rest of `tx`'s transaction: changes it makes
 /// to jobs by other statements are counted by the triggers again.
-pub async fn job_counts_by_trigger_again(tx: &mut PgConnection) -> Result<(), sqlx::Error> {
+pub(crate) async fn job_counts_by_trigger_again(tx: &mut PgConnection) -> Result<(), sqlx::Error> {
     sqlx::query("SELECT set_config($1, 'off', true)")
         .bind(COUNTS_ITSELF)
         .execute(tx)
@@ -205,12 +205,16 @@ impl RecordedJob {
 /// (see `retry::plan`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Outcome {
+    /// The job.
     pub id: JobId,
+    /// The attempt it ends.
     pub attempt: i16,
     /// The job's attempts in all (what an outcome that cannot be written becomes
     /// depends on it: see `retry::unwritable`).
     pub max_attempts: i16,
+    /// The state it moves the job to.
     pub state: JobState,
+    /// The output, for a completion.
     pub output: Option<OutputJson>,
     /// Appended to `errors` when present.
     pub error: Option<String>,
@@ -234,6 +238,7 @@ impl OutputJson {
         serde_json::value::to_raw_value(value).map(OutputJson)
     }
 
+    /// The JSON text.
     pub fn as_str(&self) -> &str {
         self.0.get()
     }
@@ -254,13 +259,11 @@ pub enum Delay {
     /// After the backoff of its attempt with this unit: `base × attempt⁴`, ±10 %, at
     /// most [`MAX_DELAY`]. Computed by the database's `job_backoff`, the one place the
     /// formula lives (the rescuer uses it too).
-    Backoff { base: Duration },
+    Backoff {
+        /// The backoff's unit.
+        base: Duration,
+    },
 }
-
-/// The longest any delay may be: the backoff's cap, a handler's `retry_after` or
-/// snooze, alike. Past a week a retry is no longer what anybody waits for, and an
-/// unbounded delay would overflow PostgreSQL's interval.
-pub const MAX_DELAY: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// The longest error text kept per attempt (in characters): a whole feed or a stack of
 /// causes helps nobody in the Tasks panel and bloats the row at every state change.
@@ -269,7 +272,7 @@ pub const MAX_ERROR_CHARS: usize = 2_000;
 /// An error text as it can be stored: without NUL characters (PostgreSQL's text and
 /// jsonb refuse them; a feed or a remote error may carry one) and at most
 /// [`MAX_ERROR_CHARS`] characters, with an ellipsis when cut.
-pub fn clean_error(text: &str) -> String {
+pub(super) fn clean_error(text: &str) -> String {
     let mut chars = text.chars().filter(|c| *c != '\0');
     let mut cleaned: String = chars.by_ref().take(MAX_ERROR_CHARS).collect();
     if chars.next().is_some() {
@@ -309,11 +312,6 @@ fn without_nul(value: &serde_json::Value) -> serde_json::Value {
 
 fn delay_millis(delay: Duration) -> i64 {
     delay.min(MAX_DELAY).as_millis() as i64
-}
-
-/// [`MAX_DELAY`] in milliseconds, as `job_backoff` takes its cap.
-pub(super) fn max_delay_ms() -> f64 {
-    MAX_DELAY.as_millis() as f64
 }
 
 /// Outcomes as the parallel arrays that `unnest` turns back into rows.

@@ -6,7 +6,7 @@ use crate::JobState;
 
 /// One (queue, state) pair's figures, for the queues page.
 #[derive(Clone, Debug)]
-pub struct QueueStateCount {
+pub(crate) struct QueueStateCount {
     pub queue: String,
     pub state: JobState,
     pub count: i64,
@@ -21,7 +21,7 @@ pub struct QueueStateCount {
 /// jobs counted through their indexes (they are few), the finished ones read from their
 /// summaries (`job_finished_minutes`), so the figures cost the same with a million jobs
 /// kept.
-pub async fn queue_state_counts(pool: &PgPool) -> Result<Vec<QueueStateCount>, sqlx::Error> {
+pub(crate) async fn queue_state_counts(pool: &PgPool) -> Result<Vec<QueueStateCount>, sqlx::Error> {
     sqlx::query_as!(
         QueueStateCount,
         r#"
@@ -56,14 +56,14 @@ pub async fn queue_state_counts(pool: &PgPool) -> Result<Vec<QueueStateCount>, s
 }
 
 /// The paused queues, by name.
-pub async fn queue_paused(pool: &PgPool) -> Result<Vec<String>, sqlx::Error> {
+pub(crate) async fn queue_paused(pool: &PgPool) -> Result<Vec<String>, sqlx::Error> {
     sqlx::query_scalar!("SELECT queue FROM job_queue_pauses ORDER BY queue")
         .fetch_all(pool)
         .await
 }
 
 /// Pauses `queue` (staying paused when it already was).
-pub async fn queue_pause(pool: &PgPool, queue: &str) -> Result<(), sqlx::Error> {
+pub(crate) async fn queue_pause(pool: &PgPool, queue: &str) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "INSERT INTO job_queue_pauses (queue) VALUES ($1) ON CONFLICT (queue) DO NOTHING",
         queue
@@ -75,7 +75,7 @@ pub async fn queue_pause(pool: &PgPool, queue: &str) -> Result<(), sqlx::Error> 
 
 /// Resumes `queue`, and in the same transaction wakes its producers in every process
 /// (the insert channel), so that the jobs that waited run at once.
-pub async fn queue_resume(pool: &PgPool, queue: &str) -> Result<(), sqlx::Error> {
+pub(crate) async fn queue_resume(pool: &PgPool, queue: &str) -> Result<(), sqlx::Error> {
     let mut tx = pool.begin().await?;
     sqlx::query!("DELETE FROM job_queue_pauses WHERE queue = $1", queue)
         .execute(&mut *tx)

@@ -8,7 +8,7 @@ use crate::{JobId, JobState};
 use super::JobRow;
 
 /// These jobs, whole (the ones that exist), in no particular order.
-pub async fn job_get_many(
+pub(crate) async fn job_get_many(
     executor: impl PgExecutor<'_>,
     ids: &[JobId],
 ) -> Result<Vec<JobRow>, sqlx::Error> {
@@ -28,7 +28,7 @@ pub async fn job_get_many(
 }
 
 /// Which of `ids` are in a terminal state.
-pub async fn job_terminal_among(
+pub(crate) async fn job_terminal_among(
     executor: impl PgExecutor<'_>,
     ids: &[JobId],
 ) -> Result<Vec<JobId>, sqlx::Error> {
@@ -46,7 +46,7 @@ pub async fn job_terminal_among(
 
 /// How many jobs there are of each state and kind: the unfinished ones counted by their
 /// index (they are few), the finished ones read from their summaries.
-pub async fn job_count_by_state_and_kind(
+pub(crate) async fn job_count_by_state_and_kind(
     pool: &PgPool,
     finished: bool,
 ) -> Result<Vec<(JobState, String, i64)>, sqlx::Error> {
@@ -84,15 +84,22 @@ pub async fn job_count_by_state_and_kind(
 /// send it as is: `{"id","state","attempt","errors_count"}`).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct JobProgress {
+    /// The job's id.
     pub id: i64,
+    /// Its state.
     pub state: JobState,
+    /// Attempts started so far.
     pub attempt: i16,
+    /// Its failed attempts.
     pub errors_count: i32,
 }
 
 /// Where these jobs (those that exist) stand: state, attempt and how many errors they
 /// have.
-pub async fn job_progress(pool: &PgPool, ids: &[JobId]) -> Result<Vec<JobProgress>, sqlx::Error> {
+pub(crate) async fn job_progress(
+    pool: &PgPool,
+    ids: &[JobId],
+) -> Result<Vec<JobProgress>, sqlx::Error> {
     let ids: Vec<i64> = ids.iter().map(|id| id.0).collect();
     sqlx::query_as!(
         JobProgress,
@@ -110,8 +117,11 @@ pub async fn job_progress(pool: &PgPool, ids: &[JobId]) -> Result<Vec<JobProgres
 /// How many jobs finished in one minute with one outcome.
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
 pub struct FinishedInMinute {
+    /// The minute's start.
     pub minute: OffsetDateTime,
+    /// The terminal state.
     pub state: JobState,
+    /// Jobs that reached it in that minute.
     pub finished: i64,
 }
 
@@ -128,7 +138,9 @@ pub const FINISHED_PER_MINUTE_SQL: &str = r#"
 "#;
 
 /// See [`FINISHED_PER_MINUTE_SQL`].
-pub async fn job_finished_per_minute(pool: &PgPool) -> Result<Vec<FinishedInMinute>, sqlx::Error> {
+pub(crate) async fn job_finished_per_minute(
+    pool: &PgPool,
+) -> Result<Vec<FinishedInMinute>, sqlx::Error> {
     sqlx::query_as::<_, FinishedInMinute>(FINISHED_PER_MINUTE_SQL)
         .fetch_all(pool)
         .await
@@ -138,15 +150,25 @@ pub async fn job_finished_per_minute(pool: &PgPool) -> Result<Vec<FinishedInMinu
 /// the last error only.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct JobSummary {
+    /// Its id.
     pub id: JobId,
+    /// Its kind's name.
     pub kind: String,
+    /// Its queue.
     pub queue: String,
+    /// Its state.
     pub state: JobState,
+    /// Attempts started so far.
     pub attempt: i16,
+    /// The attempts it may take in all.
     pub max_attempts: i16,
+    /// When it was inserted.
     pub created_at: OffsetDateTime,
+    /// When it is due.
     pub scheduled_at: OffsetDateTime,
+    /// When it reached a terminal state.
     pub finalized_at: Option<OffsetDateTime>,
+    /// Its latest failed attempt's words.
     pub last_error: Option<String>,
 }
 
@@ -154,10 +176,15 @@ pub struct JobSummary {
 /// older than that id; `after`: newer than that id).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct JobFilter {
+    /// Only jobs in this state.
     pub state: Option<JobState>,
+    /// Only jobs of this kind.
     pub kind: Option<String>,
+    /// Only jobs of this queue.
     pub queue: Option<String>,
+    /// Only jobs older than this one (the next page, newest first).
     pub before: Option<JobId>,
+    /// Only jobs newer than this one.
     pub after: Option<JobId>,
     /// One job by id.
     pub id: Option<JobId>,
@@ -179,7 +206,7 @@ const SUMMARY_COLUMNS: &str = "id, kind, queue, state, attempt, max_attempts, cr
 /// one job of ten thousand reads about one block per job shown. The two parts are
 /// merged by id. The statement is not kept prepared, so PostgreSQL plans each one for
 /// its actual values.
-pub async fn job_list_page(
+pub(crate) async fn job_list_page(
     pool: &PgPool,
     filter: &JobFilter,
     limit: i64,
@@ -289,7 +316,7 @@ pub async fn job_list_page(
 /// How many jobs are in each state: the unfinished ones counted through their index,
 /// each only up to `cap` (a backlog of a million jobs is "10,000+" on a page), the
 /// finished ones exactly, from their summaries.
-pub async fn job_state_counts(
+pub(crate) async fn job_state_counts(
     pool: &PgPool,
     cap: i64,
 ) -> Result<Vec<(JobState, i64)>, sqlx::Error> {
@@ -315,7 +342,10 @@ pub async fn job_state_counts(
 }
 
 /// The panel rows of these jobs (those that exist), for the status poll.
-pub async fn job_summaries(pool: &PgPool, ids: &[JobId]) -> Result<Vec<JobSummary>, sqlx::Error> {
+pub(crate) async fn job_summaries(
+    pool: &PgPool,
+    ids: &[JobId],
+) -> Result<Vec<JobSummary>, sqlx::Error> {
     let ids: Vec<i64> = ids.iter().map(|id| id.0).collect();
     sqlx::query_as!(
         JobSummary,
@@ -332,7 +362,7 @@ pub async fn job_summaries(pool: &PgPool, ids: &[JobId]) -> Result<Vec<JobSummar
 }
 
 /// One job, whole.
-pub async fn job_get(
+pub(crate) async fn job_get(
     executor: impl PgExecutor<'_>,
     id: JobId,
 ) -> Result<Option<JobRow>, sqlx::Error> {

@@ -8,7 +8,7 @@ use time::OffsetDateTime;
 use crate::{JobId, JobState};
 
 /// A schedule as stored, with the state of the newest job it inserted (while kept).
-pub struct ScheduleRow {
+pub(crate) struct ScheduleRow {
     pub name: String,
     pub cron: String,
     pub kind: String,
@@ -21,7 +21,7 @@ pub struct ScheduleRow {
 }
 
 /// Every schedule, by name.
-pub async fn schedule_list(pool: &PgPool) -> Result<Vec<ScheduleRow>, sqlx::Error> {
+pub(crate) async fn schedule_list(pool: &PgPool) -> Result<Vec<ScheduleRow>, sqlx::Error> {
     sqlx::query_as!(
         ScheduleRow,
         r#"
@@ -36,7 +36,7 @@ pub async fn schedule_list(pool: &PgPool) -> Result<Vec<ScheduleRow>, sqlx::Erro
 }
 
 /// Locks schedule `name` for a change, when it exists.
-pub async fn schedule_lock(tx: &mut PgConnection, name: &str) -> Result<bool, sqlx::Error> {
+pub(crate) async fn schedule_lock(tx: &mut PgConnection, name: &str) -> Result<bool, sqlx::Error> {
     let found = sqlx::query_scalar!(
         "SELECT name FROM job_schedules WHERE name = $1 FOR UPDATE",
         name
@@ -47,7 +47,7 @@ pub async fn schedule_lock(tx: &mut PgConnection, name: &str) -> Result<bool, sq
 }
 
 /// A new schedule, as checked by `periodic::set`.
-pub struct NewSchedule<'a> {
+pub(crate) struct NewSchedule<'a> {
     pub name: &'a str,
     pub cron: &'a str,
     pub kind: &'a str,
@@ -59,7 +59,7 @@ pub struct NewSchedule<'a> {
 /// Creates a schedule unless one of its name exists, and says whether it did. A caller
 /// that checked the name under the schedule's lock (an admin's new schedule) always
 /// creates it; a built-in one is left as its admin may have changed it since.
-pub async fn schedule_insert_missing(
+pub(crate) async fn schedule_insert_missing(
     conn: impl PgExecutor<'_>,
     new: NewSchedule<'_>,
 ) -> Result<bool, sqlx::Error> {
@@ -82,7 +82,7 @@ pub async fn schedule_insert_missing(
 }
 
 /// What a change to an existing schedule sets; `None` keeps the value.
-pub struct ScheduleUpdate<'a> {
+pub(crate) struct ScheduleUpdate<'a> {
     pub name: &'a str,
     pub cron: Option<&'a str>,
     pub kind: Option<&'a str>,
@@ -93,7 +93,7 @@ pub struct ScheduleUpdate<'a> {
 
 /// Changes a schedule. A new expression, or enabling a disabled one, counts its slots
 /// from now on (`fired_through`), so that no slot of the past fires.
-pub async fn schedule_update(
+pub(crate) async fn schedule_update(
     tx: &mut PgConnection,
     change: ScheduleUpdate<'_>,
 ) -> Result<(), sqlx::Error> {
@@ -121,7 +121,7 @@ pub async fn schedule_update(
 
 /// A schedule locked for "Run now": its job's kind, args and queue, and its newest job
 /// when that has not finished.
-pub struct ScheduleToRun {
+pub(crate) struct ScheduleToRun {
     pub kind: String,
     pub args: serde_json::Value,
     pub queue: String,
@@ -129,7 +129,7 @@ pub struct ScheduleToRun {
 }
 
 /// Locks schedule `name` for "Run now", when it exists.
-pub async fn schedule_lock_to_run(
+pub(crate) async fn schedule_lock_to_run(
     tx: &mut PgConnection,
     name: &str,
 ) -> Result<Option<ScheduleToRun>, sqlx::Error> {
@@ -150,7 +150,7 @@ pub async fn schedule_lock_to_run(
 }
 
 /// An enabled schedule, for the firing loop.
-pub struct EnabledSchedule {
+pub(crate) struct EnabledSchedule {
     pub name: String,
     pub cron: String,
     pub kind: String,
@@ -158,7 +158,7 @@ pub struct EnabledSchedule {
 }
 
 /// The enabled schedules, by name.
-pub async fn schedule_enabled(pool: &PgPool) -> Result<Vec<EnabledSchedule>, sqlx::Error> {
+pub(crate) async fn schedule_enabled(pool: &PgPool) -> Result<Vec<EnabledSchedule>, sqlx::Error> {
     sqlx::query_as!(
         EnabledSchedule,
         "SELECT name, cron, kind, fired_through FROM job_schedules WHERE enabled ORDER BY name"
@@ -168,7 +168,7 @@ pub async fn schedule_enabled(pool: &PgPool) -> Result<Vec<EnabledSchedule>, sql
 }
 
 /// The job a claimed slot inserts.
-pub struct SlotToFire {
+pub(crate) struct SlotToFire {
     pub kind: String,
     pub args: serde_json::Value,
     pub queue: String,
@@ -177,7 +177,7 @@ pub struct SlotToFire {
 /// Claims `slot` of schedule `name`: moves its `fired_through` forward, unless another
 /// process did (or the schedule was disabled) meanwhile. Only the process whose update
 /// moved it inserts the slot's job, in the same transaction.
-pub async fn schedule_claim_slot(
+pub(crate) async fn schedule_claim_slot(
     tx: &mut PgConnection,
     name: &str,
     slot: OffsetDateTime,
@@ -197,7 +197,7 @@ pub async fn schedule_claim_slot(
 }
 
 /// Records `job` as the newest one schedule `name` inserted.
-pub async fn schedule_record_run(
+pub(crate) async fn schedule_record_run(
     tx: &mut PgConnection,
     name: &str,
     job: JobId,

@@ -6,7 +6,7 @@ use sqlx::PgPool;
 
 /// Says that `worker` is alive and runs `kinds` on `queues` (inserting its row the
 /// first time). Renewed with the leases.
-pub async fn worker_heartbeat(
+pub(crate) async fn worker_heartbeat(
     pool: &PgPool,
     worker: &str,
     kinds: &[String],
@@ -28,7 +28,7 @@ pub async fn worker_heartbeat(
 }
 
 /// Removes `worker`'s row: it stops.
-pub async fn worker_remove(pool: &PgPool, worker: &str) -> Result<(), sqlx::Error> {
+pub(crate) async fn worker_remove(pool: &PgPool, worker: &str) -> Result<(), sqlx::Error> {
     sqlx::query!("DELETE FROM job_workers WHERE worker_id = $1", worker)
         .execute(pool)
         .await?;
@@ -36,7 +36,10 @@ pub async fn worker_remove(pool: &PgPool, worker: &str) -> Result<(), sqlx::Erro
 }
 
 /// Forgets the processes silent for longer than `silent` (they died).
-pub async fn worker_forget_silent(pool: &PgPool, silent: Duration) -> Result<u64, sqlx::Error> {
+pub(crate) async fn worker_forget_silent(
+    pool: &PgPool,
+    silent: Duration,
+) -> Result<u64, sqlx::Error> {
     let result = sqlx::query!(
         "DELETE FROM job_workers WHERE heartbeat_at < now() - $1 * interval '1 millisecond'",
         silent.as_millis() as f64,
@@ -47,7 +50,10 @@ pub async fn worker_forget_silent(pool: &PgPool, silent: Duration) -> Result<u64
 }
 
 /// The kinds some process that spoke within `live` has handlers for.
-pub async fn worker_known_kinds(pool: &PgPool, live: Duration) -> Result<Vec<String>, sqlx::Error> {
+pub(crate) async fn worker_known_kinds(
+    pool: &PgPool,
+    live: Duration,
+) -> Result<Vec<String>, sqlx::Error> {
     sqlx::query_scalar!(
         r#"
         SELECT DISTINCT unnest(kinds) AS "kind!" FROM job_workers
