@@ -423,297 +423,62 @@ impl Settings {
     /// Reads every setting through `lookup` (the environment, or a map in tests).
     /// An empty value counts as unset, as shells make it easy to export `X=`.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let given =
-            |setting: &Setting| lookup(setting.name).filter(|value| !value.trim().is_empty());
-        // What a setting holds: the value given, else its default value (nothing for a
-        // setting that is off, or made from others, when unset).
-        let read = |setting: &Setting| {
-            given(setting).or_else(|| match setting.when_unset {
-                WhenUnset::Value(value) => Some(value.to_string()),
-                WhenUnset::Nothing(_) => None,
-            })
-        };
-
-        let database_url = given(&env::DATABASE_URL)
-            .map(|raw| parse_database_url(&raw))
-            .transpose()?;
-        let data_dir = PathBuf::from(read(&env::STANDMEET_DATA_DIR).unwrap_or_default());
-
-        let raw = read(&env::LEPTOS_SITE_ADDR).unwrap_or_default();
-        let site_addr = raw.trim().parse::<SocketAddr>().map_err(|_| ConfigError {
-            setting: env::LEPTOS_SITE_ADDR.name,
-            value: Some(raw.clone()),
-            problem: "expected an IP address and port, such as 127.0.0.1:3000".into(),
-        })?;
-
-        let public_url = match given(&env::STANDMEET_PUBLIC_URL) {
-            Some(raw) => parse_public_url(&raw)?,
-            None => {
-                Url::parse(&format!("http://{site_addr}")).expect("a socket address makes a URL")
-            }
-        };
-
-        let mail = parse_mail_supplier(&read(&env::STANDMEET_MAIL).unwrap_or_default())?;
-
-        let mail_from = match given(&env::STANDMEET_MAIL_FROM) {
-            Some(raw) => parse_mail_from(&raw)?,
-            None => MailFrom {
-                name: DEFAULT_SENDER_NAME.to_string(),
-                address: default_mail_from(&public_url),
-            },
-        };
-
-        let owner_email = given(&env::STANDMEET_OWNER_EMAIL)
-            .map(|raw| parse_email(env::STANDMEET_OWNER_EMAIL.name, &raw))
-            .transpose()?;
-
-        let admin = match (
-            given(&env::STANDMEET_ADMIN_EMAIL),
-            lookup(env::STANDMEET_ADMIN_PASSWORD.name),
-        ) {
-            (None, None) => None,
-            (Some(email), Some(password)) if !password.is_empty() => {
-                let email = parse_email(env::STANDMEET_ADMIN_EMAIL.name, &email)?;
-                if password.chars().count() < MIN_PASSWORD_CHARS {
-                    return Err(ConfigError {
-                        setting: env::STANDMEET_ADMIN_PASSWORD.name,
-                        value: None,
-                        problem: "the password must be at least 8 characters long".into(),
-                    });
-                }
-                Some(AdminBootstrap {
-                    email,
-                    password: Some(password),
-                })
-            }
-            // The address alone names the first admin, made with a generated password
-            // while there is no admin at all.
-            (Some(email), _) => Some(AdminBootstrap {
-                email: parse_email(env::STANDMEET_ADMIN_EMAIL.name, &email)?,
-                password: None,
-            }),
-            (None, Some(_)) => {
-                return Err(ConfigError {
-                    setting: env::STANDMEET_ADMIN_EMAIL.name,
-                    value: None,
-                    problem: "it must be set when STANDMEET_ADMIN_PASSWORD is set".into(),
-                });
-            }
-        };
-
-        let mcp_token = given(&env::STANDMEET_MCP_TOKEN)
-            .map(|token| check_token(env::STANDMEET_MCP_TOKEN.name, token))
-            .transpose()?;
-        // Anyone who reaches /mcp may guess it: it must be long enough not to be.
-        if let Some(token) = &mcp_token
-            && token.chars().count() < MIN_MCP_TOKEN_CHARS
-        {
-            return Err(ConfigError {
-                setting: env::STANDMEET_MCP_TOKEN.name,
-                value: None,
-                problem: format!(
-                    "the token must be at least {MIN_MCP_TOKEN_CHARS} characters long (it has {}); make one with `openssl rand -hex 32`",
-                    token.chars().count()
-                ),
-            });
-        }
-
-        let approve_wait = parse_millis(&read, &env::STANDMEET_APPROVE_WAIT_MS)?;
-        let fetch_wait = parse_millis(&read, &env::STANDMEET_FETCH_WAIT_MS)?;
-        let index_wait = parse_millis(&read, &env::STANDMEET_INDEX_WAIT_MS)?;
-        let database_wait = parse_millis(&read, &env::STANDMEET_DATABASE_WAIT_MS)?;
-        let header_timeout = parse_millis(&read, &env::STANDMEET_HEADER_TIMEOUT_MS)?;
-        if header_timeout.is_zero() {
-            return Err(ConfigError {
-                setting: env::STANDMEET_HEADER_TIMEOUT_MS.name,
-                value: Some("0".into()),
-                problem: "it must be more than 0: a connection needs some time to send its headers"
-                    .into(),
-            });
-        }
-        let max_waiters = parse_count(&read, &env::STANDMEET_MAX_WAITERS, 0..=100_000)?;
-        let max_live_clients = parse_count(&read, &env::STANDMEET_MAX_LIVE_CLIENTS, 0..=100_000)?;
-        let max_body_bytes = parse_count(
-            &read,
-            &env::STANDMEET_MAX_BODY_BYTES,
-            1024..=1024 * 1024 * 1024,
-        )?;
-        let retry_base = parse_millis(&read, &env::STANDMEET_RETRY_BASE_MS)?;
-        let mail_per_recipient_per_hour = parse_count(
-            &read,
-            &env::STANDMEET_MAIL_PER_RECIPIENT_PER_HOUR,
-            1..=10_000,
-        )? as u32;
-        let confirm_link_valid =
-            parse_count(&read, &env::STANDMEET_CONFIRM_LINK_HOURS, 1..=24 * 30)
-                .map(|hours| Duration::from_secs(hours as u64 * 3600))?;
-        let job_lease = parse_millis(&read, &env::STANDMEET_JOB_LEASE_MS)?;
-        if job_lease < Duration::from_millis(300) {
-            return Err(ConfigError {
-                setting: env::STANDMEET_JOB_LEASE_MS.name,
-                value: given(&env::STANDMEET_JOB_LEASE_MS),
-                problem: "at least 300 milliseconds".into(),
-            });
-        }
-        let hours = |n: usize| Duration::from_secs(n as u64 * 3600);
-        let keep_completed =
-            parse_count(&read, &env::STANDMEET_KEEP_COMPLETED_HOURS, 1..=24 * 365).map(hours)?;
-        let keep_discarded =
-            parse_count(&read, &env::STANDMEET_KEEP_DISCARDED_HOURS, 1..=24 * 365).map(hours)?;
-        let login_attempts_per_minute =
-            parse_count(&read, &env::STANDMEET_LOGIN_ATTEMPTS_PER_MINUTE, 1..=10_000)
-                .map(|n| std::num::NonZeroU32::new(n as u32).expect("the range starts at 1"))?;
-
-        let fetch_allow_private = parse_bool(&read, &env::STANDMEET_FETCH_ALLOW_PRIVATE)?;
-        let webhook_timeout = parse_millis(&read, &env::STANDMEET_WEBHOOK_TIMEOUT_MS)?;
-        if webhook_timeout < Duration::from_millis(100) || webhook_timeout > MAX_WEBHOOK_TIMEOUT {
-            return Err(ConfigError {
-                setting: env::STANDMEET_WEBHOOK_TIMEOUT_MS.name,
-                value: given(&env::STANDMEET_WEBHOOK_TIMEOUT_MS),
-                problem: format!(
-                    "it must be between 100 and {} milliseconds",
-                    MAX_WEBHOOK_TIMEOUT.as_millis()
-                ),
-            });
-        }
-        let keep_events = parse_count(&read, &env::STANDMEET_KEEP_EVENTS_DAYS, 1..=3650)
-            .map(|days| Duration::from_secs(days as u64 * 24 * 3600))?;
-
-        let listen_database_url = given(&env::STANDMEET_LISTEN_DATABASE_URL)
-            .map(|raw| {
-                parse_database_url(&raw).map_err(|err| ConfigError {
-                    setting: env::STANDMEET_LISTEN_DATABASE_URL.name,
-                    ..err
-                })
-            })
-            .transpose()?;
-        let log_format = parse_choice(
-            &read,
-            &env::STANDMEET_LOG_FORMAT,
-            &[("text", LogFormat::Text), ("json", LogFormat::Json)],
-            "it must be text or json",
-        )?;
-        let mcp_tool_names = parse_choice(
-            &read,
-            &env::STANDMEET_MCP_TOOL_NAMES,
-            &[
-                ("dots", ToolNames::Dots),
-                ("underscore", ToolNames::Underscore),
-            ],
-            "it must be dots (access_requests.list) or underscore (access_requests_list)",
-        )?;
-        let metrics_token = given(&env::STANDMEET_METRICS_TOKEN)
-            .map(|token| check_token(env::STANDMEET_METRICS_TOKEN.name, token))
-            .transpose()?;
-        let db_pool_size = parse_count(&read, &env::STANDMEET_DB_POOL_SIZE, 1..=1000)? as u32;
-        let trusted_proxies = match given(&env::STANDMEET_TRUSTED_PROXIES) {
-            None => Vec::new(),
-            Some(raw) => raw
-                .split(',')
-                .map(str::trim)
-                .filter(|part| !part.is_empty())
-                .map(|part| {
-                    part.parse::<ipnet::IpNet>()
-                        .or_else(|_| part.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
-                        .map_err(|_| ConfigError {
-                            setting: env::STANDMEET_TRUSTED_PROXIES.name,
-                            value: Some(raw.clone()),
-                            problem: format!(
-                                "{part:?} is not an address or a CIDR; write them comma-separated, such as 10.0.0.0/8, 192.0.2.7"
-                            ),
-                        })
-                })
-                .collect::<Result<Vec<_>, _>>()?,
-        };
-        let trusted_proxy_header = parse_choice(
-            &read,
-            &env::STANDMEET_TRUSTED_PROXY_HEADER,
-            &[
-                ("x-forwarded-for", ProxyHeader::XForwardedFor),
-                ("forwarded", ProxyHeader::Forwarded),
-            ],
-            "it must be x-forwarded-for or forwarded",
-        )?;
-        let raw = read(&env::STANDMEET_TIMEZONE).unwrap_or_default();
-        let timezone = jiff::tz::TimeZone::get(raw.trim()).map_err(|_| ConfigError {
-                setting: env::STANDMEET_TIMEZONE.name,
-                value: Some(raw.clone()),
-                problem: "not a time zone name; use an IANA name such as Europe/Berlin, America/New_York or UTC".into(),
-            })?;
-        let booking = parse_choice(
-            &read,
-            &env::STANDMEET_BOOKING,
-            &[
-                ("access", BookingMode::Access),
-                ("open", BookingMode::Open),
-                ("off", BookingMode::Off),
-            ],
-            "it must be access (visitors with an access code), open (anyone) or off",
-        )?;
-
-        let vault = match read(&env::STANDMEET_VAULT).map(|raw| raw.trim().to_string()) {
-            None => None,
-            Some(raw) if raw.is_empty() => None,
-            Some(raw) => {
-                // A folder that is not there yet (a mount that comes up after the
-                // server) is no bad setting: the watcher waits for it and a rebuild
-                // says so in words. A file there is a wrong name, said now.
-                let is_a_file = std::fs::metadata(&raw).is_ok_and(|meta| !meta.is_dir());
-                if is_a_file {
-                    let problem = "it is a file; name the folder that holds the notes";
-                    return Err(ConfigError {
-                        setting: env::STANDMEET_VAULT.name,
-                        value: Some(raw),
-                        problem: problem.into(),
-                    });
-                }
-                Some(PathBuf::from(raw))
-            }
-        };
-        let vault_watch = parse_bool(&read, &env::STANDMEET_VAULT_WATCH)?;
-        if vault_watch && vault.is_none() {
-            return Err(ConfigError {
-                setting: env::STANDMEET_VAULT_WATCH.name,
-                value: Some("true".into()),
-                problem: "there is no vault to watch: set STANDMEET_VAULT too".into(),
-            });
-        }
-
-        let trace_url = match read(&env::STANDMEET_TRACE_URL).map(|raw| raw.trim().to_string()) {
-            None => None,
-            Some(raw) if raw.is_empty() => None,
-            Some(raw) => {
-                let web = url::Url::parse(&raw.replace("{trace_id}", "0"))
-                    .is_ok_and(|url| matches!(url.scheme(), "http" | "https"));
-                let problem = if !web {
-                    Some("it must be an http or https address")
-                } else if !raw.contains("{trace_id}") {
-                    Some("it must hold {trace_id}, where the trace's id goes")
-                } else {
-                    None
-                };
-                if let Some(problem) = problem {
-                    return Err(ConfigError {
-                        setting: env::STANDMEET_TRACE_URL.name,
-                        value: Some(raw),
-                        problem: problem.into(),
-                    });
-                }
-                Some(raw)
-            }
-        };
-
-        let raw = read(&env::RUST_LOG).unwrap_or_default();
-        tracing_subscriber::EnvFilter::builder()
-            .parse(&raw)
-            .map_err(|err| ConfigError {
-                setting: env::RUST_LOG.name,
-                value: Some(raw.clone()),
-                problem: format!(
-                    "not a tracing filter ({err}); try RUST_LOG=info or RUST_LOG=standmeet=debug"
-                ),
-            })?;
-        let log_filter = raw;
+        let vars = Environment { lookup: &lookup };
+        // Group by group, each read and checked on its own (see the functions below).
+        let Place {
+            database_url,
+            data_dir,
+            site_addr,
+            public_url,
+            listen_database_url,
+            db_pool_size,
+        } = place(&vars)?;
+        let MailSettings {
+            mail,
+            mail_from,
+            owner_email,
+            mail_per_recipient_per_hour,
+            confirm_link_valid,
+        } = mail_settings(&vars, &public_url)?;
+        let Doors {
+            admin,
+            mcp_token,
+            login_attempts_per_minute,
+            mcp_tool_names,
+            metrics_token,
+            trusted_proxies,
+            trusted_proxy_header,
+        } = doors(&vars)?;
+        let Limits {
+            approve_wait,
+            fetch_wait,
+            index_wait,
+            database_wait,
+            header_timeout,
+            max_waiters,
+            max_live_clients,
+            max_body_bytes,
+        } = limits(&vars)?;
+        let JobSettings {
+            retry_base,
+            job_lease,
+            keep_completed,
+            keep_discarded,
+            fetch_allow_private,
+            webhook_timeout,
+            keep_events,
+        } = job_settings(&vars)?;
+        let Desk {
+            timezone,
+            booking,
+            vault,
+            vault_watch,
+        } = desk(&vars)?;
+        let Observing {
+            log_format,
+            trace_url,
+            log_filter,
+        } = observing(&vars)?;
 
         Ok(Settings {
             database_url,
@@ -787,6 +552,463 @@ impl Settings {
     pub fn private_cluster_dir(&self) -> PathBuf {
         self.data_dir.join("pg")
     }
+}
+
+/// What the process was given, as the settings read it.
+struct Environment<'a> {
+    lookup: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Environment<'_> {
+    /// The value given for `setting`; a blank one is none.
+    fn given(&self, setting: &Setting) -> Option<String> {
+        (self.lookup)(setting.name).filter(|value| !value.trim().is_empty())
+    }
+
+    /// What `setting` holds: the value given, else its default value (nothing for a
+    /// setting that is off, or made from others, when unset).
+    fn read(&self, setting: &Setting) -> Option<String> {
+        self.given(setting).or_else(|| match setting.when_unset {
+            WhenUnset::Value(value) => Some(value.to_string()),
+            WhenUnset::Nothing(_) => None,
+        })
+    }
+
+    /// The value of `name` exactly as given, blank or not.
+    fn lookup_raw(&self, name: &str) -> Option<String> {
+        (self.lookup)(name)
+    }
+}
+
+/// Where StandMeet keeps its data, listens and is reached, and its database.
+struct Place {
+    database_url: Option<String>,
+    data_dir: PathBuf,
+    site_addr: SocketAddr,
+    public_url: Url,
+    listen_database_url: Option<String>,
+    db_pool_size: u32,
+}
+
+fn place(vars: &Environment<'_>) -> Result<Place, ConfigError> {
+    let given = |setting: &Setting| vars.given(setting);
+    let read = |setting: &Setting| vars.read(setting);
+    let database_url = given(&env::DATABASE_URL)
+        .map(|raw| parse_database_url(&raw))
+        .transpose()?;
+    let data_dir = PathBuf::from(read(&env::STANDMEET_DATA_DIR).unwrap_or_default());
+
+    let raw = read(&env::LEPTOS_SITE_ADDR).unwrap_or_default();
+    let site_addr = raw.trim().parse::<SocketAddr>().map_err(|_| ConfigError {
+        setting: env::LEPTOS_SITE_ADDR.name,
+        value: Some(raw.clone()),
+        problem: "expected an IP address and port, such as 127.0.0.1:3000".into(),
+    })?;
+
+    let public_url = match given(&env::STANDMEET_PUBLIC_URL) {
+        Some(raw) => parse_public_url(&raw)?,
+        None => Url::parse(&format!("http://{site_addr}")).expect("a socket address makes a URL"),
+    };
+
+    let listen_database_url = given(&env::STANDMEET_LISTEN_DATABASE_URL)
+        .map(|raw| {
+            parse_database_url(&raw).map_err(|err| ConfigError {
+                setting: env::STANDMEET_LISTEN_DATABASE_URL.name,
+                ..err
+            })
+        })
+        .transpose()?;
+    let db_pool_size = parse_count(&read, &env::STANDMEET_DB_POOL_SIZE, 1..=1000)? as u32;
+    Ok(Place {
+        database_url,
+        data_dir,
+        site_addr,
+        public_url,
+        listen_database_url,
+        db_pool_size,
+    })
+}
+
+/// How StandMeet mails, as whom, and how often.
+struct MailSettings {
+    mail: MailSupplier,
+    mail_from: MailFrom,
+    owner_email: Option<EmailAddress>,
+    mail_per_recipient_per_hour: u32,
+    confirm_link_valid: Duration,
+}
+
+fn mail_settings(vars: &Environment<'_>, public_url: &Url) -> Result<MailSettings, ConfigError> {
+    let given = |setting: &Setting| vars.given(setting);
+    let read = |setting: &Setting| vars.read(setting);
+    let mail = parse_mail_supplier(&read(&env::STANDMEET_MAIL).unwrap_or_default())?;
+
+    let mail_from = match given(&env::STANDMEET_MAIL_FROM) {
+        Some(raw) => parse_mail_from(&raw)?,
+        None => MailFrom {
+            name: DEFAULT_SENDER_NAME.to_string(),
+            address: default_mail_from(public_url),
+        },
+    };
+
+    let owner_email = given(&env::STANDMEET_OWNER_EMAIL)
+        .map(|raw| parse_email(env::STANDMEET_OWNER_EMAIL.name, &raw))
+        .transpose()?;
+
+    let mail_per_recipient_per_hour = parse_count(
+        &read,
+        &env::STANDMEET_MAIL_PER_RECIPIENT_PER_HOUR,
+        1..=10_000,
+    )? as u32;
+    let confirm_link_valid = parse_count(&read, &env::STANDMEET_CONFIRM_LINK_HOURS, 1..=24 * 30)
+        .map(|hours| Duration::from_secs(hours as u64 * 3600))?;
+    Ok(MailSettings {
+        mail,
+        mail_from,
+        owner_email,
+        mail_per_recipient_per_hour,
+        confirm_link_valid,
+    })
+}
+
+/// Who may come in, and through which door: the first admin, the MCP and metrics tokens, sign-in attempts, the proxies trusted to say who a client is.
+struct Doors {
+    admin: Option<AdminBootstrap>,
+    mcp_token: Option<String>,
+    login_attempts_per_minute: std::num::NonZeroU32,
+    mcp_tool_names: ToolNames,
+    metrics_token: Option<String>,
+    trusted_proxies: Vec<ipnet::IpNet>,
+    trusted_proxy_header: ProxyHeader,
+}
+
+fn doors(vars: &Environment<'_>) -> Result<Doors, ConfigError> {
+    let given = |setting: &Setting| vars.given(setting);
+    let read = |setting: &Setting| vars.read(setting);
+    let admin = match (
+        given(&env::STANDMEET_ADMIN_EMAIL),
+        vars.lookup_raw(env::STANDMEET_ADMIN_PASSWORD.name),
+    ) {
+        (None, None) => None,
+        (Some(email), Some(password)) if !password.is_empty() => {
+            let email = parse_email(env::STANDMEET_ADMIN_EMAIL.name, &email)?;
+            if password.chars().count() < MIN_PASSWORD_CHARS {
+                return Err(ConfigError {
+                    setting: env::STANDMEET_ADMIN_PASSWORD.name,
+                    value: None,
+                    problem: "the password must be at least 8 characters long".into(),
+                });
+            }
+            Some(AdminBootstrap {
+                email,
+                password: Some(password),
+            })
+        }
+        // The address alone names the first admin, made with a generated password
+        // while there is no admin at all.
+        (Some(email), _) => Some(AdminBootstrap {
+            email: parse_email(env::STANDMEET_ADMIN_EMAIL.name, &email)?,
+            password: None,
+        }),
+        (None, Some(_)) => {
+            return Err(ConfigError {
+                setting: env::STANDMEET_ADMIN_EMAIL.name,
+                value: None,
+                problem: "it must be set when STANDMEET_ADMIN_PASSWORD is set".into(),
+            });
+        }
+    };
+
+    let mcp_token = given(&env::STANDMEET_MCP_TOKEN)
+        .map(|token| check_token(env::STANDMEET_MCP_TOKEN.name, token))
+        .transpose()?;
+    // Anyone who reaches /mcp may guess it: it must be long enough not to be.
+    if let Some(token) = &mcp_token
+        && token.chars().count() < MIN_MCP_TOKEN_CHARS
+    {
+        return Err(ConfigError {
+            setting: env::STANDMEET_MCP_TOKEN.name,
+            value: None,
+            problem: format!(
+                "the token must be at least {MIN_MCP_TOKEN_CHARS} characters long (it has {}); make one with `openssl rand -hex 32`",
+                token.chars().count()
+            ),
+        });
+    }
+
+    let login_attempts_per_minute =
+        parse_count(&read, &env::STANDMEET_LOGIN_ATTEMPTS_PER_MINUTE, 1..=10_000)
+            .map(|n| std::num::NonZeroU32::new(n as u32).expect("the range starts at 1"))?;
+
+    let mcp_tool_names = parse_choice(
+        &read,
+        &env::STANDMEET_MCP_TOOL_NAMES,
+        &[
+            ("dots", ToolNames::Dots),
+            ("underscore", ToolNames::Underscore),
+        ],
+        "it must be dots (access_requests.list) or underscore (access_requests_list)",
+    )?;
+    let metrics_token = given(&env::STANDMEET_METRICS_TOKEN)
+        .map(|token| check_token(env::STANDMEET_METRICS_TOKEN.name, token))
+        .transpose()?;
+    let trusted_proxies = match given(&env::STANDMEET_TRUSTED_PROXIES) {
+        None => Vec::new(),
+        Some(raw) => raw
+            .split(',')
+            .map(str::trim)
+            .filter(|part| !part.is_empty())
+            .map(|part| {
+                part.parse::<ipnet::IpNet>()
+                    .or_else(|_| part.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                    .map_err(|_| ConfigError {
+                        setting: env::STANDMEET_TRUSTED_PROXIES.name,
+                        value: Some(raw.clone()),
+                        problem: format!(
+                            "{part:?} is not an address or a CIDR; write them comma-separated, such as 10.0.0.0/8, 192.0.2.7"
+                        ),
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+    };
+    let trusted_proxy_header = parse_choice(
+        &read,
+        &env::STANDMEET_TRUSTED_PROXY_HEADER,
+        &[
+            ("x-forwarded-for", ProxyHeader::XForwardedFor),
+            ("forwarded", ProxyHeader::Forwarded),
+        ],
+        "it must be x-forwarded-for or forwarded",
+    )?;
+    Ok(Doors {
+        admin,
+        mcp_token,
+        login_attempts_per_minute,
+        mcp_tool_names,
+        metrics_token,
+        trusted_proxies,
+        trusted_proxy_header,
+    })
+}
+
+/// How long callers wait, and how much the server takes at once.
+struct Limits {
+    approve_wait: Duration,
+    fetch_wait: Duration,
+    index_wait: Duration,
+    database_wait: Duration,
+    header_timeout: Duration,
+    max_waiters: usize,
+    max_live_clients: usize,
+    max_body_bytes: usize,
+}
+
+fn limits(vars: &Environment<'_>) -> Result<Limits, ConfigError> {
+    let read = |setting: &Setting| vars.read(setting);
+    let approve_wait = parse_millis(&read, &env::STANDMEET_APPROVE_WAIT_MS)?;
+    let fetch_wait = parse_millis(&read, &env::STANDMEET_FETCH_WAIT_MS)?;
+    let index_wait = parse_millis(&read, &env::STANDMEET_INDEX_WAIT_MS)?;
+    let database_wait = parse_millis(&read, &env::STANDMEET_DATABASE_WAIT_MS)?;
+    let header_timeout = parse_millis(&read, &env::STANDMEET_HEADER_TIMEOUT_MS)?;
+    if header_timeout.is_zero() {
+        return Err(ConfigError {
+            setting: env::STANDMEET_HEADER_TIMEOUT_MS.name,
+            value: Some("0".into()),
+            problem: "it must be more than 0: a connection needs some time to send its headers"
+                .into(),
+        });
+    }
+    let max_waiters = parse_count(&read, &env::STANDMEET_MAX_WAITERS, 0..=100_000)?;
+    let max_live_clients = parse_count(&read, &env::STANDMEET_MAX_LIVE_CLIENTS, 0..=100_000)?;
+    let max_body_bytes = parse_count(
+        &read,
+        &env::STANDMEET_MAX_BODY_BYTES,
+        1024..=1024 * 1024 * 1024,
+    )?;
+    Ok(Limits {
+        approve_wait,
+        fetch_wait,
+        index_wait,
+        database_wait,
+        header_timeout,
+        max_waiters,
+        max_live_clients,
+        max_body_bytes,
+    })
+}
+
+/// The jobs: retries, the lease, what is kept and how long, and what fetches and webhooks may do.
+struct JobSettings {
+    retry_base: Duration,
+    job_lease: Duration,
+    keep_completed: Duration,
+    keep_discarded: Duration,
+    fetch_allow_private: bool,
+    webhook_timeout: Duration,
+    keep_events: Duration,
+}
+
+fn job_settings(vars: &Environment<'_>) -> Result<JobSettings, ConfigError> {
+    let given = |setting: &Setting| vars.given(setting);
+    let read = |setting: &Setting| vars.read(setting);
+    let retry_base = parse_millis(&read, &env::STANDMEET_RETRY_BASE_MS)?;
+    let job_lease = parse_millis(&read, &env::STANDMEET_JOB_LEASE_MS)?;
+    if job_lease < Duration::from_millis(300) {
+        return Err(ConfigError {
+            setting: env::STANDMEET_JOB_LEASE_MS.name,
+            value: given(&env::STANDMEET_JOB_LEASE_MS),
+            problem: "at least 300 milliseconds".into(),
+        });
+    }
+    let hours = |n: usize| Duration::from_secs(n as u64 * 3600);
+    let keep_completed =
+        parse_count(&read, &env::STANDMEET_KEEP_COMPLETED_HOURS, 1..=24 * 365).map(hours)?;
+    let keep_discarded =
+        parse_count(&read, &env::STANDMEET_KEEP_DISCARDED_HOURS, 1..=24 * 365).map(hours)?;
+    let fetch_allow_private = parse_bool(&read, &env::STANDMEET_FETCH_ALLOW_PRIVATE)?;
+    let webhook_timeout = parse_millis(&read, &env::STANDMEET_WEBHOOK_TIMEOUT_MS)?;
+    if webhook_timeout < Duration::from_millis(100) || webhook_timeout > MAX_WEBHOOK_TIMEOUT {
+        return Err(ConfigError {
+            setting: env::STANDMEET_WEBHOOK_TIMEOUT_MS.name,
+            value: given(&env::STANDMEET_WEBHOOK_TIMEOUT_MS),
+            problem: format!(
+                "it must be between 100 and {} milliseconds",
+                MAX_WEBHOOK_TIMEOUT.as_millis()
+            ),
+        });
+    }
+    let keep_events = parse_count(&read, &env::STANDMEET_KEEP_EVENTS_DAYS, 1..=3650)
+        .map(|days| Duration::from_secs(days as u64 * 24 * 3600))?;
+    Ok(JobSettings {
+        retry_base,
+        job_lease,
+        keep_completed,
+        keep_discarded,
+        fetch_allow_private,
+        webhook_timeout,
+        keep_events,
+    })
+}
+
+/// The owner's desk: its time zone, bookings and the vault of notes.
+struct Desk {
+    timezone: jiff::tz::TimeZone,
+    booking: BookingMode,
+    vault: Option<PathBuf>,
+    vault_watch: bool,
+}
+
+fn desk(vars: &Environment<'_>) -> Result<Desk, ConfigError> {
+    let read = |setting: &Setting| vars.read(setting);
+    let raw = read(&env::STANDMEET_TIMEZONE).unwrap_or_default();
+    let timezone = jiff::tz::TimeZone::get(raw.trim()).map_err(|_| ConfigError {
+        setting: env::STANDMEET_TIMEZONE.name,
+        value: Some(raw.clone()),
+        problem:
+            "not a time zone name; use an IANA name such as Europe/Berlin, America/New_York or UTC"
+                .into(),
+    })?;
+    let booking = parse_choice(
+        &read,
+        &env::STANDMEET_BOOKING,
+        &[
+            ("access", BookingMode::Access),
+            ("open", BookingMode::Open),
+            ("off", BookingMode::Off),
+        ],
+        "it must be access (visitors with an access code), open (anyone) or off",
+    )?;
+
+    let vault = match read(&env::STANDMEET_VAULT).map(|raw| raw.trim().to_string()) {
+        None => None,
+        Some(raw) if raw.is_empty() => None,
+        Some(raw) => {
+            // A folder that is not there yet (a mount that comes up after the
+            // server) is no bad setting: the watcher waits for it and a rebuild
+            // says so in words. A file there is a wrong name, said now.
+            let is_a_file = std::fs::metadata(&raw).is_ok_and(|meta| !meta.is_dir());
+            if is_a_file {
+                let problem = "it is a file; name the folder that holds the notes";
+                return Err(ConfigError {
+                    setting: env::STANDMEET_VAULT.name,
+                    value: Some(raw),
+                    problem: problem.into(),
+                });
+            }
+            Some(PathBuf::from(raw))
+        }
+    };
+    let vault_watch = parse_bool(&read, &env::STANDMEET_VAULT_WATCH)?;
+    if vault_watch && vault.is_none() {
+        return Err(ConfigError {
+            setting: env::STANDMEET_VAULT_WATCH.name,
+            value: Some("true".into()),
+            problem: "there is no vault to watch: set STANDMEET_VAULT too".into(),
+        });
+    }
+    Ok(Desk {
+        timezone,
+        booking,
+        vault,
+        vault_watch,
+    })
+}
+
+/// What the process says of itself: its log's format and filter, and where a trace is shown.
+struct Observing {
+    log_format: LogFormat,
+    trace_url: Option<String>,
+    log_filter: String,
+}
+
+fn observing(vars: &Environment<'_>) -> Result<Observing, ConfigError> {
+    let read = |setting: &Setting| vars.read(setting);
+    let log_format = parse_choice(
+        &read,
+        &env::STANDMEET_LOG_FORMAT,
+        &[("text", LogFormat::Text), ("json", LogFormat::Json)],
+        "it must be text or json",
+    )?;
+    let trace_url = match read(&env::STANDMEET_TRACE_URL).map(|raw| raw.trim().to_string()) {
+        None => None,
+        Some(raw) if raw.is_empty() => None,
+        Some(raw) => {
+            let web = url::Url::parse(&raw.replace("{trace_id}", "0"))
+                .is_ok_and(|url| matches!(url.scheme(), "http" | "https"));
+            let problem = if !web {
+                Some("it must be an http or https address")
+            } else if !raw.contains("{trace_id}") {
+                Some("it must hold {trace_id}, where the trace's id goes")
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                return Err(ConfigError {
+                    setting: env::STANDMEET_TRACE_URL.name,
+                    value: Some(raw),
+                    problem: problem.into(),
+                });
+            }
+            Some(raw)
+        }
+    };
+
+    let raw = read(&env::RUST_LOG).unwrap_or_default();
+    tracing_subscriber::EnvFilter::builder()
+        .parse(&raw)
+        .map_err(|err| ConfigError {
+            setting: env::RUST_LOG.name,
+            value: Some(raw.clone()),
+            problem: format!(
+                "not a tracing filter ({err}); try RUST_LOG=info or RUST_LOG=standmeet=debug"
+            ),
+        })?;
+    let log_filter = raw;
+    Ok(Observing {
+        log_format,
+        trace_url,
+        log_filter,
+    })
 }
 
 /// The shortest MCP token StandMeet accepts.

@@ -475,7 +475,7 @@ async fn serve(settings: Settings, database_url: String) -> anyhow::Result<()> {
     // waiting, and it tries again (`/readyz` says which).
     let vault_watch = match (&settings_vault, vault_watch) {
         (Some(root), true) => {
-            let (status, task) = crate::domain::corpus::watch::watch(
+            let (status, task) = crate::domain::corpus::vault::watch::watch(
                 pool.clone(),
                 state.jobs.clone(),
                 root.clone(),

@@ -12,7 +12,7 @@ use standmeet_jobs::{JobClient, Registry};
 
 use crate::assets::SiteFiles;
 use crate::config::Settings;
-use crate::domain::corpus::watch::WatchStatus;
+use crate::domain::corpus::vault::watch::WatchStatus;
 use crate::domain::mail::{MailContext, Mailer};
 use crate::live::LiveJobs;
 use crate::security::rate_limit::{AttemptLimiter, GuessLimiter};

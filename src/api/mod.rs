@@ -34,6 +34,31 @@ pub use form_error::FormError;
 /// How an answer begins when a server function's arguments did not fit it (wrong types,
 /// missing fields, bodies that do not decode): the function never ran, and the caller
 /// gets 400 with these words and what did not fit (see `replies::bad_arguments_are_400`).
+/// A server function this build serves (server_fn's registry).
+#[cfg(feature = "ssr")]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerFunction {
+    /// Its address, `/api/…`.
+    pub path: &'static str,
+    /// Called with a query string (`GetUrl`) rather than a form POST.
+    pub get: bool,
+}
+
+/// Every server function this build serves, by path: what the fault suite's
+/// bad-input scenario probes and the reference lists, so that neither keeps a list of
+/// its own.
+#[cfg(feature = "ssr")]
+pub fn server_functions() -> Vec<ServerFunction> {
+    let mut functions: Vec<ServerFunction> = leptos::server_fn::axum::server_fn_paths()
+        .map(|(path, method)| ServerFunction {
+            path,
+            get: method == axum::http::Method::GET,
+        })
+        .collect();
+    functions.sort_by_key(|function| function.path);
+    functions
+}
+
 pub const ARGUMENTS_DO_NOT_FIT: &str = "The request's fields do not fit this call: ";
 
 /// The client's address for this server function's request (see

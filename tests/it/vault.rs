@@ -333,7 +333,7 @@ async fn the_watcher_queues_a_rebuild_when_a_note_is_written(pool: PgPool) {
     let watching = watch_vault(&pool, &root, &stop).await;
     // Obsidian's own folder changes all the time: no rebuild for that.
     std::fs::write(root.join(".obsidian/workspace.json"), "{}").unwrap();
-    tokio::time::sleep(corpus::watch::WATCH_DEBOUNCE * 3).await;
+    tokio::time::sleep(corpus::vault::watch::WATCH_DEBOUNCE * 3).await;
     let rebuilds = || async {
         sqlx::query_scalar::<_, i64>(
             "SELECT count(*) FROM jobs WHERE kind = 'corpus.vault_rebuild'",
@@ -724,7 +724,7 @@ async fn watch_vault(
     root: &std::path::Path,
     stop: &tokio_util::sync::CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
-    let (status, task) = corpus::watch::watch(
+    let (status, task) = corpus::vault::watch::watch(
         pool.clone(),
         jobs_client(pool),
         root.to_path_buf(),
@@ -732,7 +732,7 @@ async fn watch_vault(
     );
     let watching = tokio::time::timeout(
         Duration::from_secs(10),
-        status.until(corpus::watch::WatchState::Watching),
+        status.until(corpus::vault::watch::WatchState::Watching),
     )
     .await;
     assert!(

@@ -12,9 +12,9 @@
 //! - [`index`](mod@index): the `corpus.index` job and re-queuing what lags.
 //! - [`text`]: CJK bigrams, query terms, snippets.
 //! - [`markdown`]: bodies as sanitized HTML for readers, and as plain text for the index.
-//! - [`vault`]: the corpus rebuilt from an Obsidian vault (`corpus.vault_rebuild`).
-//! - [`watch`](mod@watch): the vault's watcher, which queues a rebuild on a change and
-//!   never stops the server.
+//! - [`vault`]: the corpus rebuilt from an Obsidian vault (`corpus.vault_rebuild`):
+//!   its scan, its notes, the rebuild job, and its watcher ([`vault::watch`], which
+//!   queues a rebuild on a change and never stops the server).
 
 mod entries;
 mod index;
@@ -22,7 +22,6 @@ pub mod markdown;
 mod search;
 pub mod text;
 pub mod vault;
-pub mod watch;
 
 use serde::{Deserialize, Serialize};
 

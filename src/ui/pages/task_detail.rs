@@ -46,14 +46,17 @@ pub fn TaskDetailPage() -> impl IntoView {
         Some(Err(error)) => toasts.error(server_message(&error)),
         None => {}
     };
-    Effect::new(move |_| {
-        report(retry.value().get());
-        detail.refetch();
-    });
-    Effect::new(move |_| {
-        report(cancel.value().get());
-        detail.refetch();
-    });
+    // Each effect runs once at hydration too, before any action: the job is read
+    // again only once an action answered (as the other pages guard their refetch).
+    let after_action = move |result: Option<Result<TaskActionResult, ServerFnError>>| {
+        let answered = result.is_some();
+        report(result);
+        if answered {
+            detail.refetch();
+        }
+    };
+    Effect::new(move |_| after_action(retry.value().get()));
+    Effect::new(move |_| after_action(cancel.value().get()));
 
     // After Retry or Cancel (and each live change) the job is read again.
     Effect::new(move |_| {

@@ -235,16 +235,7 @@ fn WebhookRow(
                 })}
             </div>
             <StatusChip label=if enabled { "enabled" } else { "disabled" } tone=if enabled { Tone::Success } else { Tone::Muted } test_id="webhook-state"/>
-            <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get()
-                    data-focus-key=format!("webhook-{id}-test")
-                    on:click=move |_| { test.dispatch(SendWebhookTest { id }); }>
-                "Send test"
-            </button>
-            <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get()
-                    data-focus-key=format!("webhook-{id}-toggle")
-                    on:click=move |_| { toggle.dispatch(SetWebhookEnabled { id, enabled: !enabled }); }>
-                {if enabled { "Disable" } else { "Enable" }}
-            </button>
+            <WebhookActions id=id enabled=enabled test=test toggle=toggle hydrated=hydrated/>
             <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get()
                     aria-label=format!("Delete {url}")
                     on:click={
@@ -260,6 +251,30 @@ fn WebhookRow(
                 "Delete"
             </button>
         </li>
+    }
+}
+
+/// An endpoint's "Send test" and "Enable" / "Disable" buttons, alike in its row of the
+/// list and on its own page (the keys keep focus on them across a re-render).
+#[component]
+fn WebhookActions(
+    id: i64,
+    enabled: bool,
+    test: ServerAction<SendWebhookTest>,
+    toggle: ServerAction<SetWebhookEnabled>,
+    hydrated: RwSignal<bool>,
+) -> impl IntoView {
+    view! {
+        <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get()
+                data-focus-key=format!("webhook-{id}-test")
+                on:click=move |_| { test.dispatch(SendWebhookTest { id }); }>
+            "Send test"
+        </button>
+        <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get()
+                data-focus-key=format!("webhook-{id}-toggle")
+                on:click=move |_| { toggle.dispatch(SetWebhookEnabled { id, enabled: !enabled }); }>
+            {if enabled { "Disable" } else { "Enable" }}
+        </button>
     }
 }
 
@@ -427,16 +442,7 @@ fn WebhookDetailView(
             <h1 class="break-all text-2xl font-semibold tracking-tight">{webhook.url.clone()}</h1>
             <StatusChip label=if enabled { "enabled" } else { "disabled" } tone=if enabled { Tone::Success } else { Tone::Muted } test_id="webhook-state"/>
             <div class="ml-auto flex gap-2">
-                <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get()
-                        data-focus-key=format!("webhook-{id}-test")
-                    on:click=move |_| { test.dispatch(SendWebhookTest { id }); }>
-                    "Send test"
-                </button>
-                <button type="button" class=SECONDARY_BUTTON disabled=move || !hydrated.get()
-                        data-focus-key=format!("webhook-{id}-toggle")
-                    on:click=move |_| { toggle.dispatch(SetWebhookEnabled { id, enabled: !enabled }); }>
-                    {if enabled { "Disable" } else { "Enable" }}
-                </button>
+                <WebhookActions id=id enabled=enabled test=test toggle=toggle hydrated=hydrated/>
             </div>
         </div>
         <p class="mt-1 text-sm text-slate-600">{format!("Event types: {} · added {}", webhook.event_types.join(", "), webhook.created_at)}</p>

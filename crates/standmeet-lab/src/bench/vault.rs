@@ -151,7 +151,7 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
 
         eprintln!("bench: vault: one note written, with the watcher on");
         let stop = tokio_util::sync::CancellationToken::new();
-        let (watch_status, watching) = standmeet::domain::corpus::watch::watch(
+        let (watch_status, watching) = standmeet::domain::corpus::vault::watch::watch(
             pool.clone(),
             jobs.clone(),
             root.clone(),
@@ -159,7 +159,7 @@ pub async fn measure(pool: &PgPool, quick: bool) -> anyhow::Result<()> {
         );
         anyhow::ensure!(
             watch_status
-                .until(standmeet::domain::corpus::watch::WatchState::Watching)
+                .until(standmeet::domain::corpus::vault::watch::WatchState::Watching)
                 .await,
             "the vault's watcher ended before it watched"
         );

@@ -58,6 +58,12 @@ const NOT_WRITTEN_BY_REQUESTS: &[&str] = &["sessions", "job_workers"];
 /// The generic bad values that a tool rightly takes (so they change a table): an owner
 /// may clear every booking window (`windows: []`, never free).
 const TAKEN_AS_VALID: &[(&str, &str, &str)] = &[("bookings.availability", "windows", "empty")];
+/// Server functions that take nothing and act: any call is a whole, valid one (a
+/// stray field is ignored), so no input can be bad and the call rightly writes.
+const ACT_WITHOUT_INPUT: &[(&str, &str)] = &[(
+    "account/send_recovery",
+    "sends the signed-in admin a recovery phrase by mail",
+)];
 /// Probes in flight at once.
 const CONCURRENT: usize = 8;
 
@@ -77,24 +83,13 @@ struct ServerFn {
     args: &'static [(&'static str, Arg)],
 }
 
-const fn post(endpoint: &'static str, args: &'static [(&'static str, Arg)]) -> ServerFn {
-    ServerFn {
-        endpoint,
-        get: false,
-        args,
-    }
-}
-
-const fn get(endpoint: &'static str, args: &'static [(&'static str, Arg)]) -> ServerFn {
-    ServerFn {
-        endpoint,
-        get: true,
-        args,
-    }
-}
-
-const SERVER_FNS: &[ServerFn] = &[
-    post(
+/// The arguments of the server functions that take any, with a valid value for each
+/// (a text's; numbers and booleans get theirs from [`valid_value`]). Which functions
+/// there are, and how they are called, comes from the server's own registry
+/// (`standmeet::api::server_functions`): a new one is probed without a word here, with
+/// a stray argument until it is given its own.
+const ARGUMENTS: &[(&str, &[(&str, Arg)])] = &[
+    (
         "request_access",
         &[
             ("name", Arg::Text("Chaos Probe")),
@@ -102,32 +97,29 @@ const SERVER_FNS: &[ServerFn] = &[
             ("message", Arg::Text("Let me in.")),
         ],
     ),
-    post(
+    (
         "redeem_access",
         &[
             ("email", Arg::Text("probe@chaos.example.com")),
             ("code", Arg::Text("ABCD-EFGH-JKLM")),
         ],
     ),
-    get("access_requests/list", &[("status", Arg::Text("pending"))]),
-    post("access_requests/approve", &[("id", Arg::Int)]),
-    post("access_requests/deny", &[("id", Arg::Int)]),
-    get("mail_log", &[]),
-    get("account/overview", &[]),
-    post(
+    ("access_requests/list", &[("status", Arg::Text("pending"))]),
+    ("access_requests/approve", &[("id", Arg::Int)]),
+    ("access_requests/deny", &[("id", Arg::Int)]),
+    (
         "account/change_email",
         &[("new_email", Arg::Text("new-owner@chaos.example.com"))],
     ),
-    post("account/cancel_change", &[("id", Arg::Int)]),
-    get(
+    ("account/cancel_change", &[("id", Arg::Int)]),
+    (
         "confirm_email/preview",
         &[("token", Arg::Text("not-a-real-token"))],
     ),
-    post("confirm_email", &[("token", Arg::Text("not-a-real-token"))]),
-    get("current_admin", &[]),
-    get("corpus/entries", &[("grep", Arg::Text("probe"))]),
-    get("corpus/entry", &[("id", Arg::Int)]),
-    post(
+    ("confirm_email", &[("token", Arg::Text("not-a-real-token"))]),
+    ("corpus/entries", &[("grep", Arg::Text("probe"))]),
+    ("corpus/entry", &[("id", Arg::Int)]),
+    (
         "corpus/create",
         &[
             ("title", Arg::Text("Chaos probe")),
@@ -135,7 +127,7 @@ const SERVER_FNS: &[ServerFn] = &[
             ("visibility", Arg::Text("public")),
         ],
     ),
-    post(
+    (
         "corpus/update",
         &[
             ("id", Arg::Int),
@@ -144,10 +136,9 @@ const SERVER_FNS: &[ServerFn] = &[
             ("visibility", Arg::Text("public")),
         ],
     ),
-    post("corpus/promote", &[("id", Arg::Int)]),
-    get("search", &[("q", Arg::Text("probe"))]),
-    get("listings/overview", &[]),
-    post(
+    ("corpus/promote", &[("id", Arg::Int)]),
+    ("search", &[("q", Arg::Text("probe"))]),
+    (
         "listings/add_source",
         &[
             ("name", Arg::Text("Chaos board")),
@@ -155,14 +146,12 @@ const SERVER_FNS: &[ServerFn] = &[
             ("url", Arg::Text("https://chaos.example.com/feed.xml")),
         ],
     ),
-    post(
+    (
         "listings/set_enabled",
         &[("id", Arg::Int), ("enabled", Arg::Bool)],
     ),
-    post("listings/remove_source", &[("id", Arg::Int)]),
-    get("front_page", &[]),
-    get("front_page/form", &[]),
-    get(
+    ("listings/remove_source", &[("id", Arg::Int)]),
+    (
         "tasks/list",
         &[
             ("query[state]", Arg::Text("completed")),
@@ -173,49 +162,47 @@ const SERVER_FNS: &[ServerFn] = &[
             ("query[after]", Arg::Int),
         ],
     ),
-    get("tasks/detail", &[("id", Arg::Int)]),
-    post("tasks/retry", &[("id", Arg::Int)]),
-    post("tasks/cancel", &[("id", Arg::Int)]),
-    post(
+    ("tasks/detail", &[("id", Arg::Int)]),
+    ("tasks/retry", &[("id", Arg::Int)]),
+    ("tasks/cancel", &[("id", Arg::Int)]),
+    (
         "tasks/retry_selected",
         &[("ids[0]", Arg::Int), ("ids[1]", Arg::Int)],
     ),
-    post(
+    (
         "tasks/cancel_selected",
         &[("ids[0]", Arg::Int), ("ids[1]", Arg::Int)],
     ),
-    post(
+    (
         "tasks/delete_selected",
         &[("ids[0]", Arg::Int), ("ids[1]", Arg::Int)],
     ),
-    get("tasks/rows", &[("ids[0]", Arg::Int)]),
-    get("entry", &[("id", Arg::Int)]),
-    get(
+    ("tasks/rows", &[("ids[0]", Arg::Int)]),
+    ("entry", &[("id", Arg::Int)]),
+    (
         "events/page",
         &[
             ("event_type", Arg::Text("access_request.created")),
             ("before", Arg::Int),
         ],
     ),
-    get("webhooks/list", &[]),
-    post(
+    (
         "webhooks/create",
         &[
             ("url", Arg::Text("https://chaos.example.com/hook")),
             ("event_types", Arg::Text("*")),
         ],
     ),
-    post(
+    (
         "webhooks/set_enabled",
         &[("id", Arg::Int), ("enabled", Arg::Bool)],
     ),
-    post("webhooks/delete", &[("id", Arg::Int)]),
-    post("webhooks/test", &[("id", Arg::Int)]),
-    get("webhooks/delivery", &[("id", Arg::Int)]),
-    get("webhooks/detail", &[("id", Arg::Int), ("before", Arg::Int)]),
-    post("webhooks/redeliver", &[("id", Arg::Int)]),
-    get("book/page", &[]),
-    post(
+    ("webhooks/delete", &[("id", Arg::Int)]),
+    ("webhooks/test", &[("id", Arg::Int)]),
+    ("webhooks/delivery", &[("id", Arg::Int)]),
+    ("webhooks/detail", &[("id", Arg::Int), ("before", Arg::Int)]),
+    ("webhooks/redeliver", &[("id", Arg::Int)]),
+    (
         "book",
         &[
             ("start", Arg::Text("2026-12-07T09:00:00Z")),
@@ -224,13 +211,12 @@ const SERVER_FNS: &[ServerFn] = &[
             ("topic", Arg::Text("A probe.")),
         ],
     ),
-    get(
+    (
         "book/cancel_view",
         &[("token", Arg::Text("not-a-real-token"))],
     ),
-    post("book/cancel", &[("token", Arg::Text("not-a-real-token"))]),
-    get("bookings/admin", &[]),
-    post(
+    ("book/cancel", &[("token", Arg::Text("not-a-real-token"))]),
+    (
         "bookings/availability",
         &[
             ("monday", Arg::Text("09:00–17:00")),
@@ -245,13 +231,11 @@ const SERVER_FNS: &[ServerFn] = &[
             ("days_ahead", Arg::Text("14")),
         ],
     ),
-    post("bookings/cancel", &[("id", Arg::Int)]),
-    get("queues/list", &[]),
-    post("queues/pause", &[("queue", Arg::Text("chaos"))]),
-    post("queues/resume", &[("queue", Arg::Text("chaos"))]),
-    get("schedules/list", &[]),
+    ("bookings/cancel", &[("id", Arg::Int)]),
+    ("queues/pause", &[("queue", Arg::Text("chaos"))]),
+    ("queues/resume", &[("queue", Arg::Text("chaos"))]),
     // The expression is bad from the start, so no probe adds a schedule.
-    post(
+    (
         "schedules/add",
         &[
             ("name", Arg::Text("chaos-probe")),
@@ -261,19 +245,17 @@ const SERVER_FNS: &[ServerFn] = &[
             ("queue", Arg::Text("")),
         ],
     ),
-    post(
+    (
         "schedules/set_enabled",
         &[
             ("name", Arg::Text("no-such-schedule")),
             ("enabled", Arg::Bool),
         ],
     ),
-    post(
+    (
         "schedules/run_now",
         &[("name", Arg::Text("no-such-schedule"))],
     ),
-    get("corpus/vault", &[]),
-    post("corpus/rebuild", &[]),
 ];
 
 /// One bad request.
@@ -321,7 +303,7 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     let client = ServerClient::sign_in(&server).await?;
     let before = fingerprints(&pool).await?;
 
-    let mut probes = server_fn_probes();
+    let mut probes = server_fn_probes()?;
     let server_fn_count = probes.len();
     probes.extend(mcp_probes(&client).await?);
     let mcp_count = probes.len() - server_fn_count;
@@ -476,9 +458,43 @@ fn with_causes(err: &(dyn std::error::Error + 'static)) -> String {
 
 // --- Server functions ---------------------------------------------------------------
 
-fn server_fn_probes() -> Vec<Probe> {
+/// Every server function the server registers, with its arguments from [`ARGUMENTS`];
+/// refuses a table that names a function the server does not have.
+fn server_fns() -> anyhow::Result<Vec<ServerFn>> {
+    let registered = standmeet::api::server_functions();
+    for (endpoint, _) in ARGUMENTS {
+        if !registered
+            .iter()
+            .any(|function| function.path.strip_prefix("/api/") == Some(*endpoint))
+        {
+            anyhow::bail!(
+                "bad-input's ARGUMENTS names {endpoint}, which is not a server function (any more)"
+            );
+        }
+    }
+    Ok(registered
+        .iter()
+        .filter_map(|function| {
+            let endpoint = function.path.strip_prefix("/api/")?;
+            if ACT_WITHOUT_INPUT.iter().any(|(acts, _)| *acts == endpoint) {
+                return None;
+            }
+            let args = ARGUMENTS
+                .iter()
+                .find(|(listed, _)| *listed == endpoint)
+                .map_or(&[][..], |(_, args)| *args);
+            Some(ServerFn {
+                endpoint,
+                get: function.get,
+                args,
+            })
+        })
+        .collect())
+}
+
+fn server_fn_probes() -> anyhow::Result<Vec<Probe>> {
     let mut probes = Vec::new();
-    for function in SERVER_FNS {
+    for function in server_fns()? {
         let valid: Vec<(&str, Vec<u8>)> = function
             .args
             .iter()
@@ -510,7 +526,7 @@ fn server_fn_probes() -> Vec<Probe> {
         }
         probes.extend(function.malformed());
     }
-    probes
+    Ok(probes)
 }
 
 impl ServerFn {

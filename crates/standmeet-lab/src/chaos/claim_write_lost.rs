@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use rand::Rng;
 use sqlx::PgPool;
 
+use super::ledger::Ledger;
 use super::process;
 use super::{ChaosEffect, EffectArgs, Lab, Outcome};
 use standmeet_jobs::builtin::{Sleep, SleepArgs};
@@ -89,34 +90,14 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     let cancel_took = asked.elapsed();
     worker.stop(Duration::from_secs(10)).await;
 
-    let completed = super::count_among(
-        &pool,
-        "SELECT count(*) FROM jobs WHERE id = ANY($1) AND state = 'completed'",
-        &ids,
-    )
-    .await?;
-    let (missing, doubled): (i64, i64) = sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE effects = 0), count(*) FILTER (WHERE effects > 1)
-         FROM (SELECT j.id, count(e.job_id) AS effects
-               FROM jobs j LEFT JOIN chaos_effects e ON e.job_id = j.id
-               WHERE j.id = ANY($1) GROUP BY j.id) AS per_job",
-    )
-    .bind(&ids[..])
-    .fetch_one(&pool)
-    .await?;
-    let stale = super::count_among(
-        &pool,
-        "SELECT count(*) FROM jobs WHERE id = ANY($1) AND state = 'completed'
-           AND (output ->> 'attempt')::int IS DISTINCT FROM attempt",
-        &ids,
-    )
-    .await?;
-    let cancelled = super::count_among(
-        &pool,
-        "SELECT count(*) FROM jobs WHERE id = ANY($1) AND state = 'cancelled'",
-        &sleepers,
-    )
-    .await?;
+    let ledger = Ledger::read(&pool, &ids).await?;
+    let (completed, missing, doubled, stale) = (
+        ledger.completed,
+        ledger.missing_effects,
+        ledger.doubled_effects,
+        ledger.stale_completions,
+    );
+    let cancelled = Ledger::read(&pool, &sleepers).await?.cancelled;
     let traces_left: i64 = sqlx::query_scalar("SELECT count(*) FROM job_claims")
         .fetch_one(&pool)
         .await?;

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use sqlx::PgPool;
 
+use super::ledger::Ledger;
 use super::process::{self, ChildProcess};
 use super::{Lab, Outcome};
 use standmeet::error::AppError;
@@ -139,14 +140,8 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
         && frozen.exited().is_none();
     frozen.stop(Duration::from_secs(10)).await;
 
-    let present =
-        super::count_among(&pool, "SELECT count(*) FROM jobs WHERE id = ANY($1)", &ids).await?;
-    let completed = super::count_among(
-        &pool,
-        "SELECT count(*) FROM jobs WHERE id = ANY($1) AND state = 'completed'",
-        &ids,
-    )
-    .await?;
+    let ledger = Ledger::read(&pool, &ids).await?;
+    let (present, completed) = (ledger.present, ledger.completed);
     let panics = process::panics_in(&log);
     pool.close().await;
 

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use rand::Rng;
 use sqlx::PgPool;
 
+use super::ledger::Ledger;
 use super::process::{self, ChildProcess};
 use super::{ChaosEffect, EffectArgs, Lab, Outcome};
 use standmeet_jobs::JobClient;
@@ -56,22 +57,7 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     }
 
     let inserted = ids.len() as i64;
-    let present =
-        super::count_among(&pool, "SELECT count(*) FROM jobs WHERE id = ANY($1)", &ids).await?;
-    let by_state: Vec<(String, i64)> =
-        sqlx::query_as("SELECT state::text, count(*) FROM jobs WHERE id = ANY($1) GROUP BY 1")
-            .bind(&ids[..])
-            .fetch_all(&pool)
-            .await?;
-    let in_state = |state: &str| {
-        by_state
-            .iter()
-            .find(|(name, _)| name == state)
-            .map_or(0, |(_, n)| *n)
-    };
-    let completed = in_state("completed");
-    let gave_up = in_state("discarded") + in_state("cancelled");
-    let not_finished = present - completed - gave_up;
+    let ledger = Ledger::read(&pool, &ids).await?;
     let rescued = super::count_among(
         &pool,
         "SELECT count(*) FROM jobs WHERE id = ANY($1) AND errors::text LIKE '%worker lost%'",
@@ -87,43 +73,22 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
         &ids,
     )
     .await?;
-    // Flaky and effect jobs say which attempt completed them: it must be the last one.
-    let stale_completions = super::count_among(
-        &pool,
-        "SELECT count(*) FROM jobs
-         WHERE id = ANY($1) AND state = 'completed' AND kind IN ('system.flaky', 'chaos.effect')
-           AND (output ->> 'attempt')::int IS DISTINCT FROM attempt",
-        &ids,
-    )
-    .await?;
-    let (missing_effects, duplicated, effects): (i64, i64, i64) = sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE effects = 0),
-                count(*) FILTER (WHERE effects > 1),
-                coalesce(sum(effects), 0)::bigint
-         FROM (SELECT j.id, count(e.job_id) AS effects
-               FROM jobs j LEFT JOIN chaos_effects e ON e.job_id = j.id
-               WHERE j.id = ANY($1) AND j.kind = 'chaos.effect'
-               GROUP BY j.id) AS per_job",
-    )
-    .bind(&ids[..])
-    .fetch_one(&pool)
-    .await?;
     let panics = process::panics_in(&log);
     pool.close().await;
 
     let mut outcome = Outcome::default();
     outcome.figure("jobs", inserted);
     outcome.figure("kills", kills);
-    outcome.figure("lost", inserted - present);
-    outcome.figure("not_finished", not_finished);
-    outcome.figure("completed", completed);
-    outcome.figure("gave_up", gave_up);
+    outcome.figure("lost", ledger.lost(ids.len()));
+    outcome.figure("not_finished", ledger.unfinished());
+    outcome.figure("completed", ledger.completed);
+    outcome.figure("gave_up", ledger.discarded + ledger.cancelled);
     outcome.figure("rescued", rescued);
     outcome.figure("counted_deaths", counted_deaths);
-    outcome.figure("effects", effects);
-    outcome.figure("duplicates", duplicated);
-    outcome.figure("missing_effects", missing_effects);
-    outcome.figure("stale_completions", stale_completions);
+    outcome.figure("effects", ledger.effects);
+    outcome.figure("duplicates", ledger.doubled_effects);
+    outcome.figure("missing_effects", ledger.missing_effects);
+    outcome.figure("stale_completions", ledger.stale_completions);
     outcome.figure("drain_s", (drained.as_secs_f64() * 10.0).round() / 10.0);
     outcome.figure("panics", panics);
 
@@ -134,28 +99,7 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
             sizes.settle_limit.as_secs()
         ),
     );
-    outcome.check(
-        present == inserted,
-        format!("{} of {inserted} jobs were lost", inserted - present),
-    );
-    outcome.check(
-        not_finished == 0,
-        format!("{not_finished} jobs never finished"),
-    );
-    outcome.check(
-        gave_up == 0,
-        format!("{gave_up} jobs were discarded or cancelled instead of completed"),
-    );
-    outcome.check(
-        stale_completions == 0,
-        format!(
-            "{stale_completions} jobs carry the completion of an attempt that was not their last"
-        ),
-    );
-    outcome.check(
-        missing_effects == 0,
-        format!("{missing_effects} chaos.effect jobs left no effect"),
-    );
+    ledger.check_finished_once(&mut outcome, ids.len());
     outcome.check(panics == 0, format!("{panics} panics in the workers' log"));
     Ok(outcome)
 }

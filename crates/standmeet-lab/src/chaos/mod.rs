@@ -66,6 +66,7 @@ mod failover;
 mod freeze;
 mod http;
 mod kill9;
+mod ledger;
 mod pg_restart;
 mod poison;
 mod process;

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use rand::Rng;
 use sqlx::PgPool;
 
+use super::ledger::Ledger;
 use super::process::{self, ChildProcess};
 use super::{Lab, Outcome};
 use standmeet_jobs::builtin::{Sleep, SleepArgs};
@@ -126,14 +127,8 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
         worker.stop(Duration::from_secs(10)).await;
     }
 
-    let completed = super::count_among(
-        &pool,
-        "SELECT count(*) FROM jobs WHERE id = ANY($1) AND state = 'completed'",
-        &ordinary_ids,
-    )
-    .await?;
-    let present =
-        super::count_among(&pool, "SELECT count(*) FROM jobs WHERE id = ANY($1)", &all).await?;
+    let completed = Ledger::read(&pool, &ordinary_ids).await?.completed;
+    let present = Ledger::read(&pool, &all).await?.present;
     let discarded_as_promised = super::count_among(
         &pool,
         &format!(

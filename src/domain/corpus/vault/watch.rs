@@ -479,14 +479,14 @@ fn what_it_asks(event: &notify::Event, root: &Path) -> Asks {
 /// changed).
 async fn queue_rebuild(pool: &PgPool, jobs: &JobClient, why: &'static str) {
     let span = crate::trace_span!(parent: None, "vault.watch", otel.name = "vault change");
-    let queued = tracing::Instrument::instrument(super::vault::queue_rebuild(pool, jobs), span);
+    let queued = tracing::Instrument::instrument(super::queue_rebuild(pool, jobs), span);
     match queued.await {
         Ok(inserted) => {
             tracing::info!(job.id = %inserted.id, duplicate = inserted.duplicate, why, "the vault's watcher queued a rebuild")
         }
         Err(err) => {
             tracing::warn!(
-                error = standmeet_jobs::error_chain(&err),
+                error = crate::causes::error_chain(&err),
                 why,
                 "cannot queue the rebuild the vault's watcher asked for"
             )
