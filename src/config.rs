@@ -1,6 +1,6 @@
 //! Every setting StandMeet reads, its default, and the validation that names a bad one.
 //!
-//! Settings come from the environment (product.md section 7). They are parsed once, at
+//! Settings come from the environment (docs/reference/settings.md). They are parsed once, at
 //! start, into [`Settings`]; everything else takes the parsed values and never reads the
 //! environment itself. A bad value stops the start with a [`ConfigError`] that names the
 //! setting, says what was wrong and what would be accepted. Secret values (passwords,
@@ -207,13 +207,13 @@ pub enum ProxyHeader {
 /// How MCP tools are named (`STANDMEET_MCP_TOOL_NAMES`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ToolNames {
-    /// `access_requests.list`: the default, as product.md names them.
+    /// `access_requests.list`: the default, as docs/reference/mcp-tools.md names them.
     Dots,
     /// `access_requests_list`: for MCP clients that refuse dots in tool names.
     Underscore,
 }
 
-/// Who may book a meeting (`STANDMEET_BOOKING`, product.md section 11).
+/// Who may book a meeting (`STANDMEET_BOOKING`, docs/bookings.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BookingMode {
     /// The default: a visitor whose session redeemed an access code (and the owner's

@@ -38,7 +38,7 @@
 //!
 //! Server only (`ssr`), from the bottom up:
 //! - `types`: parsed newtypes such as `EmailAddress`: input becomes these at the edge.
-//!   `causes`: an error and its causes in words (`causes::error_chain`), for log lines.
+//! - `causes`: an error and its causes in words (`causes::error_chain`), for log lines.
 //! - `standmeet_jobs` (its own crate): the durable job queue in PostgreSQL (states,
 //!   attempts, error history, output, backoff, rescue, fenced completion, cleanup) and
 //!   the process's one LISTEN connection. `JobClient` is the one way in (insert, get,
@@ -66,7 +66,8 @@
 //!   transaction, and `webhooks` delivers those events to the owner's other systems as
 //!   signed POSTs (one `webhooks.deliver` job per event and endpoint); `outbound` is the
 //!   guard that keeps job-board fetches and webhook deliveries off private addresses;
-//!   `waiting` is how an operation waits for its jobs, and how a door watches the wait.
+//!   `waiting` is how an operation waits for its jobs, and how a door watches the wait;
+//!   `failure` is the one way a domain error writes its case for failures on our side.
 //! - `security`: what every request passes through: the client's address (trusted
 //!   proxies), the admin guard (pages redirect to `/login`, server functions answer 401,
 //!   deny by default; sessions slide and end with a password change), cross-site

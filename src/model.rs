@@ -6,9 +6,9 @@ use serde::{Deserialize, Serialize};
 
 pub use standmeet_jobs::{JobId, JobState};
 
-/// What the chip of a mail says, from the state of the job that sends it (product.md
-/// section 4): not finished yet → `sending`; completed → `sent`; a failed attempt
-/// waiting for its retry, or given up → `failed`. A failed mail that is retried goes
+/// What the chip of a mail says, from the state of the job that sends it
+/// (docs/reference/answers.md): not finished yet → `sending`; completed → `sent`; a failed
+/// attempt waiting for its retry, or given up → `failed`. A failed mail that is retried goes
 /// `failed` → `sending` → `sent`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(schemars::JsonSchema))]

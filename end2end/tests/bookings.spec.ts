@@ -1,4 +1,4 @@
-// Bookings (product.md section 11): a visitor with an access code books a slot and is
+// Bookings (docs/bookings.md): a visitor with an access code books a slot and is
 // told "Booked" at once; the owner's notification chip follows its mail job; the
 // invitation is in the mail log; the mail's cancel link (a page with a button) frees
 // the slot again. Also the race for one slot, and the admin's availability and Cancel.

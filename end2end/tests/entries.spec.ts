@@ -1,4 +1,4 @@
-// Visitors (product.md §10): their own navigation, and search results that open
+// Visitors (docs/reference/pages.md#visitor-pages): their own navigation, and search results that open
 // `/entries/<id>` under the same rules as the search (a restricted entry is "Page not
 // found" until the visitor redeems an access code).
 import { expect, test } from "@playwright/test";

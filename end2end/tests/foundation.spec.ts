@@ -20,7 +20,7 @@ test("the home page is rendered on the server, with the shell and the visitor na
   }
   expect(html).toContain('role="status"');
   // The stylesheet is referenced by a name that carries its content's hash. A visitor's
-  // page comes without the app's code (product.md §15): no hydration script, no wasm.
+  // page comes without the app's code (docs/reference/README.md#weight): no hydration script, no wasm.
   expect(html).toMatch(/\/pkg\/standmeet\.[\w-]{22}\.css/);
   expect(html).not.toContain(".wasm");
   expect(html).not.toMatch(/\/pkg\/standmeet\.[\w-]{22}\.js/);

@@ -1,4 +1,4 @@
-// Live chips over Server-Sent Events (product.md §10): an access request's mail chip
+// Live chips over Server-Sent Events (docs/jobs.md): an access request's mail chip
 // follows its job over /api/live, and the page makes no status poll while the stream is
 // open; when the stream cannot be had, the page falls back to polling and the chip
 // still gets there. Also Deny's confirmation on the same page.

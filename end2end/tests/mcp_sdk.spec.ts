@@ -8,7 +8,7 @@ import { insertSource, resetListings } from "./fixtures/listings_page";
 import { MCP_TOKEN, ports } from "./fixtures/ports";
 
 // StandMeet's MCP endpoint as an agent built on the official TypeScript SDK sees it
-// (product.md §15): the SDK's own checks of titles, annotations and output schemas,
+// (docs/mcp.md): the SDK's own checks of titles, annotations and output schemas,
 // progress while a tool waits, and a job's resource that says when the job is done.
 
 /** An agent connected to /mcp with the token (it starts a session). */

@@ -1,5 +1,5 @@
 // With JavaScript off, the visitor's forms still post and answer with a page that says
-// the result or the error in words (product.md §15, "Weight"; issue #67).
+// the result or the error in words (docs/reference/README.md#weight; issue #67).
 import { type Browser, expect, test } from "@playwright/test";
 import { AccessRequestsPage, redeemCode } from "./fixtures/access_pages";
 import { ADMIN_EMAIL, ADMIN_PASSWORD, signInAsAdmin } from "./fixtures/admin";

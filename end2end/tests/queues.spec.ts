@@ -1,4 +1,4 @@
-// Queues in the browser (product.md §10): "Pause" stops a queue in the server's
+// Queues in the browser (docs/jobs.md): "Pause" stops a queue in the server's
 // processes (a job inserted by SQL stays `available` while a job in another queue,
 // inserted after it, runs), and "Resume" runs it at once.
 import { expect, test } from "@playwright/test";

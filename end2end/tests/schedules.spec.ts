@@ -1,4 +1,4 @@
-// Schedules in the browser (product.md §12): the built-in listings-fetch row, Enable /
+// Schedules in the browser (docs/jobs.md): the built-in listings-fetch row, Enable /
 // Disable, adding a schedule (a bad expression refused naming the field at fault),
 // "Run now" with its live chip and "already queued", by mouse and by keyboard.
 import { expect, test } from "@playwright/test";

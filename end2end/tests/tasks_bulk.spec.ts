@@ -1,4 +1,4 @@
-// The Tasks panel as an operator's panel (product.md §10): select rows and retry them
+// The Tasks panel as an operator's panel (docs/jobs.md#the-tasks-panel): select rows and retry them
 // at once (after a confirmation, with a toast that counts), search by job id or by what
 // the arguments contain, relative times in <time>, and the chart of the last hour.
 import { expect, test } from "@playwright/test";

@@ -1,4 +1,4 @@
-// The corpus from the sample vault (product.md §12): "Rebuild from vault" on
+// The corpus from the sample vault (docs/corpus.md): "Rebuild from vault" on
 // /admin/corpus → a toast, the chip, then the counts with the broken note listed; a
 // note's entry page with its rendered Markdown, inert markup and links to the notes it
 // names; and a note written into the (watched) vault reaching search on its own, with

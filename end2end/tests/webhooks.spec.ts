@@ -1,4 +1,4 @@
-// Webhooks in the browser (product.md §9): an endpoint is added and its secret shown
+// Webhooks in the browser (docs/events-and-webhooks.md): an endpoint is added and its secret shown
 // once; "Send test" is queued, followed, and delivered, signed so that the receiver
 // here verifies it with its own HMAC; a receiver that fails first shows `failed`, then
 // `delivered` after "Redeliver".

@@ -1,11 +1,11 @@
-// What a first visit costs on the wire (product.md §15, "Weight"): every byte Chromium
+// What a first visit costs on the wire (docs/reference/README.md#weight): every byte Chromium
 // receives for a page with an empty cache (HTML, CSS, scripts, wasm, images), counted
 // from the DevTools protocol's `Network.loadingFinished` (`encodedDataLength`: headers
 // and body as they came over the connection, compressed), for a browser that sends
 // `Accept-Encoding: br, gzip`. scripts/test runs the browser specs on the release
 // build, so these are the bytes a user downloads.
 //
-// The budgets (product.md §15), and what this spec measured when they were set
+// The budgets (docs/reference/README.md#weight), and what this spec measured when they were set
 // (2026-12-06, the release build of #67; docs/benchmarks.md has the table):
 //   a visitor's page   100 KB   measured 12.4–12.6 KB: HTML 4.2–4.4, CSS 7.6, icon 0.6
 //   /admin             900 KB   measured 452.0 KB once the wasm was cut into chunks (the

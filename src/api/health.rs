@@ -1,4 +1,4 @@
-//! Health for load balancers and orchestrators (product.md section 8):
+//! Health for load balancers and orchestrators (docs/operating.md):
 //!
 //! - `GET /livez`: the process serves (200), database or not. A failing liveness check
 //!   gets a process restarted, and a restart does not bring a database back.

@@ -31,9 +31,6 @@ pub(crate) mod webhooks;
 
 pub use form_error::FormError;
 
-/// How an answer begins when a server function's arguments did not fit it (wrong types,
-/// missing fields, bodies that do not decode): the function never ran, and the caller
-/// gets 400 with these words and what did not fit (see `replies::bad_arguments_are_400`).
 /// A server function this build serves (server_fn's registry).
 #[cfg(feature = "ssr")]
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,8 +42,8 @@ pub struct ServerFunction {
 }
 
 /// Every server function this build serves, by path: what the fault suite's
-/// bad-input scenario probes and the reference lists, so that neither keeps a list of
-/// its own.
+/// bad-input scenario probes, what `docs/reference/server-functions.md` lists, and what
+/// the tests of every GET function call, so that none of them keeps a list of its own.
 #[cfg(feature = "ssr")]
 pub fn server_functions() -> Vec<ServerFunction> {
     let mut functions: Vec<ServerFunction> = leptos::server_fn::axum::server_fn_paths()
@@ -59,6 +56,9 @@ pub fn server_functions() -> Vec<ServerFunction> {
     functions
 }
 
+/// How an answer begins when a server function's arguments did not fit it (wrong types,
+/// missing fields, bodies that do not decode): the function never ran, and the caller
+/// gets 400 with these words and what did not fit (see `replies::bad_arguments_are_400`).
 pub const ARGUMENTS_DO_NOT_FIT: &str = "The request's fields do not fit this call: ";
 
 /// The client's address for this server function's request (see

@@ -5,6 +5,8 @@
 use leptos::prelude::*;
 use leptos::server_fn::codec::GetUrl;
 
+use crate::model::JobId;
+
 pub use crate::ops::tasks::{
     FinishedMinute, Moment, PAGE_SIZE, StateCount, TaskActionResult, TaskDetail, TaskPage,
     TaskQuery, TaskRow,
@@ -27,7 +29,7 @@ pub async fn list_tasks(#[server(default)] query: TaskQuery) -> Result<TaskPage,
 
 /// One job whole; `None` when there is no such job.
 #[server(endpoint = "tasks/detail", input = GetUrl)]
-pub async fn get_task(id: i64) -> Result<Option<TaskDetail>, ServerFnError> {
+pub async fn get_task(id: JobId) -> Result<Option<TaskDetail>, ServerFnError> {
     let (state, admin) = crate::api::as_admin().await?;
     crate::ops::tasks::detail(&state, admin, id)
         .await
@@ -37,7 +39,7 @@ pub async fn get_task(id: i64) -> Result<Option<TaskDetail>, ServerFnError> {
 /// "Retry selected": every selected job a retry applies to, in one transaction.
 #[server(endpoint = "tasks/retry_selected")]
 pub async fn retry_selected(
-    #[server(default)] ids: Vec<i64>,
+    #[server(default)] ids: Vec<JobId>,
 ) -> Result<TaskActionResult, ServerFnError> {
     bulk(ids, crate::ops::tasks::Bulk::Retry).await
 }
@@ -45,7 +47,7 @@ pub async fn retry_selected(
 /// "Cancel selected": every selected unfinished job, in one transaction.
 #[server(endpoint = "tasks/cancel_selected")]
 pub async fn cancel_selected(
-    #[server(default)] ids: Vec<i64>,
+    #[server(default)] ids: Vec<JobId>,
 ) -> Result<TaskActionResult, ServerFnError> {
     bulk(ids, crate::ops::tasks::Bulk::Cancel).await
 }
@@ -53,14 +55,14 @@ pub async fn cancel_selected(
 /// "Delete selected": every selected finished job, in one transaction.
 #[server(endpoint = "tasks/delete_selected")]
 pub async fn delete_selected(
-    #[server(default)] ids: Vec<i64>,
+    #[server(default)] ids: Vec<JobId>,
 ) -> Result<TaskActionResult, ServerFnError> {
     bulk(ids, crate::ops::tasks::Bulk::Delete).await
 }
 
 #[cfg(feature = "ssr")]
 async fn bulk(
-    ids: Vec<i64>,
+    ids: Vec<JobId>,
     action: crate::ops::tasks::Bulk,
 ) -> Result<TaskActionResult, ServerFnError> {
     let (state, admin) = crate::api::as_admin().await?;
@@ -72,7 +74,7 @@ async fn bulk(
 /// The panel rows of these jobs (those that exist, at most 100): what a live page reads
 /// when the stream (`/api/live`) says a job changed.
 #[server(endpoint = "tasks/rows", input = GetUrl)]
-pub async fn task_rows(#[server(default)] ids: Vec<i64>) -> Result<Vec<TaskRow>, ServerFnError> {
+pub async fn task_rows(#[server(default)] ids: Vec<JobId>) -> Result<Vec<TaskRow>, ServerFnError> {
     let (state, admin) = crate::api::as_admin().await?;
     crate::ops::tasks::rows(&state, admin, ids)
         .await
@@ -81,7 +83,7 @@ pub async fn task_rows(#[server(default)] ids: Vec<i64>) -> Result<Vec<TaskRow>,
 
 /// Retry: a retryable, discarded or cancelled job runs again now.
 #[server(endpoint = "tasks/retry")]
-pub async fn retry_task(id: i64) -> Result<TaskActionResult, ServerFnError> {
+pub async fn retry_task(id: JobId) -> Result<TaskActionResult, ServerFnError> {
     let (state, admin) = crate::api::as_admin().await?;
     crate::ops::tasks::retry(&state, admin, id)
         .await
@@ -90,7 +92,7 @@ pub async fn retry_task(id: i64) -> Result<TaskActionResult, ServerFnError> {
 
 /// Cancel: a job that has not run is cancelled at once; a running one is stopped.
 #[server(endpoint = "tasks/cancel")]
-pub async fn cancel_task(id: i64) -> Result<TaskActionResult, ServerFnError> {
+pub async fn cancel_task(id: JobId) -> Result<TaskActionResult, ServerFnError> {
     let (state, admin) = crate::api::as_admin().await?;
     crate::ops::tasks::cancel(&state, admin, id)
         .await
@@ -99,12 +101,16 @@ pub async fn cancel_task(id: i64) -> Result<TaskActionResult, ServerFnError> {
 
 /// Asks `GET /api/jobs/status` for these jobs (from the browser): their current rows.
 #[cfg(feature = "hydrate")]
-pub async fn fetch_job_status(ids: &[i64]) -> Result<Vec<TaskRow>, String> {
+pub async fn fetch_job_status(ids: &[JobId]) -> Result<Vec<TaskRow>, String> {
     #[derive(serde::Deserialize)]
     struct Answer {
         jobs: Vec<TaskRow>,
     }
-    let ids = ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+    let ids = ids
+        .iter()
+        .map(JobId::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
     let response = gloo_net::http::Request::get(&format!("/api/jobs/status?ids={ids}"))
         .send()
         .await

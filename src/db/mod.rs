@@ -45,10 +45,21 @@ pub static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| {
 ///   `access_codes`, `owner_email_change_tokens` and `mail_log.state`. The engine's
 ///   `20261204000002_job_workers` and our `20261204000003_access_codes` create them
 ///   where they are missing.
-pub const RETIRED: &[(i64, &str)] = &[(
-    20261130000001,
-    "58b23bd8ed781da140ebd1562d497ac8a2f69c74fcc61442c06b80ec3c8a9cece38a5cf2b514ac35b176569ebd2937f2",
-)];
+/// - 20261130000002 (`job_status_view`) defined the `job_status` view over the engine's
+///   `jobs`. The engine publishes that view now (its `20261207000001_job_status_view`
+///   replaces ours with the same columns and one more).
+///
+/// Their files are kept in `tests/fixtures/retired-migrations/`.
+pub const RETIRED: &[(i64, &str)] = &[
+    (
+        20261130000001,
+        "58b23bd8ed781da140ebd1562d497ac8a2f69c74fcc61442c06b80ec3c8a9cece38a5cf2b514ac35b176569ebd2937f2",
+    ),
+    (
+        20261130000002,
+        "2ad509c41b108674cc1272a1bec0c0d5f4de2af157b437d2bbf5f5f6bd94030e35f48b7af393b6e0e52e9df91ec70a72",
+    ),
+];
 
 /// Where the database comes from: the operator's server, or our own cluster.
 pub enum DatabaseSource {

@@ -239,18 +239,7 @@ pub enum DecisionError {
     Internal(#[from] anyhow::Error),
 }
 
-impl From<sqlx::Error> for DecisionError {
-    fn from(err: sqlx::Error) -> Self {
-        DecisionError::Internal(err.into())
-    }
-}
-
-/// The job engine failed to insert or read a job: a failure on our side.
-impl From<standmeet_jobs::Error> for DecisionError {
-    fn from(err: standmeet_jobs::Error) -> Self {
-        DecisionError::Internal(err.into())
-    }
-}
+crate::domain::failure::failures_on_our_side!(DecisionError);
 
 /// Approves a pending request: in one transaction its status becomes `approved` and
 /// the approval mail is queued (its job id kept on the request). Answers that job.

@@ -7,6 +7,7 @@ pub mod admins;
 pub mod bookings;
 pub mod corpus;
 pub mod events;
+pub mod failure;
 pub mod front_page;
 pub mod listings;
 pub mod mail;

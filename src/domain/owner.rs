@@ -97,18 +97,7 @@ pub enum ChangeError {
     Internal(#[from] anyhow::Error),
 }
 
-impl From<sqlx::Error> for ChangeError {
-    fn from(err: sqlx::Error) -> Self {
-        ChangeError::Internal(err.into())
-    }
-}
-
-/// The job engine failed to insert or read a job: a failure on our side.
-impl From<standmeet_jobs::Error> for ChangeError {
-    fn from(err: standmeet_jobs::Error) -> Self {
-        ChangeError::Internal(err.into())
-    }
-}
+crate::domain::failure::failures_on_our_side!(ChangeError);
 
 /// Asks to change the owner's address to `new_email`: in one transaction any older
 /// pending change is superseded, the new one written, and its confirmation mail queued

@@ -1,4 +1,4 @@
-//! Schedules (product.md §12): periodic jobs kept in `job_schedules`, which the job
+//! Schedules (docs/jobs.md): periodic jobs kept in `job_schedules`, which the job
 //! engine fires (`standmeet_jobs::periodic`), read in the owner's time zone
 //! (`STANDMEET_TIMEZONE`). Pages and tools read and change them through the
 //! `JobClient` with the settings' zone and the app's registry; this module adds

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// How often a watched wait says where it is: within the 2 s an agent's progress
-/// notifications may be apart (product.md §15).
+/// notifications may be apart (docs/mcp.md).
 pub const REPORT_EVERY: Duration = Duration::from_secs(1);
 
 /// One report of a watched wait.

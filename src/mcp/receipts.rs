@@ -2,7 +2,7 @@
 //! named: an agent that got a receipt (`pending: true`) reads
 //! `standmeet://jobs/{id}`, or subscribes to it, instead of polling (`resources`).
 //!
-//! The structured content stays exactly the operation's view (product.md §4 gives its
+//! The structured content stays exactly the operation's view (docs/reference/answers.md gives its
 //! shape); the resources go in the result's `_meta`, under [`JOB_RESOURCES`], and the
 //! progress messages of the wait name them too.
 

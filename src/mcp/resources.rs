@@ -99,7 +99,7 @@ pub fn templates() -> ListResourceTemplatesResult {
 /// `resources/read` of a job.
 pub async fn read(state: &AppState, uri: &str) -> Result<ReadResourceResult, ErrorData> {
     let id = job_of(uri)?;
-    let row = tasks::get(state, Operator::Agent, id.0)
+    let row = tasks::get(state, Operator::Agent, id)
         .await
         .map_err(resource_error)?;
     let text = serde_json::to_string(&row).map_err(|err| {
@@ -129,7 +129,7 @@ impl Subscriptions {
     ) -> Result<(), ErrorData> {
         let id = job_of(uri)?;
         // A job that is not there would never be finished: say so now.
-        tasks::get(state, Operator::Agent, id.0)
+        tasks::get(state, Operator::Agent, id)
             .await
             .map_err(resource_error)?;
         let mut waiting = self.waiting.lock().expect("not poisoned");

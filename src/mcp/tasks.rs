@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{Refusal, Tools};
+use crate::model::JobId;
 use crate::ops::Operator;
 use crate::ops::tasks::{self, TaskQuery};
 use crate::ops::tasks::{TaskList, TaskRow};
@@ -15,7 +16,8 @@ use crate::ops::tasks::{TaskList, TaskRow};
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct GetTaskParams {
     /// The id of the job.
-    pub job_id: i64,
+    #[schemars(with = "i64")]
+    pub job_id: JobId,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -33,7 +35,8 @@ pub struct ListTasksParams {
     /// How many jobs, newest first (1 to 50; 20 when not given).
     pub limit: Option<i64>,
     /// The next_after of the previous answer, for the page after it.
-    pub after: Option<i64>,
+    #[schemars(with = "Option<i64>")]
+    pub after: Option<JobId>,
 }
 
 #[tool_router(router = tasks_tools, vis = "pub(super)")]

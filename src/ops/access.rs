@@ -33,7 +33,7 @@ pub struct AccessRequestList {
     pub requests: Vec<AccessRequestView>,
 }
 
-/// What an approval did (product.md section 4): `pending` is false once the mail went
+/// What an approval did (docs/reference/answers.md): `pending` is false once the mail went
 /// out and the request is `replied`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(schemars::JsonSchema))]

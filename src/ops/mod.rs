@@ -4,7 +4,7 @@
 //! doors: a page's server function (`api`), an MCP tool (`mcp`), and the lab's fault
 //! suite, which knocks on both over HTTP. Each action is one function here: it takes
 //! the app's state, who is acting ([`Operator`], or a visitor), and typed input, and
-//! answers a typed view that serializes to the contract's JSON shape (product.md), or
+//! answers a typed view that serializes to the contract's JSON shape (docs/reference/answers.md), or
 //! an [`AppError`](crate::error::AppError) that says in words what was wrong. The doors
 //! are adapters: a `#[server]` function finds out who is signed in and maps the error
 //! to its status; a tool serializes the view as its structured answer.

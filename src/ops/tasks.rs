@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::JobState;
+use crate::model::{JobId, JobState};
 
 /// The most rows a page shows.
 pub const PAGE_SIZE: i64 = 50;
@@ -16,34 +16,30 @@ pub const COUNT_CAP: i64 = 10_000;
 /// The most ids one status poll or bulk action may name.
 pub const MAX_STATUS_IDS: usize = 100;
 
-/// A row of the panel; times are already words ("2026-11-29 14:03:12 UTC"), so the
-/// server's page and the browser's hydrated one say exactly the same.
+/// A row of the panel, one field per fact; times are already words ("3 s ago", and
+/// "2026-11-29 14:03:12 UTC" as the exact one), so the server's page and the browser's
+/// hydrated one say exactly the same.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(schemars::JsonSchema))]
 pub struct TaskRow {
-    pub id: i64,
+    // A plain integer in the tools' schemas, as every job id was before it was typed.
+    #[cfg_attr(feature = "ssr", schemars(with = "i64"))]
+    pub id: JobId,
     pub kind: String,
     pub queue: String,
     pub state: JobState,
     pub attempt: i16,
     pub max_attempts: i16,
-    pub created: String,
-    /// When it was to run, or runs next.
-    #[serde(default)]
-    pub scheduled: String,
-    /// When it finished (finished jobs).
-    pub finalized: Option<String>,
-    /// When it runs next (jobs waiting to run).
-    pub next_run: Option<String>,
     pub last_error: Option<String>,
     /// Why an unfinished job is not moving, when StandMeet knows: no running process
     /// has a handler for its kind (it waits for one that does).
     #[serde(default)]
     pub note: Option<String>,
-    /// When it was created, and when it finished or runs next, as the panel shows them
-    /// ("3 s ago" in a `<time>`).
+    /// When it was created, as the panel shows it ("3 s ago" in a `<time>`).
     #[serde(default)]
     pub created_at: Moment,
+    /// When it finished (a finished job: see its state), or when it runs next (a job
+    /// waiting to run); null while it runs.
     #[serde(default)]
     pub finished_or_next_at: Option<Moment>,
 }
@@ -99,8 +95,8 @@ pub struct TaskQuery {
     /// A job id, or a JSON object the jobs' arguments contain.
     #[serde(default)]
     pub q: Option<String>,
-    pub before: Option<i64>,
-    pub after: Option<i64>,
+    pub before: Option<JobId>,
+    pub after: Option<JobId>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -135,7 +131,7 @@ pub struct TaskPage {
     pub throughput: Vec<FinishedMinute>,
     pub counts: Vec<StateCount>,
     /// The `before` of the next (older) page, when there is one.
-    pub older: Option<i64>,
+    pub older: Option<JobId>,
     /// Kinds and queues to offer in the filters.
     pub kinds: Vec<String>,
     pub queues: Vec<String>,
@@ -184,7 +180,8 @@ pub struct TaskActionResult {
 pub struct TaskList {
     pub tasks: Vec<TaskRow>,
     /// The `after` that asks for the next (older) page; null on the last page.
-    pub next_after: Option<i64>,
+    #[cfg_attr(feature = "ssr", schemars(with = "Option<i64>"))]
+    pub next_after: Option<JobId>,
 }
 
 /// A bulk action of the panel.
@@ -204,7 +201,6 @@ mod operations {
 
     use super::*;
     use crate::error::AppError;
-    use crate::model::JobId;
     use crate::ops::Operator;
     use crate::ops::paging::{one_page, parse_filter};
     use crate::ops::when;
@@ -224,17 +220,12 @@ mod operations {
             note,
             created_at: Moment::of(job.created_at, now),
             finished_or_next_at,
-            id: job.id.0,
+            id: job.id,
             kind: job.kind,
             queue: job.queue,
             state: job.state,
             attempt: job.attempt,
             max_attempts: job.max_attempts,
-            created: when(job.created_at),
-            scheduled: when(job.scheduled_at),
-            finalized: job.finalized_at.map(when),
-            next_run: (!job.state.is_terminal() && job.state != JobState::Running)
-                .then(|| when(job.scheduled_at)),
             last_error: job.last_error,
         }
     }
@@ -292,8 +283,8 @@ mod operations {
             state: parse_filter::<JobState>(query.state.as_deref())?,
             kind: name_filter(query.kind.clone()),
             queue: name_filter(query.queue.clone()),
-            before: query.before.map(JobId),
-            after: query.after.map(JobId),
+            before: query.before,
+            after: query.after,
             ..search_filter(query.q.as_deref()).map_err(AppError::BadRequest)?
         })
     }
@@ -315,7 +306,7 @@ mod operations {
         let (jobs, more) = one_page(PAGE_SIZE, |limit| state.jobs.list(&filter, limit)).await?;
         // Paging back towards the newest shows no "older" link.
         let older = (more && filter.after.is_none())
-            .then(|| jobs.last().map(|job| job.id.0))
+            .then(|| jobs.last().map(|job| job.id))
             .flatten();
         let counts = state
             .jobs
@@ -360,7 +351,7 @@ mod operations {
         }
         let filter = filter(query)?;
         let (jobs, more) = one_page(limit, |limit| state.jobs.list(&filter, limit)).await?;
-        let next_after = more.then(|| jobs.last().map(|job| job.id.0)).flatten();
+        let next_after = more.then(|| jobs.last().map(|job| job.id)).flatten();
         Ok(TaskList {
             tasks: rows_of(state, jobs).await?,
             next_after,
@@ -368,8 +359,8 @@ mod operations {
     }
 
     /// One job's row (`tasks.get`); 404 in words for a job that is not there.
-    pub async fn get(state: &AppState, _by: Operator, id: i64) -> Result<TaskRow, AppError> {
-        let jobs = state.jobs.summaries(&[JobId(id)]).await?;
+    pub async fn get(state: &AppState, _by: Operator, id: JobId) -> Result<TaskRow, AppError> {
+        let jobs = state.jobs.summaries(&[id]).await?;
         rows_of(state, jobs)
             .await?
             .into_iter()
@@ -424,9 +415,9 @@ mod operations {
     pub async fn detail(
         state: &AppState,
         _by: Operator,
-        id: i64,
+        id: JobId,
     ) -> Result<Option<TaskDetail>, AppError> {
-        let Some(job) = state.jobs.get(JobId(id)).await? else {
+        let Some(job) = state.jobs.get(id).await? else {
             return Ok(None);
         };
         let mut detail = detail_of(job);
@@ -447,10 +438,10 @@ mod operations {
     pub async fn retry(
         state: &AppState,
         by: Operator,
-        id: i64,
+        id: JobId,
     ) -> Result<TaskActionResult, AppError> {
-        let outcome = state.jobs.retry(JobId(id)).await?;
-        tracing::info!(job.id = id, ?by, ?outcome, "a job was retried");
+        let outcome = state.jobs.retry(id).await?;
+        tracing::info!(job.id = id.0, ?by, ?outcome, "a job was retried");
         Ok(match outcome {
             RetryOutcome::Retried => TaskActionResult {
                 done: true,
@@ -473,10 +464,10 @@ mod operations {
     pub async fn cancel(
         state: &AppState,
         by: Operator,
-        id: i64,
+        id: JobId,
     ) -> Result<TaskActionResult, AppError> {
-        let outcome = state.jobs.cancel(JobId(id)).await?;
-        tracing::info!(job.id = id, ?by, ?outcome, "a job was cancelled");
+        let outcome = state.jobs.cancel(id).await?;
+        tracing::info!(job.id = id.0, ?by, ?outcome, "a job was cancelled");
         Ok(match outcome {
             CancelOutcome::Cancelled => TaskActionResult {
                 done: true,
@@ -539,11 +530,10 @@ mod operations {
     pub async fn bulk(
         state: &AppState,
         by: Operator,
-        ids: Vec<i64>,
+        mut ids: Vec<JobId>,
         action: Bulk,
     ) -> Result<TaskActionResult, AppError> {
-        let mut ids: Vec<JobId> = ids.into_iter().map(JobId).collect();
-        ids.sort_unstable_by_key(|id| id.0);
+        ids.sort_unstable();
         ids.dedup();
         if ids.is_empty() {
             return Err(AppError::BadRequest("Select the jobs first.".into()));
@@ -639,7 +629,7 @@ mod operations {
     pub async fn rows(
         state: &AppState,
         _by: Operator,
-        ids: Vec<i64>,
+        ids: Vec<JobId>,
     ) -> Result<Vec<TaskRow>, AppError> {
         if ids.len() > MAX_STATUS_IDS {
             return Err(AppError::BadRequest(format!(
@@ -647,7 +637,6 @@ mod operations {
                 ids.len()
             )));
         }
-        let ids: Vec<JobId> = ids.into_iter().map(JobId).collect();
         rows_of(state, state.jobs.summaries(&ids).await?).await
     }
 
@@ -656,12 +645,12 @@ mod operations {
     pub async fn status(
         state: &AppState,
         ids: &[JobId],
-    ) -> Result<(Vec<TaskRow>, Vec<i64>), AppError> {
+    ) -> Result<(Vec<TaskRow>, Vec<JobId>), AppError> {
         let jobs = state.jobs.summaries(ids).await?;
         let unknown = ids
             .iter()
             .filter(|id| !jobs.iter().any(|job| job.id == **id))
-            .map(|id| id.0)
+            .copied()
             .collect();
         Ok((rows_of(state, jobs).await?, unknown))
     }

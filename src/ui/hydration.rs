@@ -1,6 +1,6 @@
 //! Which pages are hydrated. The console's are: they live on the app's code. A
 //! visitor's are not: they are forms and links, whole as the server renders them, so
-//! they are sent without the wasm and its loader (product.md §15, "Weight": a visitor's
+//! they are sent without the wasm and its loader (docs/reference/README.md#weight: a visitor's
 //! first page within 100 KB, usable the moment it arrives). Their few niceties are the
 //! inline script `ui/desk.js`; every form on them posts as plain HTML.
 

@@ -83,7 +83,7 @@ pub fn App() -> impl IntoView {
                 <Routes fallback=NotFound>
                     <Route path=path!("/") view={Lazy::<HomeRoute>::new()} ssr=SsrMode::Async/>
                     <Route path=path!("/login") view={Lazy::<LoginRoute>::new()} ssr=SsrMode::Async/>
-                    // Admin pages (product.md section 5); each arrives with its issue.
+                    // Admin pages (docs/reference/pages.md); each arrives with its issue.
                     // Rendered whole before the first byte is sent, so that a shared link
                     // shows the rows without JavaScript and a missing job answers 404.
                     <Route path=path!("/admin") view={Lazy::<OverviewRoute>::new()} ssr=SsrMode::Async/>

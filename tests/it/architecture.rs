@@ -174,9 +174,16 @@ fn segments_of(text: &str) -> ModulePath {
 type ReExports = BTreeMap<(ModulePath, String), ModulePath>;
 
 fn re_exports_of(me: &ModulePath, code: &str, found: &mut ReExports) {
+    for visibility in ["pub use ", "pub(crate) use ", "pub(super) use "] {
+        re_exports_with(me, code, visibility, found);
+    }
+}
+
+/// [`re_exports_of`] for the statements that begin with `visibility`.
+fn re_exports_with(me: &ModulePath, code: &str, visibility: &str, found: &mut ReExports) {
     let mut rest = code;
-    while let Some(at) = rest.find("pub use ") {
-        rest = &rest[at + "pub use ".len()..];
+    while let Some(at) = rest.find(visibility) {
+        rest = &rest[at + visibility.len()..];
         let Some(end) = rest.find(';') else { break };
         let statement = &rest[..end];
         let (base, names) = match statement.split_once("::{") {

@@ -1,5 +1,5 @@
 //! The outbox: each business change writes its event in its own transaction (a rollback
-//! leaves none, a refused change writes none), with the data of §9, oldest first.
+//! leaves none, a refused change writes none), with the data docs/events-and-webhooks.md gives, oldest first.
 
 use crate::common;
 use crate::common::jobs::client as jobs_client;
@@ -237,7 +237,7 @@ async fn agents_page_through_events_and_get_one_by_id(pool: PgPool) {
     assert_eq!(missing["isError"], true, "{missing}");
 }
 
-/// The event types webhook endpoints subscribe to are a contract (product.md §9, §12):
+/// The event types webhook endpoints subscribe to are a contract (docs/events-and-webhooks.md):
 /// kept in `tests/golden/event_types.json`; `UPDATE_GOLDEN=1` rewrites it.
 #[test]
 fn the_event_types_match_the_golden_file() {

@@ -1,4 +1,4 @@
-//! StandMeet keeps the engine's promises where people see them (product contract §2):
+//! StandMeet keeps the engine's promises where people see them (docs/reference/README.md#promises):
 //! a kind nobody runs waits instead of being discarded and the panel says why, every
 //! code or link that went out in a mail works, secrets stay out of the process log, an
 //! approved request never dead-ends, the engine gets a pool with room beyond its

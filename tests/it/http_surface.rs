@@ -631,11 +631,11 @@ async fn every_get_server_function_decodes_a_request_that_sets_nothing(pool: PgP
     // server answered `400 Args|missing field 'query'` every two seconds.
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
-    let mut get_fns: Vec<&str> = leptos::server_fn::axum::server_fn_paths()
-        .filter(|(_, method)| method == axum::http::Method::GET)
-        .map(|(path, _)| path)
+    let get_fns: Vec<&str> = standmeet::api::server_functions()
+        .into_iter()
+        .filter(|function| function.get)
+        .map(|function| function.path)
         .collect();
-    get_fns.sort_unstable();
     assert!(get_fns.contains(&"/api/tasks/list"), "{get_fns:?}");
     for (path, _) in GET_SERVER_FNS_WITH_A_REQUIRED_ARGUMENT {
         assert!(

@@ -1,4 +1,4 @@
-//! Live job states over Server-Sent Events (product.md §10): `GET /api/live?ids=…` sends
+//! Live job states over Server-Sent Events (docs/jobs.md): `GET /api/live?ids=…` sends
 //! each job's state at once and every change after, fed by the process's one LISTEN
 //! connection (a hundred streams hold no database connection); 401 without a session,
 //! 400 for bad ids, 503 past `STANDMEET_MAX_LIVE_CLIENTS`; a stream ends when its session

@@ -29,6 +29,7 @@ mod overview;
 mod owner_email;
 mod private_cluster;
 mod queues;
+mod reference;
 mod schedules;
 mod tasks;
 mod traces;

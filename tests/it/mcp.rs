@@ -220,7 +220,8 @@ async fn approve_with_a_fast_mail_server_answers_in_full_within_two_seconds(pool
     assert_eq!(answer["mail_state"], "sent");
     assert_eq!(answer["pending"], false);
     assert!(answer["mail_job_id"].as_i64().is_some());
-    // The product's promise (§4: an MCP approve waits 2 s for its mail), kept as is.
+    // The promise (docs/reference/answers.md: an MCP approve waits 2 s for its mail),
+    // kept as is.
     assert!(took < Duration::from_secs(2), "took {took:?}");
     assert_eq!(app.smtp().mails_to("fast@example.com").len(), 1);
 }

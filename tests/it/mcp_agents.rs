@@ -1,4 +1,4 @@
-//! MCP as agents expect it (product.md §15): every tool has a title, annotations that
+//! MCP as agents expect it (docs/mcp.md): every tool has a title, annotations that
 //! tell a read from a delete, and an output schema that its real answers keep to;
 //! `tasks.list` searches and pages as the Tasks panel does.
 

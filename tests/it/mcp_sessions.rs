@@ -1,4 +1,4 @@
-//! An agent in an MCP session, with rmcp's own client over real HTTP (product.md §15):
+//! An agent in an MCP session, with rmcp's own client over real HTTP (docs/mcp.md):
 //! the capabilities say jobs are resources one may subscribe to; a job reads as
 //! `tasks.get` answers it and its subscription is told when it is finished; a tool that
 //! waits sends progress and, cancelled, stops waiting while its job goes on.

@@ -5,9 +5,10 @@
 //! Until #50 the job engine's migrations sat in the application's `migrations/`, and one
 //! (`20261130000001_faults`) held tables of both. The engine's files moved unchanged
 //! (same versions, same checksums); that one was retired and split in two
-//! (`db::RETIRED`). "The old layout" below is the list an earlier build applied: the
-//! files of both folders up to the last version before the split, and the retired file
-//! from `tests/fixtures/migrations-before-50/`.
+//! (`db::RETIRED`). Later the application's `job_status` view (20261130000002) was
+//! retired too, when the engine began to publish it. "The old layout" below is the list
+//! an earlier build applied: the files of both folders up to a version, and the retired
+//! files from `tests/fixtures/retired-migrations/`.
 
 use sqlx::PgPool;
 use sqlx::migrate::Migrator;
@@ -17,7 +18,7 @@ use sqlx::postgres::PgPoolOptions;
 const LAST_VERSION_BEFORE_THE_SPLIT: i64 = 20261204000001;
 const RETIRED_FILES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/tests/fixtures/migrations-before-50"
+    "/tests/fixtures/retired-migrations"
 );
 
 #[sqlx::test(migrations = false)]
@@ -88,6 +89,60 @@ async fn a_database_from_before_the_retired_migration_gets_its_tables_and_backfi
     let fresh = another_database(&pool, "fresh").await;
     standmeet::db::migrate(&fresh).await.unwrap();
     assert_same_schema(&pool, &fresh).await;
+    drop_database(&pool, fresh).await;
+}
+
+/// The last migration a build held while the application defined `job_status`.
+const LAST_VERSION_WITH_THE_APPS_JOB_STATUS: i64 = 20261205000002;
+
+/// A database migrated while the application still defined `job_status` gets the
+/// engine's view in its place, reading the same jobs with the same columns, and the
+/// schema a fresh database gets.
+#[sqlx::test(migrations = false)]
+async fn a_database_with_the_apps_job_status_view_gets_the_engines(pool: PgPool) {
+    old_layout(LAST_VERSION_WITH_THE_APPS_JOB_STATUS)
+        .await
+        .run(&pool)
+        .await
+        .expect("the old layout applies");
+    let job: i64 = sqlx::query_scalar(
+        "INSERT INTO jobs (kind, args, errors) VALUES ('system.noop', '{\"n\": 7}',
+         '[{\"attempt\": 1, \"at\": \"2026-12-01T10:00:00Z\", \"error\": \"boom\"}]')
+         RETURNING id",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let before: (String, Option<String>) =
+        sqlx::query_as("SELECT kind, last_error FROM job_status WHERE id = $1")
+            .bind(job)
+            .fetch_one(&pool)
+            .await
+            .expect("the application's view");
+
+    standmeet::db::migrate(&pool)
+        .await
+        .expect("the upgrade needs no manual step");
+
+    let after: (String, Option<String>, serde_json::Value) =
+        sqlx::query_as("SELECT kind, last_error, args FROM job_status WHERE id = $1")
+            .bind(job)
+            .fetch_one(&pool)
+            .await
+            .expect("the engine's view");
+    assert_eq!((after.0.clone(), after.1.clone()), before);
+    assert_eq!(after.1.as_deref(), Some("boom"));
+    assert_eq!(after.2, serde_json::json!({"n": 7}));
+    let versions = applied_versions(&pool).await;
+    assert!(
+        versions.contains(&20261130000002) && versions.contains(&20261207000001),
+        "{versions:?}"
+    );
+
+    let fresh = another_database(&pool, "fresh").await;
+    standmeet::db::migrate(&fresh).await.unwrap();
+    assert_same_schema(&pool, &fresh).await;
+    assert!(!applied_versions(&fresh).await.contains(&20261130000002));
     drop_database(&pool, fresh).await;
 }
 

@@ -1,4 +1,4 @@
-//! Queues (product.md §10): a pause is stored and obeyed by every process, survives a
+//! Queues (docs/jobs.md): a pause is stored and obeyed by every process, survives a
 //! restart, and a resume runs the waiting jobs at once; the tools and the page's server
 //! functions show every queue's figures and refuse unknown queues with words.
 

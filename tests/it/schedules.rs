@@ -1,4 +1,4 @@
-//! Schedules through MCP (product.md §12): the built-in ones, creating and changing
+//! Schedules through MCP (docs/jobs.md): the built-in ones, creating and changing
 //! one, Run now and "already queued", a firing of the running engine, and bad input
 //! refused with words and nothing written.
 

@@ -67,12 +67,24 @@ async fn the_status_poll_answers_rows_and_unknown_ids(pool: PgPool) {
     assert_eq!(done_row["queue"], "default");
     assert_eq!(done_row["attempt"], 1);
     assert_eq!(done_row["max_attempts"], 25);
-    assert!(done_row["finalized"].as_str().unwrap().ends_with(" UTC"));
+    // A finished job's time is when it finished; a waiting one's, when it runs next.
+    let done_at = &done_row["finished_or_next_at"];
+    assert!(
+        done_at["exact"].as_str().unwrap().ends_with(" UTC"),
+        "{done_at}"
+    );
+    assert!(
+        done_at["relative"].as_str().unwrap().ends_with(" ago"),
+        "{done_at}"
+    );
     let waiting_row = row(waiting);
     assert_eq!(waiting_row["state"], "scheduled");
     assert_eq!(waiting_row["last_error"], "boom");
-    assert!(waiting_row["next_run"].as_str().is_some());
-    assert!(waiting_row["finalized"].is_null());
+    let next_at = &waiting_row["finished_or_next_at"];
+    assert!(
+        next_at["relative"].as_str().unwrap().starts_with("in "),
+        "{next_at}"
+    );
 }
 
 #[sqlx::test(migrator = "standmeet::db::MIGRATOR")]

@@ -1,4 +1,4 @@
-//! The corpus from an Obsidian vault (product.md §12), with the sample vault of the
+//! The corpus from an Obsidian vault (docs/corpus.md), with the sample vault of the
 //! repository copied to a temporary folder: the first rebuild imports every note but
 //! the broken one; a second changes nothing; a changed, a removed and a new note are
 //! updated, removed and added, entries made elsewhere stay, and `corpus.rebuilt`

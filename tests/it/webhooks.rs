@@ -1,4 +1,4 @@
-//! Signed webhooks (product.md §9): events reach the endpoints that want them, signed as
+//! Signed webhooks (docs/events-and-webhooks.md): events reach the endpoints that want them, signed as
 //! the Standard Webhooks specification says (checked by the receiver's own HMAC),
 //! retried with the same id, never through a redirect; 410 and 20 failed deliveries in
 //! a row disable an endpoint; private addresses are refused unless allowed; a rollback

@@ -220,9 +220,9 @@ impl JobError {
     }
 }
 
-/// `?` in a handler: any error is a failed attempt to retry, in its words and its
-/// causes' (each said once). An error type that is not a `std::error::Error` (anyhow's)
-/// goes through [`JobError::retry`] with its words.
+/// `?` in a handler: any `std::error::Error` is a failed attempt to retry, in its words
+/// and its causes' (each said once). anyhow's error is not one and does not convert: a
+/// handler that has one says `JobError::retry(format!("{err:#}"))`.
 impl<E: std::error::Error + 'static> From<E> for JobError {
     fn from(err: E) -> Self {
         JobError::retry(crate::error::error_chain(&err))

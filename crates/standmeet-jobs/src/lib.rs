@@ -57,6 +57,27 @@
 //! engine's own tests. Without the default `engine` feature the crate is only
 //! [`JobId`] and [`JobState`], which a browser's wasm can share.
 //!
+//! ## What it publishes in the database
+//!
+//! An application shares the engine's database, and SQL of its own may lean on these,
+//! and on nothing else of the engine's schema (the other tables, their columns and
+//! functions are the engine's to change):
+//! - **the view `job_status`**: `id`, `kind`, `state`, `last_error` (the last failed
+//!   attempt's words), `finalized_at`, `args`, one row per job. It is how an
+//!   application's SQL reads a job it keeps the id of; its columns change only by new
+//!   ones added at the end. PostgreSQL plans it as the table under it, so its indexes
+//!   serve (a filter on `state` finds the few running jobs);
+//! - **`jobs (id)`** as the target of a foreign key (`ON DELETE SET NULL`: finished jobs
+//!   are cleaned away);
+//! - **an `INSERT INTO jobs`** naming `kind` and `args`, and if it likes `queue`,
+//!   `max_attempts`, `priority` and `trace_context`: a job inserted by
+//!   plain SQL (a trigger, an operator, another service) is picked up as promptly as
+//!   one inserted through [`JobClient`];
+//! - **the notification** `standmeet_job_final`, whose payload is the id of a job that
+//!   reached a terminal state, sent in the transaction that put it there.
+//!
+//! The schema comes from [`MIGRATOR`], applied before the application's own migrations.
+//!
 //! ## States, and who moves jobs between them
 //!
 //! - `available`: ready to run. In: an insert due now, the scheduler (a `scheduled` or

@@ -1,4 +1,4 @@
-//! The job engine keeps its promises under faults (product contract §2, §13): no job
+//! The job engine keeps its promises under faults (docs/reference/README.md#promises): no job
 //! stays `running` once its holder stopped holding it, an attempt whose job was taken
 //! back stops, one bad outcome holds up no other job, an admin's cancel always ends a
 //! job `cancelled`, snoozes are not attempts, every delay has one cap, an attempt that
@@ -324,7 +324,7 @@ async fn a_snooze_then_a_failure_backs_off_as_a_first_failure(pool: PgPool) {
 }
 
 // ---------------------------------------------------------------------------------
-// An attempt that started counts; a claim lets go (product contract §13).
+// An attempt that started counts; a claim lets go (docs/jobs.md).
 
 /// `test.counted {wait?}`: leaves one row in `attempts_run` per attempt (committed at
 /// once, outside the job's own writes: a side effect, like a mail), then completes, or

@@ -1,6 +1,6 @@
 //! Bookings: the owner publishes when they are free (weekly windows in
 //! `STANDMEET_TIMEZONE`), a visitor picks a slot, and mails go out to both sides as jobs
-//! that nobody waits for (product.md section 11).
+//! that nobody waits for (docs/bookings.md).
 //!
 //! A booking is one transaction: the row (`confirmed`), a `booking.notify_owner` and a
 //! `booking.confirmation` job and the `booking.created` event. The database itself keeps
@@ -59,18 +59,7 @@ pub enum BookingError {
     Internal(#[from] anyhow::Error),
 }
 
-impl From<sqlx::Error> for BookingError {
-    fn from(err: sqlx::Error) -> Self {
-        BookingError::Internal(err.into())
-    }
-}
-
-/// The job engine failed to insert or read a job: a failure on our side.
-impl From<standmeet_jobs::Error> for BookingError {
-    fn from(err: standmeet_jobs::Error) -> Self {
-        BookingError::Internal(err.into())
-    }
-}
+crate::domain::failure::failures_on_our_side!(BookingError);
 
 pub use crate::model::BookingState;
 

@@ -159,8 +159,7 @@ pub async fn promote(pool: &PgPool, jobs: &JobClient, id: i64) -> Result<Written
 }
 
 /// An entry made from a vault note is the note's: an admin's edit would be silently
-/// undone by the next rebuild, so it is refused in words naming the note (product.md
-/// §14).
+/// undone by the next rebuild, so it is refused in words naming the note (docs/corpus.md).
 async fn refuse_entries_made_from_notes(
     tx: &mut sqlx::PgConnection,
     id: i64,

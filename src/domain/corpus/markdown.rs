@@ -1,4 +1,4 @@
-//! Entry bodies are Markdown (product.md §12), as an Obsidian vault keeps them: rendered
+//! Entry bodies are Markdown (docs/corpus.md), as an Obsidian vault keeps them: rendered
 //! to HTML for the entry page and the admin's preview, sanitized whatever the note
 //! carries; and read as plain text for the index and the snippets, so that search
 //! finds words, not markup.

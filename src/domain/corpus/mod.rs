@@ -114,18 +114,7 @@ pub enum CorpusError {
     Internal(#[from] anyhow::Error),
 }
 
-impl From<sqlx::Error> for CorpusError {
-    fn from(err: sqlx::Error) -> Self {
-        CorpusError::Internal(err.into())
-    }
-}
-
-/// The job engine failed to insert or read a job: a failure on our side.
-impl From<standmeet_jobs::Error> for CorpusError {
-    fn from(err: standmeet_jobs::Error) -> Self {
-        CorpusError::Internal(err.into())
-    }
-}
+crate::domain::failure::failures_on_our_side!(CorpusError);
 
 /// A write done: the entry, its new version, and the index job for it.
 #[derive(Clone, Copy, Debug)]

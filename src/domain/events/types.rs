@@ -1,9 +1,9 @@
 //! The event types and the events about to be recorded, with the keys of their data
-//! (`../shared/design/product.md` §9).
+//! (docs/events-and-webhooks.md).
 
 use serde_json::json;
 
-/// What happened: the event types of `../shared/design/product.md` §9.
+/// What happened: the event types of docs/events-and-webhooks.md.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventType {
     AccessRequestCreated,

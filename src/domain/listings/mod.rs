@@ -92,18 +92,7 @@ pub enum ListingsError {
     Internal(#[from] anyhow::Error),
 }
 
-impl From<sqlx::Error> for ListingsError {
-    fn from(err: sqlx::Error) -> Self {
-        ListingsError::Internal(err.into())
-    }
-}
-
-/// The job engine failed to insert or read a job: a failure on our side.
-impl From<standmeet_jobs::Error> for ListingsError {
-    fn from(err: standmeet_jobs::Error) -> Self {
-        ListingsError::Internal(err.into())
-    }
-}
+crate::domain::failure::failures_on_our_side!(ListingsError);
 
 /// Adds a source after checking its fields; answers its id.
 pub async fn add_source(

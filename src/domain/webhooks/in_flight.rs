@@ -155,12 +155,13 @@ impl Drop for Flight {
 }
 
 /// How many deliveries to `endpoint` are being attempted now, by every process: its
-/// `webhooks.deliver` jobs that are `running` (a few rows, found by the state index).
+/// `webhooks.deliver` jobs that are `running` (a few rows, found by the state index
+/// through the engine's published view `job_status`, which PostgreSQL plans as `jobs`).
 pub async fn under_way_everywhere(pool: &PgPool, endpoint: i64) -> Result<i64, sqlx::Error> {
     let count = sqlx::query_scalar!(
         r#"
         SELECT count(*) AS "count!"
-        FROM jobs j
+        FROM job_status j
         JOIN webhook_deliveries d ON d.id = (j.args->>'delivery_id')::bigint
         WHERE j.state = 'running' AND j.kind = 'webhooks.deliver' AND d.endpoint_id = $1
         "#,

@@ -70,18 +70,7 @@ pub enum WebhookError {
     Internal(#[from] anyhow::Error),
 }
 
-impl From<sqlx::Error> for WebhookError {
-    fn from(err: sqlx::Error) -> Self {
-        WebhookError::Internal(err.into())
-    }
-}
-
-/// The job engine failed to insert or read a job: a failure on our side.
-impl From<standmeet_jobs::Error> for WebhookError {
-    fn from(err: standmeet_jobs::Error) -> Self {
-        WebhookError::Internal(err.into())
-    }
-}
+crate::domain::failure::failures_on_our_side!(WebhookError);
 
 /// The event types an endpoint may ask for, read from what a person typed or ticked:
 /// names of event types, or `*` for all of them (then alone). Duplicates go.

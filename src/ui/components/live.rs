@@ -11,12 +11,12 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::api::tasks::TaskRow;
-use crate::model::JobState;
+use crate::model::{JobId, JobState};
 
 /// A job's state as the stream tells it.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 pub struct LiveJobState {
-    pub id: i64,
+    pub id: JobId,
     pub state: JobState,
     pub attempt: i16,
     pub errors_count: i32,
@@ -26,7 +26,7 @@ pub struct LiveJobState {
 /// stream): `on_change` gets every state the stream sends, and `poll` runs once a
 /// second while the stream is not open.
 pub fn use_live_jobs(
-    watched: impl Fn() -> Vec<i64> + 'static,
+    watched: impl Fn() -> Vec<JobId> + 'static,
     on_change: impl Fn(LiveJobState) + 'static,
     poll: impl Fn() + 'static,
 ) {
@@ -55,12 +55,12 @@ pub fn use_newest_request(on_newest: impl Fn(i64) + 'static) {
 /// read through the `tasks/rows` server function (once per burst of changes), and while
 /// the stream is not open all of `watched()` through the status poll; `apply` gets them.
 pub fn use_live_rows(
-    watched: impl Fn() -> Vec<i64> + Clone + 'static,
+    watched: impl Fn() -> Vec<JobId> + Clone + 'static,
     apply: impl Fn(Vec<TaskRow>) + Clone + 'static,
 ) {
     #[cfg(feature = "hydrate")]
     {
-        let changed = StoredValue::new(Vec::<i64>::new());
+        let changed = StoredValue::new(Vec::<JobId>::new());
         let busy = StoredValue::new(false);
         let on_change = {
             let apply = apply.clone();
@@ -114,7 +114,7 @@ pub fn use_live_rows(
 /// the corpus). `jobs` names the unfinished jobs of the value.
 pub fn refetch_on_jobs<T>(
     resource: Resource<Result<T, ServerFnError>>,
-    jobs: impl Fn(&T) -> Vec<i64> + 'static,
+    jobs: impl Fn(&T) -> Vec<JobId> + 'static,
 ) where
     T: Clone + Send + Sync + Serialize + DeserializeOwned + 'static,
 {
@@ -135,7 +135,7 @@ pub fn refetch_on_jobs<T>(
 /// notification to the owner).
 pub trait FollowsJob: Clone + Send + Sync + 'static {
     /// The job its chip follows, and that job's state as the row last heard it.
-    fn followed_job(&self) -> (Option<i64>, Option<JobState>);
+    fn followed_job(&self) -> (Option<JobId>, Option<JobState>);
     /// Takes in the job's fresh row (its state moved).
     fn job_moved(&mut self, job: &TaskRow);
 }
@@ -150,7 +150,7 @@ pub fn follow_row_jobs<R: FollowsJob>(rows: RwSignal<Vec<RwSignal<R>>>) {
                     let (job, state) = row.with_untracked(R::followed_job);
                     job.filter(|_| state.is_some_and(|state| !state.is_terminal()))
                 })
-                .collect::<Vec<i64>>()
+                .collect::<Vec<JobId>>()
         })
     };
     use_live_rows(watched, move |jobs| {
@@ -179,13 +179,14 @@ mod browser {
     use web_sys::{EventSource, MessageEvent};
 
     use super::LiveJobState;
+    use crate::model::JobId;
     use crate::ui::components::poll::use_polling;
 
     /// How many seconds a stream that closed for good waits before it is tried again.
     const RETRY_AFTER_TICKS: u32 = 5;
 
     struct Open {
-        ids: Vec<i64>,
+        ids: Vec<JobId>,
         source: EventSource,
         // Kept alive as long as the source calls it.
         _on_job: Closure<dyn FnMut(MessageEvent)>,
@@ -207,7 +208,7 @@ mod browser {
     }
 
     pub fn follow(
-        watched: impl Fn() -> Vec<i64> + 'static,
+        watched: impl Fn() -> Vec<JobId> + 'static,
         on_change: impl Fn(LiveJobState) + 'static,
         poll: impl Fn() + 'static,
     ) {
@@ -333,8 +334,12 @@ mod browser {
         });
     }
 
-    fn open(ids: &[i64], on_change: Rc<dyn Fn(LiveJobState)>) -> Option<Open> {
-        let list = ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+    fn open(ids: &[JobId], on_change: Rc<dyn Fn(LiveJobState)>) -> Option<Open> {
+        let list = ids
+            .iter()
+            .map(JobId::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
         let source = EventSource::new(&format!("/api/live?ids={list}")).ok()?;
         let on_job = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
             let Some(data) = event.data().as_string() else {

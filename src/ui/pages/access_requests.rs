@@ -13,7 +13,7 @@ use crate::api::access::{
     AccessRequestView, ApproveAccessRequest, DenyAccessRequest, list_access_requests,
 };
 use crate::api::tasks::TaskRow;
-use crate::model::{JobState, RequestStatus};
+use crate::model::{JobId, JobState, RequestStatus};
 use crate::ui::components::confirm::use_confirm;
 use crate::ui::components::focus;
 use crate::ui::components::form::server_message;
@@ -185,8 +185,8 @@ fn RequestRowView(row: RwSignal<AccessRequestView>) -> impl IntoView {
 /// A request's mail chip follows its mail job; a completed approval mail means the
 /// request was replied to.
 impl FollowsJob for AccessRequestView {
-    fn followed_job(&self) -> (Option<i64>, Option<JobState>) {
-        (self.mail_job_id, self.mail_job_state)
+    fn followed_job(&self) -> (Option<JobId>, Option<JobState>) {
+        (self.mail_job_id.map(JobId), self.mail_job_state)
     }
 
     fn job_moved(&mut self, job: &TaskRow) {

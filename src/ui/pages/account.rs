@@ -10,6 +10,7 @@ use crate::api::account::{
     SendRecoveryPhrase, account_overview,
 };
 use crate::api::front_page::{SaveFrontPage, front_page_form};
+use crate::model::JobId;
 use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
 use crate::ui::components::form::{INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON};
@@ -63,6 +64,7 @@ pub fn AccountPage() -> impl IntoView {
             .as_ref()
             .filter(|pending| pending.job_state.is_none_or(|state| !state.is_terminal()))
             .and_then(|pending| pending.job_id)
+            .map(JobId)
             .into_iter()
             .collect()
     });

@@ -10,7 +10,7 @@ use crate::api::bookings::{
 };
 use crate::api::tasks::TaskRow;
 use crate::model::BookingState;
-use crate::model::{JobState, MailState};
+use crate::model::{JobId, JobState, MailState};
 use crate::ui::components::confirm::use_confirm;
 use crate::ui::components::focus;
 use crate::ui::components::form::{
@@ -176,8 +176,8 @@ fn BookingRow(row: RwSignal<BookingView>) -> impl IntoView {
 
 /// A booking's chip follows the owner's notification mail.
 impl FollowsJob for BookingView {
-    fn followed_job(&self) -> (Option<i64>, Option<JobState>) {
-        (self.notify_job_id, self.notify_job_state)
+    fn followed_job(&self) -> (Option<JobId>, Option<JobState>) {
+        (self.notify_job_id.map(JobId), self.notify_job_state)
     }
 
     fn job_moved(&mut self, job: &TaskRow) {

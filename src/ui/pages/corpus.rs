@@ -12,6 +12,7 @@ use crate::api::corpus::{
     corpus_entries, corpus_entry,
 };
 use crate::api::vault::{RebuildVault, RebuildView, VaultView, vault_status};
+use crate::model::JobId;
 use crate::ui::components::focus;
 use crate::ui::components::form::server_message;
 use crate::ui::components::form::use_hydrated;
@@ -98,6 +99,7 @@ pub fn CorpusPage() -> impl IntoView {
         rows.iter()
             .filter(|row| row.index_state == "indexing")
             .filter_map(|row| row.index_job_id)
+            .map(JobId)
             .collect()
     });
 
@@ -254,6 +256,7 @@ pub fn CorpusEntryPage() -> impl IntoView {
     refetch_on_jobs(entry, |e| {
         e.index_job_id
             .filter(|_| e.index_state == "indexing")
+            .map(JobId)
             .into_iter()
             .collect()
     });
@@ -336,13 +339,14 @@ fn VaultPanel(on_rebuilt: impl Fn() + Clone + Send + Sync + 'static) -> impl Int
         view.as_ref()
             .and_then(|view| view.last.as_ref())
             .map(|last| {
-                let mut ids: Vec<i64> = last
+                let mut ids: Vec<JobId> = last
                     .hooks
                     .iter()
                     .filter_map(|hook| hook.pending_job_id)
+                    .map(JobId)
                     .collect();
                 if !last.state.is_terminal() {
-                    ids.push(last.job_id);
+                    ids.push(JobId(last.job_id));
                 }
                 ids
             })

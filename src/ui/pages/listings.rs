@@ -10,7 +10,7 @@ use crate::api::listings::{
     AddListingSource, FetchNewListings, ListingView, ListingsView, RemoveListingSource,
     SetSourceEnabled, SourceView, listings_overview,
 };
-use crate::model::{FetchAnswer, FetchState};
+use crate::model::{FetchAnswer, FetchState, JobId};
 use crate::ui::components::confirm::use_confirm;
 use crate::ui::components::focus;
 use crate::ui::components::form::server_message;
@@ -113,6 +113,7 @@ pub fn ListingsPage() -> impl IntoView {
             .iter()
             .filter(|s| s.fetch_state.is_moving())
             .filter_map(|s| s.job_id)
+            .map(JobId)
             .collect()
     });
 

@@ -9,6 +9,7 @@ use crate::api::schedules::{
     AddSchedule, RunScheduleNow, ScheduleView, SchedulesView, SetScheduleEnabled,
     schedules_overview,
 };
+use crate::model::JobId;
 use crate::ui::components::focus;
 use crate::ui::components::form::{
     INPUT, LABEL, PRIMARY_BUTTON, SECONDARY_BUTTON, server_message, use_hydrated,
@@ -51,7 +52,7 @@ pub fn SchedulesPage() -> impl IntoView {
             .iter()
             .filter_map(|s| s.last_run.as_ref())
             .filter(|run| !run.state.is_terminal())
-            .map(|run| run.job_id)
+            .map(|run| JobId(run.job_id))
             .collect()
     });
 

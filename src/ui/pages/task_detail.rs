@@ -6,7 +6,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 
 use crate::api::tasks::{CancelTask, RetryTask, TaskActionResult, TaskDetail, get_task};
-use crate::model::JobState;
+use crate::model::{JobId, JobState};
 use crate::ui::components::confirm::use_confirm;
 use crate::ui::components::focus;
 use crate::ui::components::form::SECONDARY_BUTTON;
@@ -25,7 +25,7 @@ pub fn TaskDetailPage() -> impl IntoView {
         move || id.get(),
         |id| async move {
             match id {
-                Some(id) => get_task(id).await,
+                Some(id) => get_task(JobId(id)).await,
                 None => Ok(None),
             }
         },
@@ -118,10 +118,17 @@ fn JobView(
     );
     let busy = move || !hydrated.get() || retry.pending().get() || cancel.pending().get();
     let timeline = [
-        ("Created", Some(job.row.created.clone())),
+        ("Created", Some(job.row.created_at.exact.clone())),
         ("Scheduled for", Some(job.scheduled.clone())),
         ("Last attempted", job.attempted.clone()),
-        ("Finished", job.row.finalized.clone()),
+        (
+            "Finished",
+            job.row
+                .finished_or_next_at
+                .as_ref()
+                .filter(|_| job.row.state.is_terminal())
+                .map(|at| at.exact.clone()),
+        ),
     ];
 
     view! {

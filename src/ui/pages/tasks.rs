@@ -14,7 +14,7 @@ use crate::api::tasks::{
     CancelSelected, DeleteSelected, FinishedMinute, Moment, RetrySelected, StateCount, TaskPage,
     TaskQuery, TaskRow, list_tasks,
 };
-use crate::model::JobState;
+use crate::model::{JobId, JobState};
 use crate::ui::components::confirm::use_confirm;
 use crate::ui::components::focus;
 use crate::ui::components::form::server_message;
@@ -33,7 +33,10 @@ fn current_query(query: &leptos_router::params::ParamsMap) -> TaskQuery {
         kind: text("kind"),
         queue: text("queue"),
         q: text("q"),
-        before: query.get("before").and_then(|value| value.parse().ok()),
+        before: query
+            .get("before")
+            .and_then(|value| value.parse().ok())
+            .map(JobId),
         after: None,
     }
 }
@@ -172,7 +175,7 @@ fn TaskList(page: TaskPage, query: TaskQuery, refresh: Callback<()>) -> impl Int
         })
     });
 
-    let selected = RwSignal::new(Vec::<i64>::new());
+    let selected = RwSignal::new(Vec::<JobId>::new());
     view! {
         <ThroughputChart minutes=throughput/>
         <StateCounts counts=counts query=query.clone()/>
@@ -273,7 +276,7 @@ fn ThroughputChart(minutes: Vec<FinishedMinute>) -> impl IntoView {
 /// "Retry selected", "Cancel selected", "Delete selected": each asks first, runs in one
 /// transaction, and says in a toast how many jobs changed and why the others did not.
 #[component]
-fn BulkActions(selected: RwSignal<Vec<i64>>, refresh: Callback<()>) -> impl IntoView {
+fn BulkActions(selected: RwSignal<Vec<JobId>>, refresh: Callback<()>) -> impl IntoView {
     let toasts = use_toasts();
     let retry = ServerAction::<RetrySelected>::new();
     let cancel = ServerAction::<CancelSelected>::new();
@@ -320,8 +323,8 @@ fn BulkActions(selected: RwSignal<Vec<i64>>, refresh: Callback<()>) -> impl Into
 fn BulkButton(
     label: &'static str,
     what: &'static str,
-    selected: RwSignal<Vec<i64>>,
-    run: Callback<Vec<i64>>,
+    selected: RwSignal<Vec<JobId>>,
+    run: Callback<Vec<JobId>>,
 ) -> impl IntoView {
     let confirm = use_confirm();
     let verb = label.trim_end_matches(" selected");
@@ -346,7 +349,7 @@ fn BulkButton(
 #[component]
 fn TaskTable(
     rows: RwSignal<Vec<RwSignal<TaskRow>>>,
-    selected: RwSignal<Vec<i64>>,
+    selected: RwSignal<Vec<JobId>>,
 ) -> impl IntoView {
     let all_ids = move || {
         rows.with(|rows| {
@@ -399,7 +402,7 @@ fn TaskTable(
 }
 
 #[component]
-fn TaskRowView(row: RwSignal<TaskRow>, selected: RwSignal<Vec<i64>>) -> impl IntoView {
+fn TaskRowView(row: RwSignal<TaskRow>, selected: RwSignal<Vec<JobId>>) -> impl IntoView {
     let id = row.get_untracked().id;
     let is_selected = move || selected.with(|chosen| chosen.contains(&id));
     view! {
@@ -417,7 +420,7 @@ fn TaskRowView(row: RwSignal<TaskRow>, selected: RwSignal<Vec<i64>>) -> impl Int
                        })/>
             </td>
             <td class=format!("{CELL} font-mono") data-label="ID">
-                <a class="text-teal-700 hover:underline" href=format!("/admin/tasks/{id}")>{id}</a>
+                <a class="text-teal-700 hover:underline" href=format!("/admin/tasks/{id}")>{id.0}</a>
             </td>
             <td class=format!("{CELL} min-w-0 break-all font-mono text-xs") data-label="Kind">{move || row.get().kind}</td>
             // On a phone the card keeps what tells jobs apart; the queue and the creation
@@ -434,7 +437,7 @@ fn TaskRowView(row: RwSignal<TaskRow>, selected: RwSignal<Vec<i64>>) -> impl Int
             <td class=format!("{CELL} md:whitespace-nowrap text-slate-600") data-label="Finished">
                 {move || {
                     let r = row.get();
-                    match (r.finalized.is_some(), r.finished_or_next_at) {
+                    match (r.state.is_terminal(), r.finished_or_next_at) {
                         (true, Some(at)) => view! { <When moment=at/> }.into_any(),
                         (false, Some(at)) => view! { "next: " <When moment=at/> }.into_any(),
                         (_, None) => "running now".into_any(),
@@ -621,7 +624,7 @@ fn follow_jobs(
                 .map(|row| row.get_untracked())
                 .filter(|row| !row.state.is_terminal())
                 .map(|row| row.id)
-                .collect::<Vec<i64>>()
+                .collect::<Vec<JobId>>()
         })
     };
     use_live_rows(unfinished, move |fresh| update_rows(rows, &fresh));

@@ -382,8 +382,8 @@ impl OutcomeColumns {
 /// An admin's cancel that the attempt did not see wins over every outcome but a
 /// completion (the work is done): a retry, a snooze, a discard (the handler's, or an
 /// outcome the database refused on the last attempt) all end `cancelled`, as the
-/// rescuer ends them (product contract: an admin's cancel of a running job always ends
-/// it `cancelled`). Answers the jobs it changed, those of `watched` whole (as in
+/// rescuer ends them (a promise of the engine: an admin's cancel of a running job
+/// always ends it `cancelled`). Answers the jobs it changed, those of `watched` whole (as in
 /// [`job_record_claimed`]). Counts the jobs it finishes in the summaries of finished
 /// jobs, in the same statement ([`COUNTS_ITSELF`]).
 pub async fn job_record_outcomes(

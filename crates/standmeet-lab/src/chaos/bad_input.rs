@@ -25,13 +25,13 @@
 //! compared before and after, by row count and by a digest of its rows, except what
 //! changes without any request ([`NOT_WRITTEN_BY_REQUESTS`]).
 //!
-//! Three server functions are left out on purpose: `account/send_recovery` and
-//! `listings/fetch_new` take no input, so there is nothing to spoil, and calling them
-//! does real work (a mail, fetches); `front_page/save` takes two free texts, so most
-//! of the values given to every argument at once ("-1", SQL, markup) are a valid name
-//! and introduction, and a probe would be a real write. Its refusals (blank, too long,
-//! control characters) are tested in `tests/it/http_surface.rs` and
-//! `domain::front_page`.
+//! Two server functions are left out on purpose ([`NOT_PROBED`], with the reason for
+//! each): they take no input, so there is nothing to spoil, and any call does real work.
+//! And `front_page/save` has no entry in [`ARGUMENTS`] on purpose: its two free texts
+//! take almost any bad value as a valid name and introduction, so it gets only the
+//! probes that leave its fields out or spoil the whole body, which it rightly refuses.
+//! Its refusals of bad texts (blank, too long, control characters) are tested in
+//! `tests/it/http_surface.rs` and `domain::front_page`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,12 +58,19 @@ const NOT_WRITTEN_BY_REQUESTS: &[&str] = &["sessions", "job_workers"];
 /// The generic bad values that a tool rightly takes (so they change a table): an owner
 /// may clear every booking window (`windows: []`, never free).
 const TAKEN_AS_VALID: &[(&str, &str, &str)] = &[("bookings.availability", "windows", "empty")];
-/// Server functions that take nothing and act: any call is a whole, valid one (a
-/// stray field is ignored), so no input can be bad and the call rightly writes.
-const ACT_WITHOUT_INPUT: &[(&str, &str)] = &[(
-    "account/send_recovery",
-    "sends the signed-in admin a recovery phrase by mail",
-)];
+/// Server functions that take nothing and act, and what they do: any call is a whole,
+/// valid one (a stray field is ignored), so no input can be bad and the call rightly
+/// writes.
+const NOT_PROBED: &[(&str, &str)] = &[
+    (
+        "account/send_recovery",
+        "takes nothing, and sends the signed-in admin a recovery phrase by mail",
+    ),
+    (
+        "listings/fetch_new",
+        "takes nothing, and fetches every enabled job board",
+    ),
+];
 /// Probes in flight at once.
 const CONCURRENT: usize = 8;
 
@@ -462,21 +469,36 @@ fn with_causes(err: &(dyn std::error::Error + 'static)) -> String {
 /// refuses a table that names a function the server does not have.
 fn server_fns() -> anyhow::Result<Vec<ServerFn>> {
     let registered = standmeet::api::server_functions();
-    for (endpoint, _) in ARGUMENTS {
-        if !registered
-            .iter()
-            .any(|function| function.path.strip_prefix("/api/") == Some(*endpoint))
-        {
-            anyhow::bail!(
-                "bad-input's ARGUMENTS names {endpoint}, which is not a server function (any more)"
-            );
+    let tables = [
+        (
+            "NOT_PROBED",
+            NOT_PROBED
+                .iter()
+                .map(|(endpoint, _)| *endpoint)
+                .collect::<Vec<_>>(),
+        ),
+        (
+            "ARGUMENTS",
+            ARGUMENTS.iter().map(|(endpoint, _)| *endpoint).collect(),
+        ),
+    ];
+    for (table, endpoints) in tables {
+        for endpoint in endpoints {
+            if !registered
+                .iter()
+                .any(|function| function.path.strip_prefix("/api/") == Some(endpoint))
+            {
+                anyhow::bail!(
+                    "bad-input's {table} names {endpoint}, which is not a server function (any more)"
+                );
+            }
         }
     }
     Ok(registered
         .iter()
         .filter_map(|function| {
             let endpoint = function.path.strip_prefix("/api/")?;
-            if ACT_WITHOUT_INPUT.iter().any(|(acts, _)| *acts == endpoint) {
+            if NOT_PROBED.iter().any(|(left_out, _)| *left_out == endpoint) {
                 return None;
             }
             let args = ARGUMENTS

@@ -30,7 +30,7 @@ pub(crate) struct Ledger {
 
 impl Ledger {
     /// Reads the ledger of the jobs `ids` in one statement (effects only where the
-    /// scenario made `chaos_effects`).
+    /// scenario made `chaos_effects`, which a first one asks).
     pub(crate) async fn read(pool: &PgPool, ids: &[i64]) -> Result<Ledger, sqlx::Error> {
         let has_effects: bool =
             sqlx::query_scalar("SELECT to_regclass('chaos_effects') IS NOT NULL")

@@ -1,5 +1,5 @@
 //! rolling-restart: two copies behind nginx, each restarted in turn under load
-//! (product.md §15).
+//! (docs/reference/README.md#promises).
 //!
 //! nginx (Debian's package; `scripts/setup --lab` installs it) runs with
 //! `deploy/nginx/standmeet.conf`, the file docs/operating.md shows, changed only where

@@ -1,4 +1,4 @@
-//! slow-clients: connections that trickle what they send (product.md §15).
+//! slow-clients: connections that trickle what they send (docs/reference/README.md#promises).
 //!
 //! A `standmeet serve` child, with its default header timeout (10 s), gets:
 //! 1. [`TRICKLERS`] connections that each send a request line and then one byte of a
@@ -27,7 +27,7 @@ use standmeet_smtp_peer::SmtpPeer;
 const TRICKLERS: usize = 1_000;
 /// Requests whose bodies trickle: more than the 512 served at once.
 const SLOW_BODIES: usize = 600;
-/// The probes' 99th percentile while they trickle: product.md §15's "within 100 ms".
+/// The probes' 99th percentile while they trickle: docs/reference/README.md#promises's "within 100 ms".
 const PROBE_LIMIT: Duration = Duration::from_millis(100);
 /// The slowest single probe. A probe starved of a place to be served in waits for a
 /// trickler's timeout, seconds; one that waited on this shared machine's scheduler

@@ -1,5 +1,5 @@
 //! vault-hostile: a vault whose notes attack the server that reads them, with the
-//! watcher on (product.md §14).
+//! watcher on (docs/corpus.md).
 //!
 //! A `standmeet serve` child watches a vault of ordinary notes. Into it go an alias
 //! bomb (nine levels of YAML aliases, a billion values from about 600 bytes), a note

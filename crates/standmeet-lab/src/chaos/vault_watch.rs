@@ -1,5 +1,5 @@
-//! vault-watch: the vault's folder misbehaves under the watcher (product.md §15,
-//! "Nothing outside steers it").
+//! vault-watch: the vault's folder misbehaves under the watcher (docs/reference/README.md#promises,
+//! "The vault").
 //!
 //! A `standmeet serve` child watches a vault folder that is not there at start (a mount
 //! that comes up later). The server runs in a user namespace of its own whose limit of

@@ -1,4 +1,4 @@
-//! The corpus from an Obsidian vault (product.md §12): the `corpus.vault_rebuild` job
+//! The corpus from an Obsidian vault (docs/corpus.md): the `corpus.vault_rebuild` job
 //! reads every note under `STANDMEET_VAULT` and brings the entries it made in line with
 //! them, in one transaction; what changed is recorded as the event `corpus.rebuilt`
 //! (the post-build hooks are the webhook endpoints subscribed to it).
