@@ -3,39 +3,39 @@
 
 pub mod private_cluster;
 
-use std::borrow::Cow;
 use std::sync::LazyLock;
 use std::time::Duration;
 
 use anyhow::Context;
-use sqlx::migrate::{MigrateDatabase, Migrator};
+use sqlx::migrate::{Migrate, MigrateDatabase, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, PgPool, Postgres};
+use sqlx::{ConnectOptions, PgConnection, PgPool, Postgres};
 
 pub use private_cluster::PrivateCluster;
 
 /// The name of the database StandMeet uses in its private cluster.
 pub const PRIVATE_DATABASE: &str = "standmeet";
 
-/// The application's own migrations, under `migrations/`, compiled into the binary.
-static APP_MIGRATIONS: Migrator = sqlx::migrate!("./migrations");
-
-/// Every migration StandMeet's database takes, as one list: the job engine's schema
-/// first (`standmeet_jobs::MIGRATOR`, which refers to none of our tables), then ours
-/// (which refer to `jobs`). Both are recorded in sqlx's one `_sqlx_migrations` table.
+/// The application's own migrations, under `migrations/`, compiled into the binary and
+/// recorded in sqlx's `_sqlx_migrations`. The job engine's are not among them: it keeps
+/// its own (`standmeet_jobs::migrate`, recorded in `standmeet_job_migrations`), and
+/// [`migrate`] applies them first, since ours refer to `jobs`.
 ///
-/// Built by hand because sqlx 0.8's `migrate!` reads one folder; its fields are public
-/// for exactly this (sqlx is pinned). Versions it does not hold are not refused here
-/// (`ignore_missing`): [`migrate`] checks them itself first, knowing the [`RETIRED`]
-/// ones. The tests' databases (`#[sqlx::test(migrator = …)]`) are made with it too.
-pub static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| {
-    let engine = standmeet_jobs::MIGRATOR.iter();
-    Migrator {
-        migrations: Cow::Owned(engine.chain(APP_MIGRATIONS.iter()).cloned().collect()),
-        ignore_missing: true,
-        ..Migrator::DEFAULT
-    }
+/// Versions the list does not hold are not refused by sqlx (`ignore_missing`): the
+/// [`RETIRED`] ones, and the engine's while a database made with one ledger still has
+/// them there; [`migrate`] refuses the others itself, before anything is applied. It
+/// holds sqlx's lock for the whole upgrade, so this list takes none of its own.
+static APP_MIGRATIONS: LazyLock<Migrator> = LazyLock::new(|| {
+    let mut migrator = sqlx::migrate!("./migrations");
+    migrator.set_ignore_missing(true);
+    migrator.set_locking(false);
+    migrator
 });
+
+/// The versions of the application's own migrations, oldest first.
+pub fn migration_versions() -> impl Iterator<Item = i64> {
+    APP_MIGRATIONS.iter().map(|migration| migration.version)
+}
 
 /// Migrations a database may have applied that no longer exist as files, by version and
 /// the checksum sqlx recorded (SHA-384 of the file, in hex). Each was replaced by new
@@ -207,43 +207,72 @@ pub fn engine_pool_size(needed: u32) -> u32 {
     needed + ENGINE_HANDLER_CONNECTIONS
 }
 
-/// Brings the schema up to date. Several copies of StandMeet may start at once: sqlx
-/// takes an advisory lock so that only one applies the migrations.
+/// Brings the schema up to date: the job engine's (`standmeet_jobs::migrate`), then
+/// ours. Several copies of StandMeet may start at once: the whole upgrade holds sqlx's
+/// advisory lock (the one builds before the engine kept its own ledger take too), so one
+/// applies what is missing and the others find it done.
 ///
 /// A database that holds a migration this build does not know was migrated by a newer
-/// StandMeet (or changed by hand): it is refused before anything is applied, as sqlx
-/// would refuse it for a single list.
+/// StandMeet (or changed by hand): it is refused before anything is applied.
 pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
-    refuse_unknown_migrations(pool).await?;
-    let Err(err) = MIGRATOR.run(pool).await else {
-        return Ok(());
-    };
-    let err = anyhow::Error::from(err);
+    let mut conn = pool
+        .acquire()
+        .await
+        .context("cannot reach the database to migrate it")?;
+    // Whatever fails below, the session and the lock it holds end with it rather than
+    // going back to the pool.
+    conn.close_on_drop();
+    conn.lock()
+        .await
+        .context("cannot take the lock that migrating the database holds")?;
+    refuse_unknown_migrations(&mut conn).await?;
+    if let Err(err) = apply(&mut conn).await {
+        return Err(explain_denied(err, &mut conn).await);
+    }
+    conn.unlock()
+        .await
+        .context("cannot release the lock that migrating the database holds")?;
+    Ok(())
+}
+
+async fn apply(conn: &mut PgConnection) -> anyhow::Result<()> {
+    standmeet_jobs::migrate(conn)
+        .await
+        .context("cannot apply the job engine's migrations")?;
+    APP_MIGRATIONS
+        .run(&mut *conn)
+        .await
+        .context("cannot apply the database migrations")?;
+    Ok(())
+}
+
+/// `err`, with what to do about it when PostgreSQL refused to let the role create tables.
+async fn explain_denied(err: anyhow::Error, conn: &mut PgConnection) -> anyhow::Error {
     let denied = err
         .chain()
         .filter_map(|cause| cause.downcast_ref::<sqlx::Error>())
         .filter_map(|sqlx| sqlx.as_database_error())
         .any(|db| db.code().as_deref() == Some("42501"));
     if !denied {
-        return Err(err.context("cannot apply the database migrations"));
+        return err;
     }
     // PostgreSQL 15 lets only a database's owner create tables in its public schema: a
     // database made by someone else for the role is the usual cause.
     let (role, database): (String, String) =
         sqlx::query_as("SELECT current_user::text, current_database()::text")
-            .fetch_one(pool)
+            .fetch_one(conn)
             .await
             .unwrap_or_else(|_| ("the role".into(), "the database".into()));
-    Err(err.context(format!(
+    err.context(format!(
         "cannot apply the database migrations: the role {role} may not create tables in \
-         {database}'s public schema; make it the database's owner (as a superuser: \
-         ALTER DATABASE {database} OWNER TO {role}), as docs/operating.md shows"
-    )))
+         {database}'s public schema; make it the database's owner (as a superuser: ALTER DATABASE {database} OWNER TO {role}), as \
+         docs/operating.md shows"
+    ))
 }
 
-async fn refuse_unknown_migrations(pool: &PgPool) -> anyhow::Result<()> {
+async fn refuse_unknown_migrations(conn: &mut PgConnection) -> anyhow::Result<()> {
     let ledger: Option<String> = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations')::text")
-        .fetch_one(pool)
+        .fetch_one(&mut *conn)
         .await
         .context("cannot read which migrations the database has")?;
     if ledger.is_none() {
@@ -251,12 +280,16 @@ async fn refuse_unknown_migrations(pool: &PgPool) -> anyhow::Result<()> {
     }
     let applied: Vec<(i64, Vec<u8>)> =
         sqlx::query_as("SELECT version, checksum FROM _sqlx_migrations ORDER BY version")
-            .fetch_all(pool)
+            .fetch_all(&mut *conn)
             .await
             .context("cannot read which migrations the database has")?;
     for (version, checksum) in applied {
-        if MIGRATOR.version_exists(version) {
-            continue; // sqlx compares its checksum.
+        // sqlx compares our own migrations' checksums; the engine compares its own as it
+        // moves them into its ledger.
+        if APP_MIGRATIONS.version_exists(version)
+            || standmeet_jobs::migration_versions().any(|engine| engine == version)
+        {
+            continue;
         }
         let checksum: String = checksum.iter().map(|byte| format!("{byte:02x}")).collect();
         match RETIRED.iter().find(|(retired, _)| *retired == version) {

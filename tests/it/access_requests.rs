@@ -64,8 +64,9 @@ fn code_in(mail: &str) -> String {
         .to_string()
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_visitors_request_is_written_and_the_owner_gets_exactly_one_mail(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool).smtp().jobs().spawn().await;
     let smtp = app.smtp();
 
@@ -98,8 +99,9 @@ async fn a_visitors_request_is_written_and_the_owner_gets_exactly_one_mail(pool:
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_request_with_bad_fields_is_answered_field_by_field_and_writes_nothing(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = desk_mailing(&pool, "log").await;
     let reply = app
         .post_form(
@@ -122,8 +124,9 @@ async fn a_request_with_bad_fields_is_answered_field_by_field_and_writes_nothing
     assert_eq!(jobs, 0);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn requests_are_rate_limited_per_address(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = desk_mailing(&pool, "log").await;
     for n in 0..5 {
         let reply = ask(&app, "Visitor", &format!("visitor{n}@example.com")).await;
@@ -141,8 +144,9 @@ async fn requests_are_rate_limited_per_address(pool: PgPool) {
     assert_eq!(count, 5);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn approval_mails_the_code_marks_replied_and_the_code_opens_access(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool).smtp().jobs().spawn().await;
     let smtp = app.smtp();
     let cookie = app.sign_in_admin().await;
@@ -208,8 +212,9 @@ async fn approval_mails_the_code_marks_replied_and_the_code_opens_access(pool: P
     assert_eq!(approval_jobs(&pool).await, 1);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn replied_is_never_set_before_the_send_succeeded(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool).smtp().jobs().spawn().await;
     let smtp = app.smtp();
     let cookie = app.sign_in_admin().await;
@@ -253,8 +258,9 @@ async fn replied_is_never_set_before_the_send_succeeded(pool: PgPool) {
     assert_eq!(logged, 1, "failed sends are not logged as sent");
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_approval_is_watched_while_the_mail_fails(pool: PgPool) {
+    crate::common::schema(&pool).await;
     // Every moment of a failing approval: the request is approved (never replied), the
     // mail job is retryable, and a permanent refusal discards it with the reply.
     let app = TestApp::desk(&pool).smtp().jobs().spawn().await;
@@ -276,8 +282,9 @@ async fn the_approval_is_watched_while_the_mail_fails(pool: PgPool) {
     assert_eq!(status_of(&pool, id).await, "approved");
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_rolled_back_approval_leaves_no_job_and_no_change(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = desk_mailing(&pool, "log").await;
     let cookie = app.sign_in_admin().await;
     ask(&app, "Barbara Liskov", "barbara@example.com").await;
@@ -307,8 +314,9 @@ async fn a_rolled_back_approval_leaves_no_job_and_no_change(pool: PgPool) {
     assert_eq!(status_of(&pool, id).await, "pending");
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn without_a_mail_supplier_approve_answers_400_and_changes_nothing(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = desk_mailing(&pool, "none").await;
     let cookie = app.sign_in_admin().await;
     ask(&app, "Ken Thompson", "ken@example.com").await;
@@ -327,8 +335,9 @@ async fn without_a_mail_supplier_approve_answers_400_and_changes_nothing(pool: P
     assert_eq!(jobs_after, jobs_before, "nothing enqueued");
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn deny_and_unknown_requests(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = desk_mailing(&pool, "log").await;
     let cookie = app.sign_in_admin().await;
     ask(&app, "Dennis Ritchie", "dennis@example.com").await;
@@ -347,8 +356,9 @@ async fn deny_and_unknown_requests(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_throttle_snoozes_the_sixth_mail_to_one_recipient(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool).smtp().jobs().spawn().await;
     let smtp = app.smtp();
     // Six requests from six addresses (a router with fresh rate limits each): six
@@ -408,8 +418,9 @@ async fn the_throttle_snoozes_the_sixth_mail_to_one_recipient(pool: PgPool) {
     assert_eq!(smtp.mails_to(OWNER).len(), 5);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_log_supplier_keeps_the_mail_for_the_mail_log_page(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MAIL", "log")
         .jobs()
@@ -432,8 +443,9 @@ async fn the_log_supplier_keeps_the_mail_for_the_mail_log_page(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_admin_page_lists_requests_with_status_and_mail_chips(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = desk_mailing(&pool, "log").await;
     let cookie = app.sign_in_admin().await;
     ask(&app, "Linus Torvalds", "linus@example.com").await;
@@ -468,8 +480,9 @@ async fn the_admin_page_lists_requests_with_status_and_mail_chips(pool: PgPool) 
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn wrong_codes_from_one_address_do_not_lock_the_visitor_out(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = desk_mailing(&pool, "log").await;
     sqlx::query(
         "INSERT INTO access_requests (name, email, status, code_hash, replied_at) \
@@ -554,8 +567,9 @@ async fn follow(app: &TestApp, reply: &common::Reply, cookie: Option<&str>) -> c
     }
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn without_javascript_the_visitor_forms_post_and_answer_with_a_page_in_words(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool).smtp().jobs().spawn().await;
     let smtp = app.smtp();
 

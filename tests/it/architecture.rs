@@ -53,8 +53,8 @@ fn engine_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/standmeet-jobs/src")
 }
 
-/// Every `.rs` file under `dir`.
-fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
+/// Every `.rs` file under `dir` (also what `reference` reads test ids from).
+pub(crate) fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("a readable directory") {
         let path = entry.expect("a directory entry").path();
         if path.is_dir() {

@@ -11,8 +11,9 @@ use sqlx::PgPool;
 use standmeet::domain::admins;
 use standmeet::ui::layout::ADMIN_PAGES;
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn anonymous_visitors_of_every_admin_page_are_sent_to_login_with_next(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool).spawn().await;
     let mut paths: Vec<String> = ADMIN_PAGES
         .iter()
@@ -30,8 +31,9 @@ async fn anonymous_visitors_of_every_admin_page_are_sent_to_login_with_next(pool
     }
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn anonymous_calls_of_admin_server_functions_get_401_and_public_ones_work(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool).spawn().await;
     // Every server function not listed as public is an admin one, including any that
     // is added later: here, one that does not exist yet.
@@ -64,8 +66,9 @@ async fn anonymous_calls_of_admin_server_functions_get_401_and_public_ones_work(
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn signing_in_sets_a_strict_http_only_cookie_and_opens_the_admin_pages(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     common::create_admin(&pool).await;
 
@@ -91,8 +94,9 @@ async fn signing_in_sets_a_strict_http_only_cookie_and_opens_the_admin_pages(poo
     assert!(page.body.contains("Sign out"));
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_session_cookie_is_secure_when_the_public_url_is_https(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone())
         .setting("STANDMEET_PUBLIC_URL", "https://desk.example.org")
         .spawn()
@@ -122,8 +126,9 @@ async fn the_session_cookie_is_secure_when_the_public_url_is_https(pool: PgPool)
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn over_http_there_is_no_hsts_and_answers_are_not_kept(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let page = common::get_with_cookie(&app, "/admin/tasks", &cookie).await;
@@ -137,8 +142,9 @@ async fn over_http_there_is_no_hsts_and_answers_are_not_kept(pool: PgPool) {
     assert_eq!(home.headers["cache-control"], "no-store");
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn sign_in_returns_to_next_only_when_it_is_on_this_site(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     common::create_admin(&pool).await;
     for (next, expected) in [
@@ -163,8 +169,9 @@ async fn sign_in_returns_to_next_only_when_it_is_on_this_site(pool: PgPool) {
     }
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_wrong_password_and_an_unknown_email_get_the_same_answer_and_no_session(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     common::create_admin(&pool).await;
 
@@ -194,8 +201,9 @@ async fn a_wrong_password_and_an_unknown_email_get_the_same_answer_and_no_sessio
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_eleventh_quick_wrong_sign_in_from_one_address_is_rate_limited(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     common::create_admin(&pool).await;
     for attempt in 1..=10 {
@@ -232,8 +240,9 @@ async fn the_eleventh_quick_wrong_sign_in_from_one_address_is_rate_limited(pool:
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn parallel_wrong_sign_ins_from_one_address_get_no_more_checks_than_the_limit(pool: PgPool) {
+    crate::common::schema(&pool).await;
     use std::net::SocketAddr;
     common::create_admin(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
@@ -262,8 +271,9 @@ async fn parallel_wrong_sign_ins_from_one_address_get_no_more_checks_than_the_li
     assert_eq!(outcome("/login?error=rate_limited"), 190);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_right_password_gets_in_while_another_address_hammers_the_same_email(pool: PgPool) {
+    crate::common::schema(&pool).await;
     use std::net::SocketAddr;
     common::create_admin(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
@@ -300,8 +310,9 @@ async fn the_right_password_gets_in_while_another_address_hammers_the_same_email
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn signing_out_ends_the_session(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let reply = common::send(
@@ -322,8 +333,9 @@ async fn signing_out_ends_the_session(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_cross_site_post_is_refused_with_403_and_changes_nothing(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     for (name, value) in [
@@ -361,8 +373,9 @@ async fn a_cross_site_post_is_refused_with_403_and_changes_nothing(pool: PgPool)
     assert_eq!(reply.status, StatusCode::SEE_OTHER);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn pages_carry_a_nonce_policy_that_admits_the_hydration_script(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     for path in ["/", "/login", "/no/such/page"] {
         let reply = common::get(&app, path).await;
@@ -413,8 +426,9 @@ async fn pages_carry_a_nonce_policy_that_admits_the_hydration_script(pool: PgPoo
     assert_ne!(a, b);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn responses_that_are_not_pages_allow_nothing(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool).spawn().await;
     let reply = common::get(&app, "/healthz").await;
     let policy = reply.headers["content-security-policy"].to_str().unwrap();
@@ -423,8 +437,9 @@ async fn responses_that_are_not_pages_allow_nothing(pool: PgPool) {
     assert_eq!(reply.headers["x-content-type-options"], "nosniff");
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn with_no_admin_settings_the_first_start_generates_one_admin_once(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let settings = common::default_settings();
     let generated = admins::bootstrap(&pool, &settings, true)
         .await
@@ -446,8 +461,9 @@ async fn with_no_admin_settings_the_first_start_generates_one_admin_once(pool: P
     assert_eq!(admin.map(|a| a.email).as_deref(), Some("admin@localhost"));
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn admin_settings_create_that_admin_and_later_change_its_password(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let first = common::settings_with(&[
         ("STANDMEET_ADMIN_EMAIL", "Boss@Example.com"),
         ("STANDMEET_ADMIN_PASSWORD", "first password"),
@@ -495,8 +511,9 @@ async fn admin_settings_create_that_admin_and_later_change_its_password(pool: Pg
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn passwords_are_stored_as_argon2id_hashes(pool: PgPool) {
+    crate::common::schema(&pool).await;
     common::create_admin(&pool).await;
     let hash: String = sqlx::query_scalar("SELECT password_hash FROM admins")
         .fetch_one(&pool)
@@ -534,8 +551,9 @@ async fn wrong_sign_in_via(app: &axum::Router, forwarded_for: &str) -> String {
         .to_string()
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn forwarded_addresses_are_believed_only_from_trusted_proxies(pool: PgPool) {
+    crate::common::schema(&pool).await;
     // The in-process client (203.0.113.7) is a trusted proxy here: each visitor behind
     // it has limits of their own.
     let behind_proxy = TestApp::builder(pool.clone())
@@ -571,8 +589,9 @@ async fn forwarded_addresses_are_believed_only_from_trusted_proxies(pool: PgPool
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_session_in_use_slides_its_idle_expiry(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     // As if the session had gone unused for nearly eight hours: two minutes left.
@@ -601,8 +620,9 @@ async fn a_session_in_use_slides_its_idle_expiry(pool: PgPool) {
     assert!(again.session_set_cookie().is_none());
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_changed_password_ends_the_admins_other_sessions(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     assert_eq!(

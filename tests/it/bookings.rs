@@ -57,8 +57,9 @@ async fn count(pool: &PgPool, sql: &str) -> i64 {
     common::count(pool, sql).await
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn fifty_visitors_racing_for_one_slot_leave_one_booking_and_forty_nine_409s(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MAIL", "log")
         .setting("STANDMEET_BOOKING", "open")
@@ -195,8 +196,9 @@ fn ics_time(rfc3339: &str) -> String {
     rfc3339.replace(['-', ':'], "")
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_booking_mails_an_invitation_and_its_link_cancels_it_with_the_same_uid(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool)
         .smtp()
         .jobs()
@@ -330,8 +332,9 @@ async fn a_booking_mails_an_invitation_and_its_link_cancels_it_with_the_same_uid
     assert!(free_starts(&app).await.contains(&start));
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_confirmation_whose_booking_was_cancelled_before_it_ran_sends_nothing(pool: PgPool) {
+    crate::common::schema(&pool).await;
     // No engine yet: the booking and its cancellation happen before any mail job runs.
     let app = TestApp::desk(&pool)
         .smtp()
@@ -383,8 +386,9 @@ async fn a_confirmation_whose_booking_was_cancelled_before_it_ran_sends_nothing(
     }
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn who_may_book_follows_the_setting(pool: PgPool) {
+    crate::common::schema(&pool).await;
     // access (the default): a visitor needs a redeemed code; the owner's agent does not.
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MAIL", "log")
@@ -488,8 +492,9 @@ async fn who_may_book_follows_the_setting(pool: PgPool) {
     assert_eq!(count(&pool, "SELECT count(*) FROM bookings").await, 2);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn bad_availability_and_bad_bookings_are_refused_in_words_and_change_nothing(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MAIL", "log")
         .setting("STANDMEET_BOOKING", "open")

@@ -60,8 +60,9 @@ fn url_encoded(text: &str) -> String {
     url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_receipt_saying_indexed_means_a_search_right_after_finds_the_entry(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = corpus_desk(&pool, "2000").jobs().spawn().await;
     let created = structured(
         &app.call_tool(
@@ -110,10 +111,11 @@ async fn a_receipt_saying_indexed_means_a_search_right_after_finds_the_entry(poo
     assert!(visitor_finds(&app, "ferry", None).await.is_empty());
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn with_the_index_queue_stopped_the_receipt_says_not_indexed_and_the_job_brings_it_later(
     pool: PgPool,
 ) {
+    crate::common::schema(&pool).await;
     // No engine: nothing runs the index job.
     let app = corpus_desk(&pool, "300").spawn().await;
     let created = structured(
@@ -157,10 +159,11 @@ async fn in_index(pool: &PgPool, id: i64) -> (i64, String) {
         .unwrap()
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn ten_saves_in_a_row_leave_one_index_job_waiting_and_the_index_ends_with_the_last(
     pool: PgPool,
 ) {
+    crate::common::schema(&pool).await;
     // No engine while saving: every save finds the job the first one queued.
     let first = corpus::create(
         &pool,
@@ -209,8 +212,9 @@ async fn ten_saves_in_a_row_leave_one_index_job_waiting_and_the_index_ends_with_
     assert_eq!(in_index(&pool, first.id).await, (20, "Version 19".into()));
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn an_index_write_of_an_older_version_never_overwrites_a_newer_one(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let first = corpus::create(
         &pool,
         &jobs_client(&pool),
@@ -257,8 +261,9 @@ async fn an_index_write_of_an_older_version_never_overwrites_a_newer_one(pool: P
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn cjk_text_is_found_without_spaces(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = corpus_desk(&pool, "2000").jobs().spawn().await;
     let mut ids = Vec::new();
     for (title, body) in [
@@ -296,8 +301,9 @@ async fn cjk_text_is_found_without_spaces(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn restricted_entries_are_found_only_after_an_access_code(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = corpus_desk(&pool, "2000").jobs().spawn().await;
     let mut ids = Vec::new();
     for visibility in ["public", "restricted"] {
@@ -334,8 +340,9 @@ async fn restricted_entries_are_found_only_after_an_access_code(pool: PgPool) {
     assert_eq!(found, ids);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn bad_queries_and_bad_writes_get_a_clear_answer_and_change_nothing(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = corpus_desk(&pool, "100").spawn().await;
     for (q, status, message) in [
         ("", StatusCode::BAD_REQUEST, "Type something to search for."),
@@ -427,8 +434,9 @@ async fn bad_queries_and_bad_writes_get_a_clear_answer_and_change_nothing(pool: 
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_admins_grep_finds_substrings_drafts_included(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = corpus_desk(&pool, "2000").jobs().spawn().await;
     for (title, body) in [
         ("Config notes", "Set STANDMEET_INDEX_WAIT_MS=2000 to wait."),
@@ -485,8 +493,9 @@ async fn the_admins_grep_finds_substrings_drafts_included(pool: PgPool) {
     assert!(none.body.contains("No entry contains “nowhere”."));
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn at_start_entries_whose_index_lags_are_queued_again(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let written = corpus::create(
         &pool,
         &jobs_client(&pool),
@@ -538,8 +547,9 @@ async fn at_start_entries_whose_index_lags_are_queued_again(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn an_entry_made_restricted_is_hidden_at_once_before_its_index_job_runs(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let mut first = corpus_desk(&pool, "2000").jobs().spawn().await;
     let id = promoted_entry(
         &first.state,
@@ -593,10 +603,11 @@ async fn rendered_body(app: &TestApp, id: i64) -> String {
     body[..body.find("</article>").expect("the article's end")].to_string()
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_body_renders_as_markdown_with_scripts_inert_and_wikilinks_only_where_the_reader_may_go(
     pool: PgPool,
 ) {
+    crate::common::schema(&pool).await;
     let app = corpus_desk(&pool, "2000").jobs().spawn().await;
     let harbour = promoted_entry(&app.state, "Harbour", "Boats come in at noon.", "public").await;
     promoted_entry(&app.state, "Vault notes", "Kept for friends.", "restricted").await;
@@ -643,10 +654,11 @@ async fn a_body_renders_as_markdown_with_scripts_inert_and_wikilinks_only_where_
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_note_of_500_wikilinks_on_a_vault_of_10000_notes_costs_an_index_lookup_per_link(
     pool: PgPool,
 ) {
+    crate::common::schema(&pool).await;
     // 10,000 notes, as a rebuild would have made them (promoted, public, indexed).
     sqlx::query(
         r#"

@@ -39,8 +39,9 @@ async fn ask(app: &TestApp, email: &str) -> i64 {
         .unwrap()
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn an_event_exists_exactly_when_its_transaction_commits(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let event = NewEvent::corpus_entry(EventType::CorpusEntryUpdated, 7, 2);
     let mut tx = pool.begin().await.unwrap();
     events::record(&mut tx, &event).await.unwrap();
@@ -57,8 +58,9 @@ async fn an_event_exists_exactly_when_its_transaction_commits(pool: PgPool) {
     assert_eq!(events::get(&pool, id + 1).await.unwrap(), None);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_request_approved_and_mailed_is_created_approved_then_replied(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool).smtp().jobs().spawn().await;
     let cookie = app.sign_in_admin().await;
     let id = ask(&app, "ada@example.com").await;
@@ -90,8 +92,9 @@ async fn a_request_approved_and_mailed_is_created_approved_then_replied(pool: Pg
     assert_eq!(only_replied.len(), 1);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_denial_is_an_event_and_a_refused_approval_writes_none(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MAIL", "log")
         .spawn()
@@ -106,8 +109,9 @@ async fn a_denial_is_an_event_and_a_refused_approval_writes_none(pool: PgPool) {
     assert_eq!(types, ["access_request.created", "access_request.denied"]);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn corpus_updates_and_promotions_carry_the_version_they_wrote(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let written = corpus::create(&pool, &jobs_client(&pool), "Title", "Body text", "public")
         .await
         .unwrap();
@@ -150,8 +154,9 @@ async fn corpus_updates_and_promotions_carry_the_version_they_wrote(pool: PgPool
     assert!(promoted.version > updated.version);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn events_page_by_id_after_the_last_one_given(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let mut tx = pool.begin().await.unwrap();
     for entry in 1..=5 {
         let event = NewEvent::corpus_entry(EventType::CorpusEntryPromoted, entry, 1);
@@ -172,8 +177,9 @@ async fn events_page_by_id_after_the_last_one_given(pool: PgPool) {
     assert!(none.is_empty());
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn agents_page_through_events_and_get_one_by_id(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MCP_TOKEN", common::mcp::TOKEN)
         .spawn()

@@ -22,8 +22,9 @@ fn registry() -> Registry {
     test_registry(Default::default())
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_job_of_a_kind_nobody_runs_waits_and_the_panel_says_why(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let mut app = TestApp::builder(pool.clone()).jobs().spawn().await;
     let cookie = app.sign_in_admin().await;
     let stranger: i64 = sqlx::query_scalar(
@@ -102,8 +103,9 @@ async fn new_request(pool: &PgPool, email: &str) -> i64 {
     .unwrap()
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_code_mailed_by_an_attempt_whose_answer_was_lost_still_redeems(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk_with_mail(&pool).await;
     let smtp = app.smtp();
     let cookie = app.sign_in_admin().await;
@@ -130,8 +132,9 @@ async fn a_code_mailed_by_an_attempt_whose_answer_was_lost_still_redeems(pool: P
     }
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_confirmation_link_mailed_by_an_attempt_whose_answer_was_lost_still_works(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk_with_mail(&pool).await;
     let smtp = app.smtp();
     let cookie = app.sign_in_admin().await;
@@ -210,8 +213,9 @@ async fn the_log_supplier_keeps_mail_bodies_out_of_the_process_log() {
     assert!(!log.contains("K7QF-2MZP-9HXA"), "but not its secret: {log}");
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_mail_log_shows_a_mail_only_once_it_went_out(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk_with_mail(&pool).await;
     let smtp = app.smtp();
     // The server holds its answer until released: the mail is on its way for as long
@@ -255,8 +259,9 @@ async fn the_mail_log_shows_a_mail_only_once_it_went_out(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn an_approved_request_whose_mail_failed_or_vanished_can_be_approved_again(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk_with_mail(&pool).await;
     let smtp = app.smtp();
     let cookie = app.sign_in_admin().await;
@@ -306,8 +311,9 @@ async fn an_approved_request_whose_mail_failed_or_vanished_can_be_approved_again
     smtp.release_answers();
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn an_engine_refuses_a_pool_that_its_claims_would_use_up(pool: PgPool) {
+    crate::common::schema(&pool).await;
     // StandMeet's queues, as its own registry has them.
     let app = TestApp::builder(pool.clone()).spawn().await;
     let config = standmeet_jobs::EngineConfig {
@@ -348,10 +354,11 @@ async fn an_engine_refuses_a_pool_that_its_claims_would_use_up(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn an_admins_cancel_of_a_job_a_silent_claim_holds_answers_409_within_two_seconds(
     pool: PgPool,
 ) {
+    crate::common::schema(&pool).await;
     let id = job_of_kind(&pool, "test.held", 3).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;

@@ -8,8 +8,9 @@ use common::TestApp;
 use axum::http::StatusCode;
 use sqlx::PgPool;
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn healthz_reports_ok_json_when_the_database_answers(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool).spawn().await;
     let reply = common::get(&app, "/healthz").await;
     assert_eq!(reply.status, StatusCode::OK);
@@ -23,8 +24,9 @@ async fn healthz_reports_ok_json_when_the_database_answers(pool: PgPool) {
     assert_eq!(body["max_waiters"], 64);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn metrics_are_prometheus_text_with_jobs_waiters_receipts_and_wake_latency(pool: PgPool) {
+    crate::common::schema(&pool).await;
     sqlx::query("INSERT INTO jobs (kind, state) VALUES ('system.noop', 'completed'), ('system.noop', 'available')")
         .execute(&pool)
         .await
@@ -75,8 +77,9 @@ async fn metrics_are_prometheus_text_with_jobs_waiters_receipts_and_wake_latency
     }
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn with_a_metrics_token_the_metrics_need_it_from_anywhere(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool)
         .setting("STANDMEET_METRICS_TOKEN", "metrics-token-0123456789")
         .spawn()
@@ -100,8 +103,9 @@ async fn with_a_metrics_token_the_metrics_need_it_from_anywhere(pool: PgPool) {
     }
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn healthz_answers_503_when_the_database_is_gone(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     pool.close().await;
     for path in ["/healthz", "/readyz"] {
@@ -117,8 +121,9 @@ async fn healthz_answers_503_when_the_database_is_gone(pool: PgPool) {
     assert_eq!(live.json()["status"], "live");
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn livez_and_readyz_answer_200_while_all_is_well(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool).spawn().await;
     for path in ["/livez", "/readyz"] {
         let reply = common::get(&app, path).await;
@@ -127,8 +132,9 @@ async fn livez_and_readyz_answer_200_while_all_is_well(pool: PgPool) {
     assert_eq!(common::get(&app, "/readyz").await.json()["database"], "ok");
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_home_page_is_rendered_on_the_server_with_the_shell(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool).spawn().await;
     let reply = common::get(&app, "/").await;
     assert_eq!(reply.status, StatusCode::OK);
@@ -168,8 +174,9 @@ async fn the_home_page_is_rendered_on_the_server_with_the_shell(pool: PgPool) {
     }
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_signed_in_admin_has_one_way_into_the_console_from_the_visitor_pages(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let home = common::get_with_cookie(&app, "/", &cookie).await;
@@ -201,8 +208,9 @@ async fn a_signed_in_admin_has_one_way_into_the_console_from_the_visitor_pages(p
     }
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_visitors_page_comes_without_the_apps_code_and_a_console_page_with_it(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let app_code = |html: &str| html.contains(".wasm");
@@ -250,8 +258,9 @@ async fn a_visitors_page_comes_without_the_apps_code_and_a_console_page_with_it(
 /// files of the page's group. The page names them all in `Link` headers, the shell
 /// first, so that a browser fetches them at once; each is a file of this build. A
 /// visitor's page, which carries no code, names none.
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_console_page_has_the_browser_fetch_its_code_at_once(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let links = |headers: &axum::http::HeaderMap| -> Vec<String> {
@@ -324,8 +333,9 @@ async fn a_console_page_has_the_browser_fetch_its_code_at_once(pool: PgPool) {
     assert_eq!(groups.len(), 3, "{groups:?}");
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn every_admin_page_renders_in_the_layout_for_a_signed_in_admin(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     for (path, title) in standmeet::ui::layout::ADMIN_PAGES {
@@ -340,16 +350,18 @@ async fn every_admin_page_renders_in_the_layout_for_a_signed_in_admin(pool: PgPo
     }
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn an_unknown_address_answers_404_with_a_page(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool).spawn().await;
     let reply = common::get(&app, "/no/such/page").await;
     assert_eq!(reply.status, StatusCode::NOT_FOUND);
     assert!(reply.body.contains("Page not found"), "{}", reply.body);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_front_page_is_open_to_visitors_and_set_by_admins_with_checked_input(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     let fresh = common::get(&app, "/api/front_page").await;
     assert_eq!(fresh.status, StatusCode::OK, "{}", fresh.body);
@@ -400,16 +412,18 @@ async fn the_front_page_is_open_to_visitors_and_set_by_admins_with_checked_input
     assert!(home.body.contains(">Ada<!></h1>"), "{}", home.body);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn every_response_carries_a_request_id(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool).spawn().await;
     let reply = common::get(&app, "/healthz").await;
     let id = reply.headers.get("x-request-id").expect("x-request-id");
     assert!(!id.to_str().unwrap().is_empty());
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_request_id_that_could_forge_log_fields_is_replaced_and_a_plain_one_kept(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool).spawn().await;
     assert_eq!(
         answered_request_id(&app, "req-42.a_B").await,
@@ -445,8 +459,9 @@ async fn answered_request_id(app: &TestApp, id: &str) -> String {
 
 /// A connection that has not sent its headers within `STANDMEET_HEADER_TIMEOUT_MS` is
 /// closed; one that sends them in time is answered.
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_connection_that_trickles_its_headers_is_closed_after_the_header_timeout(pool: PgPool) {
+    crate::common::schema(&pool).await;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let app = TestApp::builder(pool)
         .setting("STANDMEET_HEADER_TIMEOUT_MS", "500")
@@ -489,8 +504,9 @@ async fn a_connection_that_trickles_its_headers_is_closed_after_the_header_timeo
     assert_eq!(reply.status(), reqwest::StatusCode::OK);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_test_app_is_served_over_real_http_on_a_port_of_its_own(pool: PgPool) {
+    crate::common::schema(&pool).await;
     // The in-process router and the socket serve one app: the listener the engine
     // connected is the one /healthz reports over the network.
     let app = common::TestApp::builder(pool).jobs().spawn().await;
@@ -508,8 +524,9 @@ async fn a_test_app_is_served_over_real_http_on_a_port_of_its_own(pool: PgPool) 
     assert_eq!(body["listener"], "connected", "{body}");
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn pages_are_gzipped_for_clients_that_take_it(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool).spawn().await;
     let request = axum::http::Request::get("/")
         .header("accept-encoding", "gzip")
@@ -524,8 +541,9 @@ async fn pages_are_gzipped_for_clients_that_take_it(pool: PgPool) {
     assert!(plain.body.contains("StandMeet"));
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_pkg_files_are_revalidated_and_nothing_else_is_kept(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool).spawn().await;
     let css = common::get(&app, "/pkg/standmeet.css").await;
     assert_eq!(css.headers["cache-control"], "no-cache", "{}", css.status);
@@ -572,8 +590,9 @@ async fn fetch_bytes(
     (status, headers, body.to_vec())
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_pkg_files_go_as_the_build_compressed_them_to_whoever_takes_it(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool).spawn().await;
     for extension in ["wasm", "js", "css"] {
         let (path, on_disk) = built_site_file(extension);
@@ -624,8 +643,9 @@ const GET_SERVER_FNS_WITH_A_REQUIRED_ARGUMENT: &[(&str, &str)] = &[
     ("/api/webhooks/detail", "id"),
 ];
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn every_get_server_function_decodes_a_request_that_sets_nothing(pool: PgPool) {
+    crate::common::schema(&pool).await;
     // A filter with nothing chosen, or a list with no id, is encoded as no key at all:
     // the Tasks panel with no row polled `tasks/list` with an empty query string, and the
     // server answered `400 Args|missing field 'query'` every two seconds.
@@ -697,10 +717,11 @@ async fn write_everything_then_read(app: &TestApp, head: &str, body_bytes: usize
     String::from_utf8_lossy(&answer).into_owned()
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_body_over_the_limit_is_answered_413_in_words_to_a_client_that_writes_it_all_first(
     pool: PgPool,
 ) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone())
         .setting("STANDMEET_MCP_TOKEN", common::mcp::TOKEN)
         .spawn()
@@ -784,8 +805,9 @@ async fn a_body_over_the_limit_is_answered_413_in_words_to_a_client_that_writes_
     assert!(!fine.status.is_server_error(), "{}", fine.status);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn text_postgresql_cannot_store_is_a_400_in_words_wherever_it_is_written(pool: PgPool) {
+    crate::common::schema(&pool).await;
     // What any query that writes a request's text meets: a NUL in text (22021), and
     // `\u0000` in JSON (22P05). Recognised where database errors become answers, not
     // field by field.

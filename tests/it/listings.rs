@@ -69,8 +69,9 @@ fn titles(answer: &FetchAnswer) -> Vec<String> {
     titles
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn one_fetch_per_board_finds_every_listing_once_across_boards(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = fetching_app(&pool, "20000").await;
     let boards = app.boards();
     let [greenhouse, ..] = add_samples(&pool, boards).await;
@@ -134,8 +135,9 @@ async fn one_fetch_per_board_finds_every_listing_once_across_boards(pool: PgPool
     }
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_second_fetch_updates_in_place_and_marks_nothing_new(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = fetching_app(&pool, "20000").await;
     let boards = app.boards();
     add_samples(&pool, boards).await;
@@ -215,8 +217,9 @@ async fn a_second_fetch_updates_in_place_and_marks_nothing_new(pool: PgPool) {
     assert_eq!(new, ["Platform Engineer"]);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_broken_board_is_reported_and_the_others_still_arrive(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = fetching_app(&pool, "20000").await;
     let boards = app.boards();
     let [greenhouse, lever, rss, atom] = add_samples(&pool, boards).await;
@@ -262,8 +265,9 @@ async fn a_broken_board_is_reported_and_the_others_still_arrive(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn an_answer_too_large_is_refused_with_a_reason(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = fetching_app(&pool, "20000").await;
     let boards = app.boards();
     listings::add_source(&pool, "Huge", "rss", &boards.url("/feeds/huge.rss"), true)
@@ -282,8 +286,9 @@ async fn an_answer_too_large_is_refused_with_a_reason(pool: PgPool) {
     assert_eq!(errors[0].state, JobState::Discarded);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_receipt_is_redeemed_in_exactly_the_shape_of_a_fetch_that_finished_in_time(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = fetching_app(&pool, "300").await;
     let boards = app.boards();
     add_samples(&pool, boards).await;
@@ -355,8 +360,9 @@ async fn a_receipt_is_redeemed_in_exactly_the_shape_of_a_fetch_that_finished_in_
     assert_eq!(keys(&done), keys(&redeemed));
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn fetching_again_while_a_sources_fetch_is_pending_answers_the_same_job(pool: PgPool) {
+    crate::common::schema(&pool).await;
     // No engine: every fetch stays pending.
     let app = fetch_desk(&pool, "100").boards().spawn().await;
     let sources = add_samples(&pool, app.boards()).await;
@@ -398,8 +404,9 @@ async fn fetching_again_while_a_sources_fetch_is_pending_answers_the_same_job(po
     }
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn fetch_tools_refuse_what_they_cannot_answer(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = fetching_app(&pool, "20000").await;
 
     let none = app.call_tool("jobs.fetch_new", json!({})).await;
@@ -473,8 +480,9 @@ async fn fetch_tools_refuse_what_they_cannot_answer(pool: PgPool) {
     assert_eq!(chosen["listings"].as_array().unwrap().len(), 2);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn sources_are_checked_and_bad_ones_write_nothing(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = app.sign_in_admin().await;
     let add = |name: &'static str, kind: &'static str, url: &'static str| {
@@ -564,8 +572,9 @@ async fn sources_are_checked_and_bad_ones_write_nothing(pool: PgPool) {
     assert!(page.body.contains(r#"data-testid="source-row""#));
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_page_shows_a_listing_seen_on_two_boards_once_with_its_boards(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = fetching_app(&pool, "20000").await;
     add_samples(&pool, app.boards()).await;
     fetch_new(&app.state, Duration::from_secs(20))
@@ -590,8 +599,9 @@ async fn the_page_shows_a_listing_seen_on_two_boards_once_with_its_boards(pool: 
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn removing_a_source_keeps_the_listings_another_source_lists(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = fetching_app(&pool, "20000").await;
     let [greenhouse, _, rss, _] = add_samples(&pool, app.boards()).await;
     fetch_new(&app.state, Duration::from_secs(20))

@@ -96,8 +96,9 @@ async fn waiting_job(pool: &PgPool) -> i64 {
     .unwrap()
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_stream_sends_each_state_at_once_then_every_change(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool).jobs().spawn().await;
     let cookie = app.sign_in_admin().await;
     let flaky: i64 = sqlx::query_scalar(
@@ -124,8 +125,9 @@ async fn a_stream_sends_each_state_at_once_then_every_change(pool: PgPool) {
     assert_eq!(done["errors_count"], json!(1));
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn bad_requests_are_refused_with_words(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MAX_LIVE_CLIENTS", "1")
         .jobs()
@@ -166,10 +168,11 @@ async fn bad_requests_are_refused_with_words(pool: PgPool) {
     .await;
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_hundred_streams_share_the_one_listen_connection_and_hold_no_database_connection(
     pool: PgPool,
 ) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool).jobs().spawn().await;
     let cookie = app.sign_in_admin().await;
     let id = waiting_job(&pool).await;
@@ -212,8 +215,9 @@ async fn a_hundred_streams_share_the_one_listen_connection_and_hold_no_database_
     assert!(open_after < 40, "{open_after} connections");
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_stream_ends_when_its_session_signs_out(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool).jobs().spawn().await;
     let cookie = app.sign_in_admin().await;
     let id = waiting_job(&pool).await;
@@ -224,8 +228,9 @@ async fn a_stream_ends_when_its_session_signs_out(pool: PgPool) {
     assert_eq!(stream.next_job(Duration::from_secs(10)).await, None);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_stream_ends_when_its_session_is_gone_from_another_process(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool).jobs().spawn().await;
     let cookie = app.sign_in_admin().await;
     let id = waiting_job(&pool).await;
@@ -239,8 +244,9 @@ async fn a_stream_ends_when_its_session_is_gone_from_another_process(pool: PgPoo
     assert_eq!(stream.next_job(Duration::from_secs(15)).await, None);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_stream_ends_when_its_admin_changes_the_password_or_is_removed(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool).jobs().spawn().await;
     let id = waiting_job(&pool).await;
 

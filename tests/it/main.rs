@@ -1,7 +1,7 @@
 //! StandMeet's integration tests, in one binary (one link of the application instead of
 //! one per file): each module is a user story or a surface, each test a sentence, and
-//! each `#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]` gets a database of its own,
-//! with the job engine's schema and ours. `common` has what they share: `TestApp`, the
+//! each `#[sqlx::test(migrations = false)]` gets a database of its own, which its first
+//! line migrates as a start does (`common::schema`: the job engine's schema, then ours). `common` has what they share: `TestApp`, the
 //! request helpers, the SMTP peer, the job boards, the webhook receiver.
 //!
 //! `cargo nextest run --test it <filter>` runs some of them; the job engine's own tests

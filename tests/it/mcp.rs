@@ -44,8 +44,9 @@ async fn new_request(pool: &PgPool, email: &str) -> i64 {
     .unwrap()
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn without_the_right_token_mcp_answers_401(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = agent_desk_logging(&pool).await;
     for token in [None, Some("wrong-token")] {
         let (status, body) = rpc(&app.router, token, "tools/list", json!({})).await;
@@ -54,8 +55,9 @@ async fn without_the_right_token_mcp_answers_401(pool: PgPool) {
     }
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_scheme_is_case_insensitive_and_wrong_tokens_are_limited_per_address(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = agent_desk_logging(&pool).await;
     let call = |authorization: String| {
         let router = app.router.clone();
@@ -100,8 +102,9 @@ async fn the_scheme_is_case_insensitive_and_wrong_tokens_are_limited_per_address
     assert_eq!(other.status(), reqwest::StatusCode::OK);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn with_underscore_names_the_same_tools_answer_under_those_names(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = agent_desk(&pool)
         .setting("STANDMEET_MAIL", "log")
         .setting("STANDMEET_MCP_TOOL_NAMES", "underscore")
@@ -146,15 +149,17 @@ async fn with_underscore_names_the_same_tools_answer_under_those_names(pool: PgP
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn without_a_configured_token_there_is_no_mcp(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool).spawn().await;
     let (status, _) = rpc(&app.router, Some(TOKEN), "tools/list", json!({})).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_tool_list_matches_the_golden_file(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = agent_desk_logging(&pool).await;
     let (status, init) = rpc(
         &app.router,
@@ -203,8 +208,9 @@ async fn the_tool_list_matches_the_golden_file(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn approve_with_a_fast_mail_server_answers_in_full_within_two_seconds(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = agent_desk_with_mail(&pool).await;
     let id = new_request(&pool, "fast@example.com").await;
 
@@ -226,10 +232,11 @@ async fn approve_with_a_fast_mail_server_answers_in_full_within_two_seconds(pool
     assert_eq!(app.smtp().mails_to("fast@example.com").len(), 1);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn approve_with_a_slow_mail_server_gives_a_receipt_then_tasks_get_shows_completed(
     pool: PgPool,
 ) {
+    crate::common::schema(&pool).await;
     let app = agent_desk_with_mail(&pool).await;
     // The server holds its answer until the receipt is in: the mail cannot go out
     // within the wait, however slowly this machine runs.
@@ -276,8 +283,9 @@ async fn approve_with_a_slow_mail_server_gives_a_receipt_then_tasks_get_shows_co
     assert_eq!(listed["requests"][0]["mail_state"], "sent");
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn bad_arguments_and_unknown_ids_are_tool_errors_with_a_clear_message(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = agent_desk_logging(&pool).await;
     let id = new_request(&pool, "twice@example.com").await;
     sqlx::query("UPDATE access_requests SET status = 'denied' WHERE id = $1")
@@ -331,8 +339,9 @@ async fn bad_arguments_and_unknown_ids_are_tool_errors_with_a_clear_message(pool
     }
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn tasks_list_gives_jobs_newest_first_with_their_state(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = agent_desk_logging(&pool).await;
     for n in 0..3 {
         crate::common::jobs::insert::<standmeet_jobs::builtin::Noop>(&pool, &json!({ "n": n }))

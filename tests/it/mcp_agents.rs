@@ -35,8 +35,9 @@ fn names(list: &[&str]) -> BTreeSet<String> {
     list.iter().map(|name| name.to_string()).collect()
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn every_tool_has_a_title_and_annotations_that_tell_a_read_from_a_delete(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MCP_TOKEN", TOKEN)
         .spawn()
@@ -155,8 +156,9 @@ impl SchemaCheck {
     }
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn every_tool_answers_as_its_output_schema_says(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let vault = tempfile::tempdir().unwrap();
     std::fs::write(
         vault.path().join("Hello.md"),
@@ -331,8 +333,9 @@ async fn every_tool_answers_as_its_output_schema_says(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn tasks_list_searches_like_the_panel_and_pages_to_the_end(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MCP_TOKEN", TOKEN)
         .spawn()

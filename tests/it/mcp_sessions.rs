@@ -111,8 +111,9 @@ async fn subscribe(client: &RunningService<RoleClient, Agent>, uri: &str) -> Res
         .map_err(|err| err.to_string())
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_job_is_a_resource_that_reads_as_tasks_get_and_says_when_it_is_done(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MCP_TOKEN", TOKEN)
         .jobs()
@@ -182,8 +183,9 @@ async fn a_job_is_a_resource_that_reads_as_tasks_get_and_says_when_it_is_done(po
     client.cancel().await.unwrap();
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_session_follows_at_most_a_hundred_unfinished_jobs(pool: PgPool) {
+    crate::common::schema(&pool).await;
     // No engine: the jobs stay unfinished.
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MCP_TOKEN", TOKEN)
@@ -222,10 +224,11 @@ async fn a_session_follows_at_most_a_hundred_unfinished_jobs(pool: PgPool) {
     other.cancel().await.unwrap();
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_waiting_tool_sends_progress_and_cancelled_stops_waiting_while_its_job_goes_on(
     pool: PgPool,
 ) {
+    crate::common::schema(&pool).await;
     let (app, request) = approval_with_mail_held(&pool, "20000").await;
     let (client, mut heard) = connect(&app).await;
     let call = CallToolRequestParams::new("access_requests.approve")
@@ -328,8 +331,9 @@ async fn a_waiting_tool_sends_progress_and_cancelled_stops_waiting_while_its_job
     client.cancel().await.unwrap();
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_call_without_a_session_that_asks_for_progress_gets_it_before_its_answer(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let (app, request) = approval_with_mail_held(&pool, "2500").await;
     let reply = reqwest::Client::new()
         .post(app.url("/mcp"))
@@ -381,8 +385,9 @@ async fn a_call_without_a_session_that_asks_for_progress_gets_it_before_its_answ
     app.smtp().release_answers();
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_client_without_sessions_listens_for_its_jobs_instead(pool: PgPool) {
+    crate::common::schema(&pool).await;
     use rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
     use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
 
@@ -431,8 +436,9 @@ async fn a_client_without_sessions_listens_for_its_jobs_instead(pool: PgPool) {
     client.cancel().await.unwrap();
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn subscribing_needs_a_session_and_a_copy_holds_a_bounded_number_of_them(pool: PgPool) {
+    crate::common::schema(&pool).await;
     use common::mcp::rpc;
 
     let app = TestApp::desk(&pool)

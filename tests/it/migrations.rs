@@ -9,6 +9,10 @@
 //! retired too, when the engine began to publish it. "The old layout" below is the list
 //! an earlier build applied: the files of both folders up to a version, and the retired
 //! files from `tests/fixtures/retired-migrations/`.
+//!
+//! Until 2026-12-07 both folders were recorded in sqlx's one `_sqlx_migrations`. The
+//! engine keeps its own ledger now (`standmeet_job_migrations`), and moves its rows there
+//! from a database made before.
 
 use sqlx::PgPool;
 use sqlx::migrate::Migrator;
@@ -16,10 +20,19 @@ use sqlx::postgres::PgPoolOptions;
 
 /// The last migration an earlier build held.
 const LAST_VERSION_BEFORE_THE_SPLIT: i64 = 20261204000001;
+/// The last migration a build held while one ledger recorded both folders.
+const LAST_VERSION_WITH_ONE_LEDGER: i64 = 20261207000001;
+/// The application's migration that builds with one ledger do not know.
+const MARKER_OF_THE_ENGINES_LEDGER: i64 = 20261207000002;
 const RETIRED_FILES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/retired-migrations"
 );
+const ENGINE_FILES: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/crates/standmeet-jobs/migrations"
+);
+const APP_FILES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations");
 
 #[sqlx::test(migrations = false)]
 async fn a_database_migrated_by_an_earlier_build_upgrades_to_the_schema_a_fresh_one_gets(
@@ -27,12 +40,7 @@ async fn a_database_migrated_by_an_earlier_build_upgrades_to_the_schema_a_fresh_
 ) {
     let old_layout = old_layout(LAST_VERSION_BEFORE_THE_SPLIT).await;
     old_layout.run(&pool).await.expect("the old layout applies");
-    let job: i64 = sqlx::query_scalar(
-        "INSERT INTO jobs (kind, args) VALUES ('system.noop', '{}') RETURNING id",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
+    let job = insert_a_job(&pool).await;
 
     standmeet::db::migrate(&pool)
         .await
@@ -45,18 +53,14 @@ async fn a_database_migrated_by_an_earlier_build_upgrades_to_the_schema_a_fresh_
     standmeet::db::migrate(&fresh).await.unwrap();
     assert_same_schema(&pool, &fresh).await;
 
-    let kept: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs WHERE id = $1")
-        .bind(job)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    assert_eq!(kept, 1, "the upgrade keeps the rows");
+    assert!(job_is_there(&pool, job).await, "the upgrade keeps the rows");
     let versions = applied_versions(&pool).await;
     assert!(
         versions.contains(&20261130000001),
         "the retired one stays in the ledger"
     );
-    assert!(versions.contains(&20261204000002) && versions.contains(&20261204000003));
+    assert!(versions.contains(&20261204000003));
+    assert!(engine_versions(&pool).await.contains(&20261204000002));
     let fresh_versions = applied_versions(&fresh).await;
     assert!(!fresh_versions.contains(&20261130000001));
     drop_database(&pool, fresh).await;
@@ -134,10 +138,8 @@ async fn a_database_with_the_apps_job_status_view_gets_the_engines(pool: PgPool)
     assert_eq!(after.1.as_deref(), Some("boom"));
     assert_eq!(after.2, serde_json::json!({"n": 7}));
     let versions = applied_versions(&pool).await;
-    assert!(
-        versions.contains(&20261130000002) && versions.contains(&20261207000001),
-        "{versions:?}"
-    );
+    assert!(versions.contains(&20261130000002), "{versions:?}");
+    assert!(engine_versions(&pool).await.contains(&20261207000001));
 
     let fresh = another_database(&pool, "fresh").await;
     standmeet::db::migrate(&fresh).await.unwrap();
@@ -169,6 +171,217 @@ async fn a_database_migrated_by_a_newer_build_is_refused_and_left_as_it_is(pool:
         format!("{refused:#}").contains("changed by hand"),
         "{refused:#}"
     );
+
+    // A newer job engine's migration, in the engine's own ledger.
+    sqlx::query("DELETE FROM _sqlx_migrations WHERE version = 20261130000001")
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO standmeet_job_migrations (version, description, checksum)
+         VALUES (29991231000001, 'from a newer engine', '\\x00')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let refused = standmeet::db::migrate(&pool).await.unwrap_err();
+    let words = format!("{refused:#}");
+    assert!(
+        words.contains("29991231000001") && words.contains("newer build"),
+        "{words}"
+    );
+}
+
+/// A database made while one ledger recorded both folders (today's main until the
+/// engine kept its own): the engine's rows move to its ledger as they were (version,
+/// checksum, time), none of its migrations runs again, the application's rows stay,
+/// the jobs stay, and the schema is a fresh database's.
+#[sqlx::test(migrations = false)]
+async fn a_database_made_with_one_ledger_gives_the_engine_its_history_and_keeps_its_jobs(
+    pool: PgPool,
+) {
+    old_layout(LAST_VERSION_WITH_ONE_LEDGER)
+        .await
+        .run(&pool)
+        .await
+        .expect("the layout with one ledger applies");
+    let job = insert_a_job(&pool).await;
+    // The engine's 20261202000001 drops and makes this trigger again: a run of it would
+    // lose the comment.
+    sqlx::query("COMMENT ON TRIGGER jobs_notify_available ON jobs IS 'tripwire'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let engine: Vec<i64> = standmeet_jobs::migration_versions().collect();
+    let (engine_before, app_before): (Vec<LedgerRow>, Vec<LedgerRow>) =
+        ledger_rows(&pool, "_sqlx_migrations")
+            .await
+            .into_iter()
+            .partition(|row| engine.contains(&row.0));
+    assert_eq!(
+        engine_before.len(),
+        engine.len(),
+        "the old layout has them all"
+    );
+
+    let mut conn = pool.acquire().await.unwrap();
+    let report = standmeet_jobs::migrate(&mut conn).await.unwrap();
+    drop(conn);
+    assert_eq!(report.adopted, engine, "every engine migration moved");
+    assert!(report.applied.is_empty(), "none ran again: {report:?}");
+    standmeet::db::migrate(&pool)
+        .await
+        .expect("the upgrade needs no manual step");
+    standmeet::db::migrate(&pool)
+        .await
+        .expect("and a second run finds nothing to do");
+
+    assert_eq!(
+        ledger_rows(&pool, "standmeet_job_migrations").await,
+        engine_before,
+        "the same versions, checksums and times: moved, not applied again"
+    );
+    let adopted_from: Vec<Option<String>> =
+        sqlx::query_scalar("SELECT adopted_from FROM standmeet_job_migrations")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert!(
+        adopted_from
+            .iter()
+            .all(|from| from.as_deref() == Some("_sqlx_migrations")),
+        "{adopted_from:?}"
+    );
+    let shared_now = ledger_rows(&pool, "_sqlx_migrations").await;
+    assert!(
+        shared_now.iter().all(|row| !engine.contains(&row.0)),
+        "no engine migration is left in sqlx's ledger"
+    );
+    assert!(
+        app_before.iter().all(|row| shared_now.contains(row)),
+        "the application's rows are as they were"
+    );
+    assert!(
+        shared_now
+            .iter()
+            .any(|row| row.0 == MARKER_OF_THE_ENGINES_LEDGER),
+        "the marker that builds with one ledger refuse"
+    );
+    let comment: Option<String> = sqlx::query_scalar(
+        "SELECT obj_description(oid, 'pg_trigger') FROM pg_trigger
+         WHERE tgname = 'jobs_notify_available'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(comment.as_deref(), Some("tripwire"));
+    assert!(job_is_there(&pool, job).await, "the upgrade keeps the jobs");
+
+    let fresh = another_database(&pool, "fresh").await;
+    standmeet::db::migrate(&fresh).await.unwrap();
+    assert_same_schema(&pool, &fresh).await;
+    let fresh_engine = ledger_rows(&fresh, "standmeet_job_migrations").await;
+    let checksums = |rows: &[LedgerRow]| {
+        rows.iter()
+            .map(|row| (row.0, row.1.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(checksums(&fresh_engine), checksums(&engine_before));
+    drop_database(&pool, fresh).await;
+}
+
+/// An engine migration whose record in the shared ledger is not its file's is refused
+/// in words, and nothing moves.
+#[sqlx::test(migrations = false)]
+async fn an_engine_migration_changed_by_hand_in_the_shared_ledger_is_refused_and_nothing_moves(
+    pool: PgPool,
+) {
+    old_layout(LAST_VERSION_WITH_ONE_LEDGER)
+        .await
+        .run(&pool)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE _sqlx_migrations SET checksum = '\\x00' WHERE version = 20261202000003")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let before = ledger_rows(&pool, "_sqlx_migrations").await;
+
+    let refused = standmeet::db::migrate(&pool).await.unwrap_err();
+    let words = format!("{refused:#}");
+    assert!(
+        words.contains("20261202000003") && words.contains("changed by hand"),
+        "{words}"
+    );
+    assert_eq!(ledger_rows(&pool, "_sqlx_migrations").await, before);
+    let engines_ledger: Option<String> =
+        sqlx::query_scalar("SELECT to_regclass('standmeet_job_migrations')::text")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(engines_ledger, None, "its transaction rolled back");
+}
+
+/// Two copies upgrading one database at once (a rolling restart): each engine migration
+/// moves once, and both start.
+#[sqlx::test(migrations = false)]
+async fn two_copies_upgrading_at_once_move_each_migration_once(pool: PgPool) {
+    old_layout(LAST_VERSION_WITH_ONE_LEDGER)
+        .await
+        .run(&pool)
+        .await
+        .unwrap();
+    let (first, second) =
+        tokio::join!(standmeet::db::migrate(&pool), standmeet::db::migrate(&pool));
+    first.unwrap();
+    second.unwrap();
+    let engine: Vec<i64> = standmeet_jobs::migration_versions().collect();
+    assert_eq!(
+        engine_versions(&pool).await,
+        engine,
+        "one row each in the engine's ledger"
+    );
+    assert!(
+        applied_versions(&pool)
+            .await
+            .iter()
+            .all(|version| !engine.contains(version))
+    );
+
+    // The engine's own lock is enough without the application's.
+    let other = another_database(&pool, "both").await;
+    old_layout(LAST_VERSION_WITH_ONE_LEDGER)
+        .await
+        .run(&other)
+        .await
+        .unwrap();
+    let mut one = other.acquire().await.unwrap();
+    let mut two = other.acquire().await.unwrap();
+    let (a, b) = tokio::join!(
+        standmeet_jobs::migrate(&mut one),
+        standmeet_jobs::migrate(&mut two)
+    );
+    drop((one, two));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let mut adopted = [a.adopted, b.adopted].concat();
+    adopted.sort_unstable();
+    assert_eq!(adopted, engine, "each moved by one of them");
+    assert!(a.applied.is_empty() && b.applied.is_empty());
+    drop_database(&pool, other).await;
+}
+
+/// A version number names one migration: the engine's rows move between ledgers by it.
+#[test]
+fn no_version_is_both_the_engines_and_the_applications() {
+    let engine: Vec<i64> = standmeet_jobs::migration_versions().collect();
+    let shared: Vec<i64> = standmeet::db::migration_versions()
+        .chain(standmeet::db::RETIRED.iter().map(|(version, _)| *version))
+        .filter(|version| engine.contains(version))
+        .collect();
+    assert!(shared.is_empty(), "{shared:?}");
+    assert!(
+        standmeet::db::migration_versions().any(|version| version == MARKER_OF_THE_ENGINES_LEDGER)
+    );
 }
 
 /// The retired migration's file and its recorded checksum agree (the fixture is the
@@ -193,29 +406,61 @@ fn the_retired_checksum_is_the_fixtures() {
     }
 }
 
-/// The migrations an earlier build applied, up to `last`, as one list in version order.
+/// The migrations an earlier build applied, up to `last`, as one list in version order
+/// (the engine's, the application's and the retired ones, as builds with one ledger
+/// recorded them).
 async fn old_layout(last: i64) -> Migrator {
     let folder = tempfile::tempdir().unwrap();
-    for migration in standmeet::db::MIGRATOR.iter() {
-        if migration.version <= last {
-            let name = format!(
-                "{}_{}.sql",
-                migration.version,
-                migration.description.replace(' ', "_")
-            );
-            std::fs::write(folder.path().join(name), migration.sql.as_bytes()).unwrap();
+    for source in [ENGINE_FILES, APP_FILES, RETIRED_FILES] {
+        for entry in std::fs::read_dir(source).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let Some(version) = name.get(..14).and_then(|digits| digits.parse::<i64>().ok()) else {
+                continue; // README.md
+            };
+            if version <= last {
+                std::fs::copy(&path, folder.path().join(&name)).unwrap();
+            }
         }
     }
-    for entry in std::fs::read_dir(RETIRED_FILES).unwrap() {
-        let path = entry.unwrap().path();
-        let version: i64 = path.file_name().unwrap().to_string_lossy()[..14]
-            .parse()
-            .unwrap();
-        if version <= last {
-            std::fs::copy(&path, folder.path().join(path.file_name().unwrap())).unwrap();
-        }
-    }
-    Migrator::new(folder.path()).await.unwrap()
+    let mut migrator = Migrator::new(folder.path()).await.unwrap();
+    migrator.set_ignore_missing(true);
+    migrator
+}
+
+/// Inserts a job as any build could (plain SQL), for an upgrade to keep.
+async fn insert_a_job(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("INSERT INTO jobs (kind, args) VALUES ('system.noop', '{}') RETURNING id")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+async fn job_is_there(pool: &PgPool, job: i64) -> bool {
+    sqlx::query_scalar("SELECT EXISTS (SELECT FROM jobs WHERE id = $1)")
+        .bind(job)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// A row of a ledger: version, checksum and when it was applied.
+type LedgerRow = (i64, Vec<u8>, time::OffsetDateTime);
+
+async fn ledger_rows(pool: &PgPool, ledger: &str) -> Vec<LedgerRow> {
+    sqlx::query_as(&format!(
+        "SELECT version, checksum, installed_on FROM {ledger} ORDER BY version"
+    ))
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+async fn engine_versions(pool: &PgPool) -> Vec<i64> {
+    sqlx::query_scalar("SELECT version FROM standmeet_job_migrations ORDER BY version")
+        .fetch_all(pool)
+        .await
+        .unwrap()
 }
 
 async fn record_applied(pool: &PgPool, version: i64, checksum: &[u8]) {

@@ -45,8 +45,9 @@ async fn job_in_state(pool: &PgPool, state: &str) -> JobId {
     id
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_overview_is_for_admins_and_counts_what_needs_attention(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool).spawn().await;
     assert_eq!(
         app.get("/api/overview").await.status,
@@ -135,8 +136,9 @@ async fn the_overview_is_for_admins_and_counts_what_needs_attention(pool: PgPool
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_queue_whose_oldest_due_job_waited_over_a_minute_is_behind(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool).spawn().await;
     let cookie = app.sign_in_admin().await;
     // No engine runs here: a job due two minutes ago still waits.
@@ -153,10 +155,11 @@ async fn a_queue_whose_oldest_due_job_waited_over_a_minute_is_behind(pool: PgPoo
     assert_eq!(default_queue["oldest_available"], json!("2 min"));
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_next_bookings_are_the_five_soonest_confirmed_however_many_were_cancelled_first(
     pool: PgPool,
 ) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool).spawn().await;
     let cookie = app.sign_in_admin().await;
     // Hour by hour from tomorrow: 25 cancelled bookings, then 7 confirmed ones; and a

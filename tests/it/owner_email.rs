@@ -57,8 +57,9 @@ async fn owner_now(app: &TestApp) -> String {
         .to_string()
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_confirmed_link_changes_the_address_once(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk_with_mail(&pool).await;
     let smtp = app.smtp();
     let cookie = app.sign_in_admin().await;
@@ -138,8 +139,9 @@ async fn a_confirmed_link_changes_the_address_once(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn of_two_quick_changes_only_the_second_address_gets_a_mail(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk_with_mail(&pool).await;
     let smtp = app.smtp();
     let cookie = app.sign_in_admin().await;
@@ -164,8 +166,9 @@ async fn of_two_quick_changes_only_the_second_address_gets_a_mail(pool: PgPool) 
     assert_eq!(statuses, vec!["superseded", "pending"]);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_token_exists_only_after_the_send(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk_with_mail(&pool).await;
     let smtp = app.smtp();
     // Every send fails until the peer is told otherwise, so the checks below see a
@@ -193,8 +196,9 @@ async fn the_token_exists_only_after_the_send(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn expired_and_cancelled_links_change_nothing(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk_with_mail(&pool).await;
     let smtp = app.smtp();
     let cookie = app.sign_in_admin().await;
@@ -250,8 +254,9 @@ async fn expired_and_cancelled_links_change_nothing(pool: PgPool) {
     assert_eq!(again.status, StatusCode::CONFLICT);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn bad_same_or_unmailable_addresses_are_refused_with_400_and_write_nothing(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MAIL", "log")
         .spawn()
@@ -278,8 +283,9 @@ async fn bad_same_or_unmailable_addresses_are_refused_with_400_and_write_nothing
     assert_eq!(jobs, 0);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_recovery_row_tells_what_really_happened(pool: PgPool) {
+    crate::common::schema(&pool).await;
     // Sent synchronously, by the request: no engine.
     let app = TestApp::desk(&pool).smtp().spawn().await;
     let smtp = app.smtp();

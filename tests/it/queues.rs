@@ -52,8 +52,9 @@ async fn state_of(pool: &PgPool, id: JobId) -> JobState {
     client(pool).get(id).await.unwrap().expect("the job").state
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_paused_queue_waits_in_every_process_and_across_restarts_until_resumed(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let jobs = client(&pool);
     // Two processes on one database.
     let first = start_engine(&pool, builtin::registry(), two_queues()).await;
@@ -99,8 +100,9 @@ async fn a_paused_queue_waits_in_every_process_and_across_restarts_until_resumed
     restarted.shutdown().await;
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_queue_tools_list_pause_and_resume(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MCP_TOKEN", TOKEN)
         .spawn()
@@ -162,8 +164,9 @@ async fn the_queue_tools_list_pause_and_resume(pool: PgPool) {
     assert_eq!(count, 0, "an unknown queue is not paused");
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_pages_pause_and_resume_are_for_admins_and_refuse_unknown_queues(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool).spawn().await;
     let anonymous = app
         .post_form("/api/queues/pause", &[("queue", "mail")], None)

@@ -10,6 +10,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use crate::architecture::rust_files;
 use serde_json::Value;
 
 fn repository() -> PathBuf {
@@ -167,17 +168,6 @@ fn quoted_after(code: &str, opening: &str) -> Vec<String> {
         .skip(1)
         .filter_map(|rest| rest.split_once('"').map(|(value, _)| value.to_string()))
         .collect()
-}
-
-fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, found);
-        } else if path.extension().is_some_and(|extension| extension == "rs") {
-            found.push(path);
-        }
-    }
 }
 
 /// Every route the server answers: the pages of `ui`'s router, the routes `startup` adds,

@@ -20,8 +20,9 @@ fn named<'a>(listed: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no schedule {name} in {listed}"))
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_schedule_tools_list_create_change_and_run_now(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MCP_TOKEN", TOKEN)
         .setting("STANDMEET_TIMEZONE", "Europe/Berlin")
@@ -103,8 +104,9 @@ async fn the_schedule_tools_list_create_change_and_run_now(pool: PgPool) {
     assert_eq!(args, json!({ "n": 1 }));
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn bad_schedule_input_is_a_tool_error_in_words_and_writes_nothing(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MCP_TOKEN", TOKEN)
         .spawn()
@@ -176,8 +178,9 @@ pub(crate) async fn a_schedule_due_now(app: &TestApp, pool: &PgPool) {
     .unwrap();
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_running_engine_fires_a_due_schedule_once(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MCP_TOKEN", TOKEN)
         .jobs()

@@ -37,8 +37,9 @@ async fn scheduled_job(pool: &PgPool) -> JobId {
     .unwrap()
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_status_poll_answers_rows_and_unknown_ids(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let done = completed_job(&pool).await;
@@ -87,15 +88,17 @@ async fn the_status_poll_answers_rows_and_unknown_ids(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_status_poll_is_for_admins_only(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool).spawn().await;
     let reply = common::get(&app, "/api/jobs/status?ids=1").await;
     assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn bad_ids_in_the_status_poll_get_a_clear_400(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let many = (1..=101)
@@ -120,8 +123,9 @@ async fn bad_ids_in_the_status_poll_get_a_clear_400(pool: PgPool) {
     }
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_panel_is_rendered_on_the_server_with_its_filters(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let done = completed_job(&pool).await;
@@ -169,8 +173,9 @@ async fn the_panel_is_rendered_on_the_server_with_its_filters(pool: PgPool) {
     assert!(by_queue.body.contains("No jobs match these filters."));
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn an_unknown_state_in_the_url_is_explained_with_a_400(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let reply = common::get_with_cookie(&app, "/admin/tasks?state=exploded", &cookie).await;
@@ -185,8 +190,9 @@ async fn an_unknown_state_in_the_url_is_explained_with_a_400(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_panel_pages_by_keyset_newest_first(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let mut ids = Vec::new();
@@ -225,8 +231,9 @@ async fn the_panel_pages_by_keyset_newest_first(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_job_page_shows_args_output_and_errors_and_an_unknown_one_is_404(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let done = completed_job(&pool).await;
@@ -266,8 +273,9 @@ async fn post_action(
     reply.json()
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn retry_and_cancel_say_what_they_did_and_what_no_longer_applies(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let waiting = scheduled_job(&pool).await;
@@ -305,8 +313,9 @@ async fn retry_and_cancel_say_what_they_did_and_what_no_longer_applies(pool: PgP
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn retry_and_cancel_need_an_admin(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     let waiting = scheduled_job(&pool).await;
     for action in ["retry", "cancel"] {
@@ -356,8 +365,9 @@ async fn states(pool: &PgPool, ids: &[i64]) -> Vec<String> {
         .unwrap()
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn bulk_actions_change_what_they_apply_to_in_one_go_and_say_why_not_the_rest(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::builder(pool.clone()).spawn().await;
     let cookie = common::signed_in_cookie(&app, &pool).await;
     let mut discarded = Vec::new();
@@ -416,8 +426,9 @@ async fn bulk_actions_change_what_they_apply_to_in_one_go_and_say_why_not_the_re
     assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_chart_reads_only_the_last_hour_even_with_a_million_jobs_kept(pool: PgPool) {
+    crate::common::schema(&pool).await;
     // About 21,000 of the million in the last hour.
     common::jobs::a_million_finished_jobs(&pool).await;
     // (That its query reads an index and no more is the engine's test: `chart.rs`.)
@@ -469,8 +480,9 @@ async fn the_chart_reads_only_the_last_hour_even_with_a_million_jobs_kept(pool: 
     panic!("three tries each crossed a minute boundary");
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_panel_finds_a_job_by_id_or_by_what_its_arguments_contain(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let seven = insert::<Noop>(&pool, &json!({"request_id": 7, "note": "a"}))
         .await
         .unwrap();
@@ -507,10 +519,11 @@ async fn the_panel_finds_a_job_by_id_or_by_what_its_arguments_contain(pool: PgPo
     }
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_panels_poll_for_new_rows_answers_on_an_empty_database_and_then_finds_the_first_job(
     pool: PgPool,
 ) {
+    crate::common::schema(&pool).await;
     // What the Tasks panel asks every two seconds while it shows no row: no filter, no
     // `after` (there is no newest row yet), so an empty query string.
     let app = TestApp::builder(pool.clone()).spawn().await;

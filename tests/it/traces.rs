@@ -347,8 +347,9 @@ async fn a_collector_that_is_down_changes_nothing_a_user_sees_and_the_drops_are_
 /// collector on loopback: a visitor's request, with the client's `traceparent`, ends in
 /// a webhook POST that carries the same trace, sent from a span of its delivery's
 /// attempt.
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_webhook_post_carries_the_trace_of_the_request_that_caused_it(pool: sqlx::PgPool) {
+    crate::common::schema(&pool).await;
     use crate::common::TestApp;
     use crate::common::mcp::{TOKEN, structured};
     use crate::common::receiver::Receiver;
@@ -438,8 +439,9 @@ async fn a_webhook_post_carries_the_trace_of_the_request_that_caused_it(pool: sq
 /// In this test's process, traces go to a collector on loopback: a board's GET carries
 /// the trace its fetch job stored when it was inserted, and its parent is the `board
 /// fetch` span inside that job's attempt.
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_board_fetch_carries_the_trace_its_job_was_inserted_in(pool: sqlx::PgPool) {
+    crate::common::schema(&pool).await;
     use crate::common::TestApp;
     use standmeet::domain::listings;
 
@@ -501,8 +503,9 @@ async fn a_board_fetch_carries_the_trace_its_job_was_inserted_in(pool: sqlx::PgP
 /// In this test's process, traces go to a collector on loopback: a schedule's firing
 /// starts a trace of its own (no request caused it), and the job it inserts runs its
 /// attempt in that trace.
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_schedule_firing_starts_a_trace_its_job_runs_in(pool: sqlx::PgPool) {
+    crate::common::schema(&pool).await;
     use crate::common::TestApp;
     use crate::common::mcp::TOKEN;
 
@@ -551,8 +554,9 @@ async fn a_schedule_firing_starts_a_trace_its_job_runs_in(pool: sqlx::PgPool) {
 /// `traceparent` and a `tracestate` of 40 members. The request's span starts a trace of
 /// StandMeet's own with a link to the visitor's, and carries no tracestate; from the
 /// trusted proxy, a small tracestate is continued and a large one dropped.
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_visitors_trace_context_is_a_link_and_a_large_tracestate_is_dropped(pool: sqlx::PgPool) {
+    crate::common::schema(&pool).await;
     use crate::common::TestApp;
     use axum::body::Body;
     use axum::http::Request;

@@ -87,10 +87,11 @@ async fn entry_of(pool: &PgPool, path: &str) -> (i64, i64) {
     .unwrap()
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_rebuild_imports_the_vault_then_follows_its_changes_and_records_what_changed(
     pool: PgPool,
 ) {
+    crate::common::schema(&pool).await;
     let (_dir, root) = sample_vault();
     let app = vault_app(&pool, &root).await;
     // An entry written by hand: no rebuild touches it.
@@ -265,10 +266,11 @@ async fn a_rebuild_imports_the_vault_then_follows_its_changes_and_records_what_c
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn wikilinks_resolve_by_path_and_alias_and_restricted_ones_stay_text_for_a_visitor(
     pool: PgPool,
 ) {
+    crate::common::schema(&pool).await;
     let (_dir, root) = sample_vault();
     let app = vault_app(&pool, &root).await;
     rebuild(&app).await;
@@ -325,8 +327,9 @@ async fn wikilinks_resolve_by_path_and_alias_and_restricted_ones_stay_text_for_a
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_watcher_queues_a_rebuild_when_a_note_is_written(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let (_dir, root) = sample_vault();
     let app = vault_app(&pool, &root).await;
     let stop = tokio_util::sync::CancellationToken::new();
@@ -360,8 +363,9 @@ async fn the_watcher_queues_a_rebuild_when_a_note_is_written(pool: PgPool) {
     drop(app);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn without_a_vault_the_rebuild_tools_say_so_and_a_bad_job_id_is_refused(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MCP_TOKEN", TOKEN)
         .spawn()
@@ -386,8 +390,9 @@ async fn without_a_vault_the_rebuild_tools_say_so_and_a_bad_job_id_is_refused(po
     assert_eq!(jobs, 0, "nothing queued");
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_flood_of_changes_makes_few_rebuilds_one_at_a_time_and_loses_no_note(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let (_dir, root) = sample_vault();
     let app = vault_app(&pool, &root).await;
     let stop = tokio_util::sync::CancellationToken::new();
@@ -457,10 +462,11 @@ async fn state_and_attempt(pool: &PgPool, job: i64) -> (String, i16, i64) {
     .unwrap()
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_rebuild_asked_for_during_a_long_rebuild_is_queued_and_both_finish_without_a_deadlock(
     pool: PgPool,
 ) {
+    crate::common::schema(&pool).await;
     let (_dir, root) = vault_of(5_000);
     let app = vault_app(&pool, &root).await;
     let first = corpus::vault::queue_rebuild(&pool, &jobs_client(&pool))
@@ -519,8 +525,9 @@ async fn a_rebuild_asked_for_during_a_long_rebuild_is_queued_and_both_finish_wit
     drop(app);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn hostile_notes_fail_alone_with_words_and_the_others_go_on(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let (_dir, root) = sample_vault();
     let mut bomb = String::from("---\ntitle: Bomb\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
     for level in 1..9 {
@@ -604,8 +611,9 @@ async fn hostile_notes_fail_alone_with_words_and_the_others_go_on(pool: PgPool) 
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn an_emptied_or_unmounted_vault_removes_nothing_and_says_why(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let (_dir, root) = sample_vault();
     let app = vault_app(&pool, &root).await;
     let first = rebuild(&app).await;
@@ -642,8 +650,9 @@ async fn an_emptied_or_unmounted_vault_removes_nothing_and_says_why(pool: PgPool
     assert_eq!(events, 1, "only the first rebuild called the hooks");
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn an_admins_edit_of_an_entry_made_from_a_note_is_refused_naming_the_note(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let (_dir, root) = sample_vault();
     let app = vault_app(&pool, &root).await;
     rebuild(&app).await;
@@ -680,8 +689,9 @@ async fn found_by_agent(app: &TestApp, q: &str) -> Vec<i64> {
         .collect()
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_notes_tags_are_shown_and_searchable_and_a_link_to_a_heading_lands_on_it(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let (_dir, root) = sample_vault();
     std::fs::write(
         root.join("Sailing.md"),
@@ -743,8 +753,9 @@ async fn watch_vault(
     task
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_rebuild_that_failed_on_our_side_tells_the_agent_where_to_look_not_the_sql(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let (_dir, root) = sample_vault();
     let app = vault_app(&pool, &root).await;
     // A rebuild that ran out of attempts on an error of ours: its chain names SQL and a
@@ -794,8 +805,9 @@ async fn a_rebuild_that_failed_on_our_side_tells_the_agent_where_to_look_not_the
     assert!(error.contains("does not exist"), "{error}");
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_rebuild_that_would_remove_most_of_the_vault_removes_nothing_until_allowed(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let (_dir, root) = sample_vault();
     let app = vault_app(&pool, &root).await;
     assert_eq!(rebuild(&app).await["added"], SAMPLE_NOTES - 1);

@@ -89,8 +89,9 @@ fn the_receivers_hmac_matches_the_specifications_test_vector() {
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn an_event_reaches_the_endpoints_that_want_it_signed(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = hooked_app(&pool, &[]).await;
     let wants = Receiver::start().await;
     let other = Receiver::start().await;
@@ -146,8 +147,9 @@ async fn an_event_reaches_the_endpoints_that_want_it_signed(pool: PgPool) {
     assert_eq!(other.received().len(), 1, "{:?}", other.received());
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_failed_attempt_is_tried_again_with_the_same_id(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = hooked_app(&pool, &[]).await;
     let receiver = Receiver::start().await;
     receiver.then(&[Answer::Status(500)]);
@@ -173,8 +175,9 @@ async fn a_failed_attempt_is_tried_again_with_the_same_id(pool: PgPool) {
     assert_eq!(attempts[1].error, None);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn gone_disables_the_endpoint_at_once(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = hooked_app(&pool, &[]).await;
     let receiver = Receiver::start().await;
     receiver.always(Answer::Status(410));
@@ -215,8 +218,9 @@ async fn gone_disables_the_endpoint_at_once(pool: PgPool) {
     assert_eq!(receiver.received().len(), 1);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn an_endpoint_that_hangs_is_given_up_on_after_the_timeout(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = hooked_app(&pool, &[("STANDMEET_WEBHOOK_TIMEOUT_MS", "300")]).await;
     let receiver = Receiver::start().await;
     receiver.then(&[Answer::Hang]);
@@ -240,8 +244,9 @@ async fn an_endpoint_that_hangs_is_given_up_on_after_the_timeout(pool: PgPool) {
     assert!(attempts[0].duration_ms >= 250, "{attempts:?}");
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_redirect_is_a_failed_attempt_and_is_not_followed(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = hooked_app(&pool, &[]).await;
     let receiver = Receiver::start().await;
     receiver.then(&[Answer::Redirect("/elsewhere")]);
@@ -267,8 +272,9 @@ async fn a_redirect_is_a_failed_attempt_and_is_not_followed(pool: PgPool) {
     assert_eq!(delivery.state, DeliveryState::Delivered);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_rolled_back_change_leaves_no_event_and_no_delivery(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = hooked_app(&pool, &[]).await;
     let receiver = Receiver::start().await;
     let (endpoint, _) = create(&app, &receiver.url("/hook"), json!(["*"])).await;
@@ -295,8 +301,9 @@ async fn a_rolled_back_change_leaves_no_event_and_no_delivery(pool: PgPool) {
     assert_eq!(receiver.received().len(), 1);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn twenty_deliveries_failed_in_a_row_disable_the_endpoint(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = hooked_app(&pool, &[]).await;
     let receiver = Receiver::start().await;
     receiver.always(Answer::Status(503));
@@ -344,8 +351,9 @@ async fn twenty_deliveries_failed_in_a_row_disable_the_endpoint(pool: PgPool) {
     assert_eq!(count, 0);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn private_addresses_are_refused_unless_allowed(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = TestApp::desk(&pool)
         .setting("STANDMEET_MCP_TOKEN", TOKEN)
         .jobs()
@@ -419,8 +427,9 @@ async fn private_addresses_are_refused_unless_allowed(pool: PgPool) {
     assert!(receiver.received().is_empty(), "no request went out");
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_tools_list_create_test_and_delete_endpoints(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = hooked_app(&pool, &[]).await;
     let receiver = Receiver::start().await;
     let (id, secret) = create(
@@ -509,8 +518,9 @@ async fn the_tools_list_create_test_and_delete_endpoints(pool: PgPool) {
     }
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn a_delivered_message_can_be_redelivered_with_its_id(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = hooked_app(&pool, &[]).await;
     let receiver = Receiver::start().await;
     let (endpoint, secret) = create(&app, &receiver.url("/hook"), json!(["*"])).await;
@@ -549,8 +559,9 @@ async fn a_delivered_message_can_be_redelivered_with_its_id(pool: PgPool) {
     assert!(reply.body.contains("no webhook delivery"), "{}", reply.body);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn old_events_are_deleted_with_their_deliveries(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let app = hooked_app(&pool, &[]).await;
     let receiver = Receiver::start().await;
     let (endpoint, _) = create(&app, &receiver.url("/hook"), json!(["*"])).await;
@@ -588,8 +599,9 @@ async fn old_events_are_deleted_with_their_deliveries(pool: PgPool) {
     assert_eq!(deliveries_of_recent, 1);
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_job_cleaner_deletes_old_events(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let old = happen(&pool, &request_created(1)).await;
     sqlx::query("UPDATE events SET occurred_at = now() - interval '3 days' WHERE id = $1")
         .bind(old)
@@ -611,8 +623,9 @@ async fn the_job_cleaner_deletes_old_events(pool: PgPool) {
     assert!(events::get(&pool, recent).await.unwrap().is_some());
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_job_cleaner_deletes_old_test_deliveries_with_the_webhooks_own_chore(pool: PgPool) {
+    crate::common::schema(&pool).await;
     let url = "http://127.0.0.1:9/hook";
     let endpoint = webhooks::create(&pool, url, &["*".into()], true)
         .await
@@ -662,8 +675,9 @@ async fn the_job_cleaner_deletes_old_test_deliveries_with_the_webhooks_own_chore
 /// must be exactly the jobs `DeliverWebhook` would queue (kind, queue, attempts,
 /// priority, arguments), one per enabled endpoint that wants the event, and none when
 /// no endpoint does.
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn the_jobs_an_event_queues_are_deliver_webhook_jobs(pool: PgPool) {
+    crate::common::schema(&pool).await;
     use standmeet::domain::webhooks::{DeliverArgs, DeliverWebhook};
     use standmeet_jobs::JobKind;
 
@@ -726,8 +740,9 @@ async fn the_jobs_an_event_queues_are_deliver_webhook_jobs(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]
+#[sqlx::test(migrations = false)]
 async fn an_endpoint_that_is_down_takes_no_worker_from_the_others(pool: PgPool) {
+    crate::common::schema(&pool).await;
     // Deliveries time out after 500 ms; the circuit's openings are 30 × 20 ms = 600 ms
     // and up.
     let app = hooked_app(

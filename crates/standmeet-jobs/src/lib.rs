@@ -2,7 +2,7 @@
 //! the web in it.
 //!
 //! A job is a row in `jobs` (the schema is the crate's own `migrations/`, applied by
-//! [`MIGRATOR`] before the application's). Business code inserts it inside its own
+//! [`migrate`] before the application's). Business code inserts it inside its own
 //! transaction ([`JobClient::insert_tx`]), so the business row and its job commit
 //! together or not at all. Engines in any process fetch it, run its handler and record
 //! the outcome; the row is the record that callers read and wait on.
@@ -76,7 +76,11 @@
 //! - **the notification** `standmeet_job_final`, whose payload is the id of a job that
 //!   reached a terminal state, sent in the transaction that put it there.
 //!
-//! The schema comes from [`MIGRATOR`], applied before the application's own migrations.
+//! The schema comes from [`migrate`], called before the application applies its own
+//! migrations. The engine records what it applied in a table of its own,
+//! `standmeet_job_migrations` ([`MIGRATION_TABLE`]), with versions of its own; an
+//! application keeps its own ledger. A database made while StandMeet kept both in sqlx's
+//! `_sqlx_migrations` has the engine's rows moved into its table by the first call.
 //!
 //! ## States, and who moves jobs between them
 //!
@@ -125,7 +129,8 @@
 //! layers, from the bottom:
 //!
 //! 1. **Foundations**, which know nothing of jobs' storage: `types` ([`JobId`],
-//!    [`JobState`]); `error` ([`Error`]); `try_again`, the pauses between tries of a
+//!    [`JobState`]); `error` ([`Error`]); `migrate` ([`migrate`], the schema and the
+//!    engine's own record of it); `try_again`, the pauses between tries of a
 //!    statement until a deadline; `pool`, the options of the engine's pools and the
 //!    connections it needs beside its claims'; `config` ([`EngineConfig`],
 //!    [`QueueConfig`], [`CleanChore`]); `kept`, the connections claims keep between
@@ -200,6 +205,8 @@ mod kept;
 mod kind;
 #[cfg(feature = "engine")]
 pub mod listener;
+#[cfg(feature = "engine")]
+mod migrate;
 // Some of their items are public for the `testing` door only (the engine's own
 // tests); without it they are the crate's, and the lint is checked with it on.
 #[cfg_attr(
@@ -265,14 +272,9 @@ pub use registry::Registry;
 pub use config::{ChoreError, CleanChore, EngineConfig, QueueConfig};
 #[cfg(feature = "engine")]
 pub use runtime::JobRuntime;
-
-/// The engine's schema: the tables, functions and triggers under this crate's
-/// `migrations/`, compiled in. An application that keeps its own tables in the same
-/// database applies these first (they refer to none of its tables, and its own may refer
-/// to `jobs`), recording both sets in sqlx's one `_sqlx_migrations` table: run them as one
-/// list, or each with `set_ignore_missing`, so that neither refuses the other's versions.
+// The schema.
 #[cfg(feature = "engine")]
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+pub use migrate::{MIGRATION_TABLE, Migrated, migrate, migration_versions};
 
 /// The notification channels, in one place. Payloads: a queue name for `INSERT`, a job
 /// id for `FINAL` and `CANCEL`.

@@ -376,7 +376,10 @@ async fn an_attempt_whose_process_died_counts_and_the_third_death_discards_the_j
     let deadly = job_of_kind(&pool, "test.deadly", 3).await;
     let _engine = start_engine(&pool, registry(), quick_config(2)).await;
     let kinds = vec!["test.deadly".to_string()];
-    let lease = Duration::from_millis(100);
+    // Long enough that the second claim below comes before it runs out even on a busy
+    // machine (with 100 ms the rescuer sometimes counted the death first, and the job
+    // was rightly taken again).
+    let lease = Duration::from_secs(2);
     for death in 1..=3_i16 {
         wait_for_state(&pool, deadly, JobState::Available).await;
         let taken = testing::claim_and_die(&pool, "default", 10, &kinds, "doomed", lease)

@@ -264,7 +264,8 @@ impl TestApp {
     }
 
     /// Starts describing the app for `pool` (a database of its own, made by
-    /// `#[sqlx::test(migrator = "standmeet::db::MIGRATOR")]`); nothing runs until [`TestAppBuilder::spawn`].
+    /// `#[sqlx::test]` and migrated by `common::schema`); nothing runs until
+    /// [`TestAppBuilder::spawn`].
     pub fn builder(pool: PgPool) -> TestAppBuilder {
         TestAppBuilder {
             pool,

@@ -42,6 +42,14 @@ pub fn settings_with(pairs: &[(&str, &str)]) -> Settings {
     .expect("valid test settings")
 }
 
+/// Migrates a test's database (made empty by `#[sqlx::test(migrations = false)]`) as
+/// StandMeet does at every start: the job engine's schema in its ledger, then ours.
+pub async fn schema(pool: &PgPool) {
+    standmeet::db::migrate(pool)
+        .await
+        .expect("the test database migrates");
+}
+
 /// An admin that tests can sign in as.
 pub const ADMIN_EMAIL: &str = "owner@example.com";
 pub const ADMIN_PASSWORD: &str = "correct horse battery staple";
