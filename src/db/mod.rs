@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use sqlx::migrate::{Migrate, MigrateDatabase, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, PgConnection, PgPool, Postgres};
+use sqlx::{ConnectOptions, Connection, PgConnection, PgPool, Postgres};
 
 pub use private_cluster::PrivateCluster;
 
@@ -213,7 +213,9 @@ pub fn engine_pool_size(needed: u32) -> u32 {
 /// applies what is missing and the others find it done.
 ///
 /// A database that holds a migration this build does not know was migrated by a newer
-/// StandMeet (or changed by hand): it is refused before anything is applied.
+/// StandMeet (or changed by hand): it is refused before anything is applied. The
+/// engine's part commits in one transaction with the marker that makes builds from
+/// before its own ledger refuse the database in words (`record_the_marker`).
 pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
     let mut conn = pool
         .acquire()
@@ -236,13 +238,71 @@ pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
 }
 
 async fn apply(conn: &mut PgConnection) -> anyhow::Result<()> {
-    standmeet_jobs::migrate(conn)
+    // The engine's call and the marker commit together: an upgrade cut short between
+    // the two would leave a database whose engine rows had left `_sqlx_migrations`
+    // with no marker there, which a build with one ledger would not refuse in words
+    // but try to migrate again (and fail on the first table that exists).
+    let mut tx = conn
+        .begin()
         .await
-        .context("cannot apply the job engine's migrations")?;
+        .context("cannot begin the job engine's migrations")?;
+    let engine = match record_the_marker(&mut tx).await {
+        Ok(()) => standmeet_jobs::migrate(&mut tx)
+            .await
+            .context("cannot apply the job engine's migrations"),
+        Err(err) => Err(err),
+    };
+    match engine {
+        Ok(_) => tx
+            .commit()
+            .await
+            .context("cannot commit the job engine's migrations")?,
+        Err(err) => {
+            // The engine's error is the one to answer (a lost connection rolls back by
+            // itself).
+            let _ = tx.rollback().await;
+            return Err(err);
+        }
+    }
     APP_MIGRATIONS
         .run(&mut *conn)
         .await
         .context("cannot apply the database migrations")?;
+    Ok(())
+}
+
+/// The application's migration that builds with one ledger do not know, so that they
+/// refuse a database whose engine has its own (see its file).
+const MARKER_OF_THE_ENGINES_LEDGER: i64 = 20261207000002;
+
+/// Records [`MARKER_OF_THE_ENGINES_LEDGER`] in `_sqlx_migrations` when that ledger
+/// exists without it (a database made with one ledger), in the caller's transaction
+/// with the engine's move. Its file changes nothing, so recording it unapplied is
+/// applying it; sqlx finds it recorded, with its own checksum, and goes on. A fresh
+/// database has no such ledger yet, and gets the marker in order with the rest.
+async fn record_the_marker(tx: &mut PgConnection) -> anyhow::Result<()> {
+    let ledger: Option<String> = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations')::text")
+        .fetch_one(&mut *tx)
+        .await
+        .context("cannot read which migrations the database has")?;
+    if ledger.is_none() {
+        return Ok(());
+    }
+    let marker = APP_MIGRATIONS
+        .iter()
+        .find(|migration| migration.version == MARKER_OF_THE_ENGINES_LEDGER)
+        .context("this build lacks the migration that marks the engine's own ledger")?;
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
+         VALUES ($1, $2, true, $3, 0)
+         ON CONFLICT (version) DO NOTHING",
+    )
+    .bind(marker.version)
+    .bind(&*marker.description)
+    .bind(&*marker.checksum)
+    .execute(&mut *tx)
+    .await
+    .context("cannot record the migration that marks the engine's own ledger")?;
     Ok(())
 }
 

@@ -42,12 +42,7 @@ async fn a_database_migrated_by_an_earlier_build_upgrades_to_the_schema_a_fresh_
     old_layout.run(&pool).await.expect("the old layout applies");
     let job = insert_a_job(&pool).await;
 
-    standmeet::db::migrate(&pool)
-        .await
-        .expect("the upgrade needs no manual step");
-    standmeet::db::migrate(&pool)
-        .await
-        .expect("and a second run finds nothing to do");
+    migrate_twice(&pool).await;
 
     let fresh = another_database(&pool, "fresh").await;
     standmeet::db::migrate(&fresh).await.unwrap();
@@ -224,34 +219,9 @@ async fn a_database_made_with_one_ledger_gives_the_engine_its_history_and_keeps_
         "the old layout has them all"
     );
 
-    let mut conn = pool.acquire().await.unwrap();
-    let report = standmeet_jobs::migrate(&mut conn).await.unwrap();
-    drop(conn);
-    assert_eq!(report.adopted, engine, "every engine migration moved");
-    assert!(report.applied.is_empty(), "none ran again: {report:?}");
-    standmeet::db::migrate(&pool)
-        .await
-        .expect("the upgrade needs no manual step");
-    standmeet::db::migrate(&pool)
-        .await
-        .expect("and a second run finds nothing to do");
+    migrate_twice(&pool).await;
 
-    assert_eq!(
-        ledger_rows(&pool, "standmeet_job_migrations").await,
-        engine_before,
-        "the same versions, checksums and times: moved, not applied again"
-    );
-    let adopted_from: Vec<Option<String>> =
-        sqlx::query_scalar("SELECT adopted_from FROM standmeet_job_migrations")
-            .fetch_all(&pool)
-            .await
-            .unwrap();
-    assert!(
-        adopted_from
-            .iter()
-            .all(|from| from.as_deref() == Some("_sqlx_migrations")),
-        "{adopted_from:?}"
-    );
+    assert_moved_not_applied_again(&pool, &engine_before).await;
     let shared_now = ledger_rows(&pool, "_sqlx_migrations").await;
     assert!(
         shared_now.iter().all(|row| !engine.contains(&row.0)),
@@ -296,30 +266,12 @@ async fn a_database_made_with_one_ledger_gives_the_engine_its_history_and_keeps_
 async fn an_engine_migration_changed_by_hand_in_the_shared_ledger_is_refused_and_nothing_moves(
     pool: PgPool,
 ) {
-    old_layout(LAST_VERSION_WITH_ONE_LEDGER)
-        .await
-        .run(&pool)
-        .await
-        .unwrap();
-    sqlx::query("UPDATE _sqlx_migrations SET checksum = '\\x00' WHERE version = 20261202000003")
-        .execute(&pool)
-        .await
-        .unwrap();
-    let before = ledger_rows(&pool, "_sqlx_migrations").await;
-
-    let refused = standmeet::db::migrate(&pool).await.unwrap_err();
-    let words = format!("{refused:#}");
-    assert!(
-        words.contains("20261202000003") && words.contains("changed by hand"),
-        "{words}"
-    );
-    assert_eq!(ledger_rows(&pool, "_sqlx_migrations").await, before);
-    let engines_ledger: Option<String> =
-        sqlx::query_scalar("SELECT to_regclass('standmeet_job_migrations')::text")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-    assert_eq!(engines_ledger, None, "its transaction rolled back");
+    one_ledger_tampered_is_refused_and_nothing_moves(
+        &pool,
+        "UPDATE _sqlx_migrations SET checksum = '\\x00' WHERE version = 20261202000003",
+        ["20261202000003", "changed by hand"],
+    )
+    .await;
 }
 
 /// Two copies upgrading one database at once (a rolling restart): each engine migration
@@ -331,16 +283,17 @@ async fn two_copies_upgrading_at_once_move_each_migration_once(pool: PgPool) {
         .run(&pool)
         .await
         .unwrap();
+    let engine: Vec<i64> = standmeet_jobs::migration_versions().collect();
+    let engine_before: Vec<LedgerRow> = ledger_rows(&pool, "_sqlx_migrations")
+        .await
+        .into_iter()
+        .filter(|row| engine.contains(&row.0))
+        .collect();
     let (first, second) =
         tokio::join!(standmeet::db::migrate(&pool), standmeet::db::migrate(&pool));
     first.unwrap();
     second.unwrap();
-    let engine: Vec<i64> = standmeet_jobs::migration_versions().collect();
-    assert_eq!(
-        engine_versions(&pool).await,
-        engine,
-        "one row each in the engine's ledger"
-    );
+    assert_moved_not_applied_again(&pool, &engine_before).await;
     assert!(
         applied_versions(&pool)
             .await
@@ -368,6 +321,145 @@ async fn two_copies_upgrading_at_once_move_each_migration_once(pool: PgPool) {
     assert_eq!(adopted, engine, "each moved by one of them");
     assert!(a.applied.is_empty() && b.applied.is_empty());
     drop_database(&pool, other).await;
+}
+
+/// An upgrade cut short once the engine's rows have moved (here: the record of the
+/// engine's first migration was lost, and running it again fails, as `jobs` exists)
+/// leaves the database as a build with one ledger left it: no marker, no engine
+/// ledger, every row in sqlx's. Such a build runs on it as before, and refuses it in
+/// words once an upgrade has gone through.
+#[sqlx::test(migrations = false)]
+async fn an_upgrade_cut_short_leaves_the_database_as_a_build_with_one_ledger_left_it(pool: PgPool) {
+    let one_ledger = old_layout(LAST_VERSION_WITH_ONE_LEDGER).await;
+    one_ledger.run(&pool).await.unwrap();
+    let job = insert_a_job(&pool).await;
+    let first = standmeet_jobs::migration_versions().next().unwrap();
+    let lost: SqlxLedgerRow = sqlx::query_as(
+        "DELETE FROM _sqlx_migrations WHERE version = $1
+         RETURNING version, description, installed_on, success, checksum, execution_time",
+    )
+    .bind(first)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let before = ledger_rows(&pool, "_sqlx_migrations").await;
+
+    let failed = standmeet::db::migrate(&pool).await.unwrap_err();
+    assert!(
+        format!("{failed:#}").contains("job engine's migrations"),
+        "{failed:#}"
+    );
+    assert_eq!(ledger_rows(&pool, "_sqlx_migrations").await, before);
+    assert!(
+        !applied_versions(&pool)
+            .await
+            .contains(&MARKER_OF_THE_ENGINES_LEDGER)
+    );
+    assert_eq!(table(&pool, "standmeet_job_migrations").await, None);
+    assert!(job_is_there(&pool, job).await);
+
+    // The record comes back (a backup, say): the build with one ledger runs as before.
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations
+             (version, description, installed_on, success, checksum, execution_time)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(lost.0)
+    .bind(&lost.1)
+    .bind(lost.2)
+    .bind(lost.3)
+    .bind(&lost.4)
+    .bind(lost.5)
+    .execute(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        refusal_of_a_build_with_one_ledger(&pool, &one_ledger).await,
+        None
+    );
+    one_ledger.run(&pool).await.expect("nothing to do for it");
+
+    // Upgraded, the database is one such a build refuses, naming the marker.
+    standmeet::db::migrate(&pool).await.unwrap();
+    assert_eq!(
+        refusal_of_a_build_with_one_ledger(&pool, &one_ledger).await,
+        Some(MARKER_OF_THE_ENGINES_LEDGER)
+    );
+    assert!(job_is_there(&pool, job).await);
+}
+
+/// An engine migration marked failed in the shared ledger (a run that died half way, as
+/// sqlx records it) is refused in words, and nothing moves.
+#[sqlx::test(migrations = false)]
+async fn an_engine_migration_marked_failed_in_the_shared_ledger_is_refused_and_nothing_moves(
+    pool: PgPool,
+) {
+    one_ledger_tampered_is_refused_and_nothing_moves(
+        &pool,
+        "UPDATE _sqlx_migrations SET success = false WHERE version = 20261205000001",
+        ["20261205000001", "marked failed"],
+    )
+    .await;
+}
+
+/// An engine migration whose record in the engine's own ledger is not its file's is
+/// refused in words; nothing is applied, in either ledger.
+#[sqlx::test(migrations = false)]
+async fn an_engine_migration_changed_by_hand_in_its_own_ledger_is_refused(pool: PgPool) {
+    standmeet::db::migrate(&pool).await.unwrap();
+    let file_checksum: Vec<u8> = sqlx::query_scalar(
+        "SELECT checksum FROM standmeet_job_migrations WHERE version = 20261202000003",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "UPDATE standmeet_job_migrations SET checksum = '\\x00' WHERE version = 20261202000003",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    // Two records lost, one in each ledger: a refusal that came after applying would
+    // bring them back (both files run again without error).
+    let engine_last = standmeet_jobs::migration_versions().last().unwrap();
+    sqlx::query("DELETE FROM standmeet_job_migrations WHERE version = $1")
+        .bind(engine_last)
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM _sqlx_migrations WHERE version = $1")
+        .bind(MARKER_OF_THE_ENGINES_LEDGER)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let engine_before = ledger_rows(&pool, "standmeet_job_migrations").await;
+    let app_before = ledger_rows(&pool, "_sqlx_migrations").await;
+
+    let refused = standmeet::db::migrate(&pool).await.unwrap_err();
+    let words = format!("{refused:#}");
+    assert!(
+        words.contains("20261202000003") && words.contains("changed by hand"),
+        "{words}"
+    );
+    assert_eq!(
+        ledger_rows(&pool, "standmeet_job_migrations").await,
+        engine_before
+    );
+    assert_eq!(ledger_rows(&pool, "_sqlx_migrations").await, app_before);
+
+    // Put right, the same upgrade applies both again: the refusal came first.
+    sqlx::query("UPDATE standmeet_job_migrations SET checksum = $1 WHERE version = 20261202000003")
+        .bind(file_checksum)
+        .execute(&pool)
+        .await
+        .unwrap();
+    standmeet::db::migrate(&pool).await.unwrap();
+    assert!(engine_versions(&pool).await.contains(&engine_last));
+    assert!(
+        applied_versions(&pool)
+            .await
+            .contains(&MARKER_OF_THE_ENGINES_LEDGER)
+    );
 }
 
 /// A version number names one migration: the engine's rows move between ledgers by it.
@@ -428,6 +520,80 @@ async fn old_layout(last: i64) -> Migrator {
     migrator
 }
 
+/// A database made with one ledger, then changed by `tamper`: the upgrade is refused
+/// with each of `words` in its message, sqlx's ledger is as it was, and the engine's
+/// was never made (its transaction rolled back).
+async fn one_ledger_tampered_is_refused_and_nothing_moves(
+    pool: &PgPool,
+    tamper: &str,
+    words: [&str; 2],
+) {
+    old_layout(LAST_VERSION_WITH_ONE_LEDGER)
+        .await
+        .run(pool)
+        .await
+        .unwrap();
+    sqlx::query(tamper).execute(pool).await.unwrap();
+    let before = ledger_rows(pool, "_sqlx_migrations").await;
+
+    let refused = standmeet::db::migrate(pool).await.unwrap_err();
+    let said = format!("{refused:#}");
+    assert!(words.iter().all(|word| said.contains(word)), "{said}");
+    assert_eq!(ledger_rows(pool, "_sqlx_migrations").await, before);
+    assert_eq!(table(pool, "standmeet_job_migrations").await, None);
+}
+
+/// Both runs of an upgrade: the first needs no manual step, the second finds nothing
+/// to do.
+async fn migrate_twice(pool: &PgPool) {
+    standmeet::db::migrate(pool)
+        .await
+        .expect("the upgrade needs no manual step");
+    standmeet::db::migrate(pool)
+        .await
+        .expect("and a second run finds nothing to do");
+}
+
+/// The engine's ledger holds `engine_before` (its rows in the shared ledger before the
+/// upgrade) as they were, each marked as moved from there: a migration applied again
+/// would have a new time and no `adopted_from`.
+async fn assert_moved_not_applied_again(pool: &PgPool, engine_before: &[LedgerRow]) {
+    assert_eq!(
+        ledger_rows(pool, "standmeet_job_migrations").await,
+        engine_before,
+        "the same versions, checksums and times: moved, not applied again"
+    );
+    let adopted_from: Vec<Option<String>> =
+        sqlx::query_scalar("SELECT adopted_from FROM standmeet_job_migrations")
+            .fetch_all(pool)
+            .await
+            .unwrap();
+    assert!(
+        adopted_from
+            .iter()
+            .all(|from| from.as_deref() == Some("_sqlx_migrations")),
+        "{adopted_from:?}"
+    );
+}
+
+/// What a build with one ledger (`one_ledger`, its list) checked before migrating: the
+/// first version in `_sqlx_migrations` it does not know, which it refused in words.
+async fn refusal_of_a_build_with_one_ledger(pool: &PgPool, one_ledger: &Migrator) -> Option<i64> {
+    applied_versions(pool)
+        .await
+        .into_iter()
+        .find(|version| !one_ledger.version_exists(*version))
+}
+
+/// The table's name when it exists.
+async fn table(pool: &PgPool, name: &str) -> Option<String> {
+    sqlx::query_scalar("SELECT to_regclass($1)::text")
+        .bind(name)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
 /// Inserts a job as any build could (plain SQL), for an upgrade to keep.
 async fn insert_a_job(pool: &PgPool) -> i64 {
     sqlx::query_scalar("INSERT INTO jobs (kind, args) VALUES ('system.noop', '{}') RETURNING id")
@@ -446,6 +612,9 @@ async fn job_is_there(pool: &PgPool, job: i64) -> bool {
 
 /// A row of a ledger: version, checksum and when it was applied.
 type LedgerRow = (i64, Vec<u8>, time::OffsetDateTime);
+/// A whole row of sqlx's ledger: version, description, installed_on, success, checksum
+/// and execution_time.
+type SqlxLedgerRow = (i64, String, time::OffsetDateTime, bool, Vec<u8>, i64);
 
 async fn ledger_rows(pool: &PgPool, ledger: &str) -> Vec<LedgerRow> {
     sqlx::query_as(&format!(

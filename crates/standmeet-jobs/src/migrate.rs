@@ -56,13 +56,21 @@ pub fn migration_versions() -> impl Iterator<Item = i64> {
 /// of them is moved there first. Safe to call from several processes at once, and
 /// again: a database that is up to date answers [`Migrated::default`].
 ///
-/// Refused, with nothing changed: a database that holds an engine migration this build
-/// does not know (a newer build migrated it), or one whose file changed since it was
-/// applied, or one marked failed.
+/// Refused, with nothing changed, before any migration is applied: a database that holds
+/// an engine migration this build does not know (a newer build migrated it), or one
+/// whose record is not its file's (changed by hand, in either ledger), or one marked
+/// failed. A migration that fails as it is applied is rolled back with its record;
+/// those applied before it stay, each recorded.
+///
+/// Each step commits on its own. Called inside a transaction of the caller's, the steps
+/// are savepoints of it and the whole call commits or rolls back with that transaction,
+/// as StandMeet does to record a mark of its own in the same commit.
 pub async fn migrate(conn: &mut PgConnection) -> Result<Migrated, Error> {
-    let adopted = in_locked_transaction(conn, adopt).await?;
+    let Ledger { adopted, recorded } = in_locked_transaction(conn, adopt).await?;
     let mut applied = Vec::new();
-    for migration in FILES.iter() {
+    // What the ledger recorded was compared with its file just now; the others are
+    // looked at again under the lock, as another process may have applied them since.
+    for migration in FILES.iter().filter(|m| !recorded.contains(&m.version)) {
         if in_locked_transaction(conn, async |tx| apply(tx, migration).await).await? {
             tracing::info!(
                 version = migration.version,
@@ -139,8 +147,9 @@ async fn apply(tx: &mut PgConnection, migration: &Migration) -> Result<bool, Err
 }
 
 /// Makes the engine's table if there is none, refuses versions this build does not
-/// know, and moves the engine's rows out of the shared ledger: the versions moved.
-async fn adopt(tx: &mut PgConnection) -> Result<Vec<i64>, Error> {
+/// know and records that are not their files', and moves the engine's rows out of the
+/// shared ledger: the versions moved. One transaction: a refusal changes nothing.
+async fn adopt(tx: &mut PgConnection) -> Result<Ledger, Error> {
     let known: Vec<i64> = migration_versions().collect();
     sqlx::raw_sql(
         "CREATE TABLE IF NOT EXISTS standmeet_job_migrations (
@@ -179,17 +188,17 @@ async fn adopt(tx: &mut PgConnection) -> Result<Vec<i64>, Error> {
         .fetch_one(&mut *tx)
         .await
         .map_err(Error::from_database)?;
-    if shared.is_none() {
-        return Ok(Vec::new());
-    }
-    let rows: Vec<(i64, bool, Vec<u8>)> = sqlx::query_as(
-        "SELECT version, success, checksum FROM _sqlx_migrations
-         WHERE version = ANY($1) ORDER BY version FOR UPDATE",
-    )
-    .bind(&known)
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(Error::from_database)?;
+    let rows: Vec<(i64, bool, Vec<u8>)> = match shared {
+        None => Vec::new(),
+        Some(_) => sqlx::query_as(
+            "SELECT version, success, checksum FROM _sqlx_migrations
+             WHERE version = ANY($1) ORDER BY version FOR UPDATE",
+        )
+        .bind(&known)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(Error::from_database)?,
+    };
     for (version, success, checksum) in &rows {
         if !success {
             return Err(Error::Refused(format!(
@@ -197,14 +206,58 @@ async fn adopt(tx: &mut PgConnection) -> Result<Vec<i64>, Error> {
                  the database was left half migrated; restore a backup taken before it"
             )));
         }
-        let file = FILES.iter().find(|m| m.version == *version);
-        if file.is_some_and(|file| file.checksum[..] != checksum[..]) {
+        if !matches_its_file(*version, checksum) {
             return Err(changed_by_hand(*version));
         }
     }
-    if rows.is_empty() {
-        return Ok(Vec::new());
+    let moved = if rows.is_empty() {
+        Vec::new()
+    } else {
+        move_out_of_the_shared_ledger(tx, &known).await?
+    };
+    // Every record is its file's, moved or not, before any migration is applied: one
+    // changed by hand is refused with nothing changed. A version found in both ledgers
+    // has been compared with its file in each, so the row the move kept is the same.
+    let recorded: Vec<(i64, Vec<u8>)> =
+        sqlx::query_as("SELECT version, checksum FROM standmeet_job_migrations ORDER BY version")
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(Error::from_database)?;
+    if let Some((version, _)) = recorded
+        .iter()
+        .find(|(version, checksum)| !matches_its_file(*version, checksum))
+    {
+        return Err(changed_by_hand(*version));
     }
+    Ok(Ledger {
+        adopted: moved,
+        recorded: recorded.into_iter().map(|(version, _)| version).collect(),
+    })
+}
+
+/// What [`adopt`] found: the versions it moved, and every version the engine's ledger
+/// records once it is done (those moved among them).
+struct Ledger {
+    adopted: Vec<i64>,
+    recorded: Vec<i64>,
+}
+
+/// Whether `checksum` is the one of this build's file for `version` (a version it does
+/// not hold is refused before this is asked).
+fn matches_its_file(version: i64, checksum: &[u8]) -> bool {
+    FILES
+        .iter()
+        .find(|file| file.version == version)
+        .is_none_or(|file| file.checksum[..] == checksum[..])
+}
+
+/// Moves the rows of `known` versions from the shared ledger to the engine's: the
+/// versions it inserted. A version already in both (only a hand or an interrupted
+/// tool puts it there) keeps the engine's row, whose checksum [`adopt`] compares.
+async fn move_out_of_the_shared_ledger(
+    tx: &mut PgConnection,
+    known: &[i64],
+) -> Result<Vec<i64>, Error> {
     // sqlx records how long a migration took in nanoseconds, -1 when it lost the figure.
     let mut moved: Vec<i64> = sqlx::query_scalar(
         "WITH moved AS (
@@ -219,7 +272,7 @@ async fn adopt(tx: &mut PgConnection) -> Result<Vec<i64>, Error> {
          ON CONFLICT (version) DO NOTHING
          RETURNING version",
     )
-    .bind(&known)
+    .bind(known)
     .bind(SHARED_LEDGER)
     .fetch_all(&mut *tx)
     .await
