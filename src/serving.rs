@@ -15,7 +15,10 @@
 //!   `Connection: close`, so the proxy drops that connection after its request instead
 //!   of sending another on it as it closes. A connection idle for [`IDLE_ON_STOP`] is
 //!   closed (a proxy that keeps idle connections for less has dropped it already, so
-//!   no request crosses the close); what is still open after the grace is shut.
+//!   no request crosses the close); its idle time starts when hyper has taken its last
+//!   answer's body whole, not when that answer's headers were ready (a GET's event
+//!   stream, which need not end, counts as idle from its headers). What is still open
+//!   after the grace is shut.
 //!
 //! The probes (`/livez`, `/readyz`, `/healthz`) are outside the router's limit on
 //! requests at once (see `startup::router`), so a crowd of slow clients cannot turn
@@ -28,7 +31,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
-use axum::http::{HeaderValue, Request, Version, header};
+use axum::http::{HeaderValue, Method, Request, Version, header};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -184,6 +187,92 @@ impl Activity {
     }
 }
 
+/// One request on a connection, from its headers until its answer's body has been
+/// handed over whole (or dropped, when the connection died): only then does the
+/// connection's idle time start. Counted from the answer's headers instead, a page that
+/// took longer than a proxy's idle limit to send would let the stopping copy close the
+/// connection as the proxy sent its next request on it (a POST lost with a 502).
+struct InFlight {
+    activity: Arc<Activity>,
+    counted: bool,
+}
+
+impl InFlight {
+    fn begin(activity: Arc<Activity>) -> InFlight {
+        activity
+            .in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        InFlight {
+            activity,
+            counted: true,
+        }
+    }
+
+    /// The connection may count as idle from now on, though this answer goes on.
+    fn no_longer_counted(&mut self) {
+        self.end();
+        self.counted = false;
+    }
+
+    fn end(&self) {
+        // The time first, so that no look sees no request in flight with an old time.
+        if let Ok(mut since) = self.activity.idle_since.lock() {
+            *since = tokio::time::Instant::now();
+        }
+        if self.counted {
+            self.activity
+                .in_flight
+                .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+/// Whether `response` is an event stream (`text/event-stream`).
+fn streams_events(response: &axum::response::Response) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|kind| kind.as_bytes().starts_with(b"text/event-stream"))
+}
+
+/// An answer's body that holds its request [`InFlight`] until hyper has taken its
+/// last frame and drops it; frames and size pass through unchanged (a known length
+/// still becomes `Content-Length`).
+struct UntilSent {
+    body: Body,
+    #[allow(
+        dead_code,
+        reason = "held for its Drop: the request ends with the body"
+    )]
+    in_flight: InFlight,
+}
+
+impl hyper::body::Body for UntilSent {
+    type Data = hyper::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
 /// One connection, HTTP/1.1 or HTTP/2, until it closes, `close_now`, or (after `stop`)
 /// it has been idle for [`IDLE_ON_STOP`].
 async fn serve_connection(
@@ -195,7 +284,6 @@ async fn serve_connection(
     close_now: CancellationToken,
     _place: tokio::sync::OwnedSemaphorePermit,
 ) {
-    use std::sync::atomic::Ordering;
     let activity = Arc::new(Activity {
         in_flight: std::sync::atomic::AtomicUsize::new(0),
         idle_since: std::sync::Mutex::new(tokio::time::Instant::now()),
@@ -205,11 +293,11 @@ async fn serve_connection(
         let stop = stop.clone();
         tower::service_fn(move |request: Request<Incoming>| {
             let router = router.clone();
-            let activity = activity.clone();
+            let in_flight = InFlight::begin(activity.clone());
             let stop = stop.clone();
-            activity.in_flight.fetch_add(1, Ordering::AcqRel);
             async move {
                 let version = request.version();
+                let method = request.method().clone();
                 let mut request = request.map(Body::new);
                 request.extensions_mut().insert(ConnectInfo(peer));
                 let mut response = router.oneshot(request).await?;
@@ -220,11 +308,18 @@ async fn serve_connection(
                         .headers_mut()
                         .insert(header::CONNECTION, HeaderValue::from_static("close"));
                 }
-                if let Ok(mut since) = activity.idle_since.lock() {
-                    *since = tokio::time::Instant::now();
+                // The request is in flight until hyper has taken its body's last frame.
+                // But a GET's event stream (the live panel's, an agent's standing MCP
+                // stream) need not end before the stop: it counts as idle from its
+                // headers, so that a stop closes it after IDLE_ON_STOP (its client
+                // reconnects, to another copy); its end still restarts the idle time.
+                let mut in_flight = in_flight;
+                if method == Method::GET && streams_events(&response) {
+                    in_flight.no_longer_counted();
                 }
-                activity.in_flight.fetch_sub(1, Ordering::AcqRel);
-                Ok::<_, std::convert::Infallible>(response)
+                Ok::<_, std::convert::Infallible>(
+                    response.map(|body| Body::new(UntilSent { body, in_flight })),
+                )
             }
         })
     };
@@ -280,6 +375,70 @@ mod tests {
         let mut answer = [0u8; 256];
         let read = stream.read(&mut answer).await.unwrap();
         String::from_utf8_lossy(&answer[..read]).into_owned()
+    }
+
+    /// After a stop, a connection is idle from when its last answer's body was sent, not
+    /// from when its headers were: a page that took longer than [`IDLE_ON_STOP`] to send
+    /// does not leave the connection to close as the proxy sends its next request.
+    #[tokio::test]
+    async fn after_a_stop_a_slow_answer_counts_as_in_flight_until_its_body_is_sent() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (chunks, receiver) = tokio::sync::mpsc::channel::<&'static str>(1);
+        let receiver = Arc::new(tokio::sync::Mutex::new(Some(receiver)));
+        let router = Router::new()
+            .route("/", axum::routing::get(|| async { "here" }))
+            .route(
+                "/slow",
+                axum::routing::get(move || async move {
+                    let receiver = receiver.lock().await.take().expect("asked once");
+                    let body = futures_util::stream::unfold(receiver, |mut receiver| async {
+                        let chunk = receiver.recv().await?;
+                        Some((Ok::<_, std::io::Error>(chunk), receiver))
+                    });
+                    Body::from_stream(body)
+                }),
+            );
+        let limits = Limits {
+            header_timeout: Duration::from_secs(10),
+            max_connections: 4,
+            grace: Duration::from_secs(10),
+        };
+        let stop = CancellationToken::new();
+        let served = tokio::spawn(serve(listener, router, limits, stop.clone()));
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        stream
+            .write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        chunks.send("first").await.unwrap();
+        let mut answer = Vec::new();
+        let mut buffer = [0u8; 1024];
+        while !String::from_utf8_lossy(&answer).contains("first") {
+            let read = stream.read(&mut buffer).await.unwrap();
+            assert!(read > 0, "closed before the first chunk");
+            answer.extend_from_slice(&buffer[..read]);
+        }
+
+        // The stop comes while the body is being sent, and the body takes longer than
+        // a connection may be idle after it.
+        stop.cancel();
+        tokio::time::sleep(IDLE_ON_STOP + Duration::from_millis(500)).await;
+        chunks.send("last").await.unwrap();
+        drop(chunks);
+        while !String::from_utf8_lossy(&answer).ends_with("0\r\n\r\n") {
+            let read = stream.read(&mut buffer).await.unwrap();
+            assert!(read > 0, "closed before the body's end");
+            answer.extend_from_slice(&buffer[..read]);
+        }
+
+        // The next request, sent at once as a proxy would, is answered (and told to
+        // close the connection after it).
+        let next = ask(&mut stream).await;
+        assert!(next.contains("here"), "the connection was closed: {next:?}");
+        assert!(next.to_lowercase().contains("connection: close"), "{next}");
+        served.await.unwrap().unwrap();
     }
 
     /// A listener whose every place is taken accepts nothing more until one is given

@@ -22,9 +22,9 @@ pub const PRIVATE_DATABASE: &str = "standmeet";
 /// [`migrate`] applies them first, since ours refer to `jobs`.
 ///
 /// Versions the list does not hold are not refused by sqlx (`ignore_missing`): the
-/// [`RETIRED`] ones, and the engine's while a database made with one ledger still has
-/// them there; [`migrate`] refuses the others itself, before anything is applied. It
-/// holds sqlx's lock for the whole upgrade, so this list takes none of its own.
+/// [`RETIRED`] ones (the engine's have left this ledger by the time it runs);
+/// [`migrate`] refuses the others itself, before anything is applied. It holds sqlx's
+/// lock for the whole upgrade, so this list takes none of its own.
 static APP_MIGRATIONS: LazyLock<Migrator> = LazyLock::new(|| {
     let mut migrator = sqlx::migrate!("./migrations");
     migrator.set_ignore_missing(true);
@@ -238,31 +238,46 @@ pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
 }
 
 async fn apply(conn: &mut PgConnection) -> anyhow::Result<()> {
-    // The engine's call and the marker commit together: an upgrade cut short between
-    // the two would leave a database whose engine rows had left `_sqlx_migrations`
-    // with no marker there, which a build with one ledger would not refuse in words
-    // but try to migrate again (and fail on the first table that exists).
-    let mut tx = conn
-        .begin()
+    // sqlx's ledger first (as sqlx makes it), so that the marker is in it before the
+    // engine changes anything: a start cut short after the engine's part, on a fresh
+    // database too, leaves one that a build with one ledger refuses in words.
+    conn.ensure_migrations_table()
         .await
-        .context("cannot begin the job engine's migrations")?;
-    let engine = match record_the_marker(&mut tx).await {
-        Ok(()) => standmeet_jobs::migrate(&mut tx)
+        .context("cannot make the table that records the database's migrations")?;
+    if holds_engine_rows(conn).await? {
+        // The one upgrade that moves the engine's rows out of `_sqlx_migrations`
+        // commits with the marker: cut short between the two, it would leave a
+        // database with neither, which a build with one ledger would not refuse but
+        // try to migrate again (and fail on the first table that exists). Its steps
+        // are savepoints of this transaction. Other starts apply the engine's
+        // migrations each in its own, as it does on its own.
+        let mut tx = conn
+            .begin()
             .await
-            .context("cannot apply the job engine's migrations"),
-        Err(err) => Err(err),
-    };
-    match engine {
-        Ok(_) => tx
-            .commit()
-            .await
-            .context("cannot commit the job engine's migrations")?,
-        Err(err) => {
-            // The engine's error is the one to answer (a lost connection rolls back by
-            // itself).
-            let _ = tx.rollback().await;
-            return Err(err);
+            .context("cannot begin the job engine's migrations")?;
+        let engine = match record_the_marker(&mut tx).await {
+            Ok(()) => standmeet_jobs::migrate(&mut tx)
+                .await
+                .context("cannot apply the job engine's migrations"),
+            Err(err) => Err(err),
+        };
+        match engine {
+            Ok(_) => tx
+                .commit()
+                .await
+                .context("cannot commit the job engine's migrations")?,
+            Err(err) => {
+                // The engine's error is the one to answer (a lost connection rolls
+                // back by itself).
+                let _ = tx.rollback().await;
+                return Err(err);
+            }
         }
+    } else {
+        record_the_marker(conn).await?;
+        standmeet_jobs::migrate(conn)
+            .await
+            .context("cannot apply the job engine's migrations")?;
     }
     APP_MIGRATIONS
         .run(&mut *conn)
@@ -271,23 +286,26 @@ async fn apply(conn: &mut PgConnection) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether `_sqlx_migrations` still records engine migrations: a database made while
+/// one ledger recorded both folders, not upgraded yet.
+async fn holds_engine_rows(conn: &mut PgConnection) -> anyhow::Result<bool> {
+    let engine: Vec<i64> = standmeet_jobs::migration_versions().collect();
+    sqlx::query_scalar("SELECT EXISTS (SELECT FROM _sqlx_migrations WHERE version = ANY($1))")
+        .bind(&engine)
+        .fetch_one(&mut *conn)
+        .await
+        .context("cannot read which migrations the database has")
+}
+
 /// The application's migration that builds with one ledger do not know, so that they
 /// refuse a database whose engine has its own (see its file).
 const MARKER_OF_THE_ENGINES_LEDGER: i64 = 20261207000002;
 
-/// Records [`MARKER_OF_THE_ENGINES_LEDGER`] in `_sqlx_migrations` when that ledger
-/// exists without it (a database made with one ledger), in the caller's transaction
-/// with the engine's move. Its file changes nothing, so recording it unapplied is
-/// applying it; sqlx finds it recorded, with its own checksum, and goes on. A fresh
-/// database has no such ledger yet, and gets the marker in order with the rest.
-async fn record_the_marker(tx: &mut PgConnection) -> anyhow::Result<()> {
-    let ledger: Option<String> = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations')::text")
-        .fetch_one(&mut *tx)
-        .await
-        .context("cannot read which migrations the database has")?;
-    if ledger.is_none() {
-        return Ok(());
-    }
+/// Records [`MARKER_OF_THE_ENGINES_LEDGER`] in `_sqlx_migrations` unless it is there,
+/// before the engine's migrations change anything. Its file changes nothing, so
+/// recording it unapplied is applying it; sqlx finds it recorded, with its own
+/// checksum, and goes on with the others, whatever their order.
+async fn record_the_marker(conn: &mut PgConnection) -> anyhow::Result<()> {
     let marker = APP_MIGRATIONS
         .iter()
         .find(|migration| migration.version == MARKER_OF_THE_ENGINES_LEDGER)
@@ -300,7 +318,7 @@ async fn record_the_marker(tx: &mut PgConnection) -> anyhow::Result<()> {
     .bind(marker.version)
     .bind(&*marker.description)
     .bind(&*marker.checksum)
-    .execute(&mut *tx)
+    .execute(&mut *conn)
     .await
     .context("cannot record the migration that marks the engine's own ledger")?;
     Ok(())
@@ -338,17 +356,30 @@ async fn refuse_unknown_migrations(conn: &mut PgConnection) -> anyhow::Result<()
     if ledger.is_none() {
         return Ok(());
     }
-    let applied: Vec<(i64, Vec<u8>)> =
-        sqlx::query_as("SELECT version, checksum FROM _sqlx_migrations ORDER BY version")
+    let applied: Vec<(i64, Vec<u8>, bool)> =
+        sqlx::query_as("SELECT version, checksum, success FROM _sqlx_migrations ORDER BY version")
             .fetch_all(&mut *conn)
             .await
             .context("cannot read which migrations the database has")?;
-    for (version, checksum) in applied {
-        // sqlx compares our own migrations' checksums; the engine compares its own as it
-        // moves them into its ledger.
-        if APP_MIGRATIONS.version_exists(version)
-            || standmeet_jobs::migration_versions().any(|engine| engine == version)
-        {
+    for (version, checksum, success) in applied {
+        // The engine compares its own, before it applies anything.
+        if standmeet_jobs::migration_versions().any(|engine| engine == version) {
+            continue;
+        }
+        // sqlx would find these too, but only once the engine's part is done.
+        if let Some(ours) = APP_MIGRATIONS.iter().find(|ours| ours.version == version) {
+            if !success {
+                anyhow::bail!(
+                    "the database's migration {version} is marked failed: it was left half \
+                     applied; restore a backup taken before it"
+                );
+            }
+            if ours.checksum[..] != checksum[..] {
+                anyhow::bail!(
+                    "the database's migration {version} is not the one StandMeet applied \
+                     (its checksum differs): it was changed by hand; restore a backup"
+                );
+            }
             continue;
         }
         let checksum: String = checksum.iter().map(|byte| format!("{byte:02x}")).collect();

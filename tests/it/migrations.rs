@@ -419,19 +419,7 @@ async fn an_engine_migration_changed_by_hand_in_its_own_ledger_is_refused(pool: 
     .execute(&pool)
     .await
     .unwrap();
-    // Two records lost, one in each ledger: a refusal that came after applying would
-    // bring them back (both files run again without error).
-    let engine_last = standmeet_jobs::migration_versions().last().unwrap();
-    sqlx::query("DELETE FROM standmeet_job_migrations WHERE version = $1")
-        .bind(engine_last)
-        .execute(&pool)
-        .await
-        .unwrap();
-    sqlx::query("DELETE FROM _sqlx_migrations WHERE version = $1")
-        .bind(MARKER_OF_THE_ENGINES_LEDGER)
-        .execute(&pool)
-        .await
-        .unwrap();
+    let engine_last = lose_the_engines_newest_record(&pool).await;
     let engine_before = ledger_rows(&pool, "standmeet_job_migrations").await;
     let app_before = ledger_rows(&pool, "_sqlx_migrations").await;
 
@@ -447,7 +435,7 @@ async fn an_engine_migration_changed_by_hand_in_its_own_ledger_is_refused(pool: 
     );
     assert_eq!(ledger_rows(&pool, "_sqlx_migrations").await, app_before);
 
-    // Put right, the same upgrade applies both again: the refusal came first.
+    // Put right, the same upgrade applies it again: the refusal came first.
     sqlx::query("UPDATE standmeet_job_migrations SET checksum = $1 WHERE version = 20261202000003")
         .bind(file_checksum)
         .execute(&pool)
@@ -455,11 +443,51 @@ async fn an_engine_migration_changed_by_hand_in_its_own_ledger_is_refused(pool: 
         .unwrap();
     standmeet::db::migrate(&pool).await.unwrap();
     assert!(engine_versions(&pool).await.contains(&engine_last));
-    assert!(
-        applied_versions(&pool)
-            .await
-            .contains(&MARKER_OF_THE_ENGINES_LEDGER)
-    );
+}
+
+/// One of our migrations changed by hand, or marked failed, is refused before the
+/// engine's part changes anything (sqlx alone would find it only after).
+#[sqlx::test(migrations = false)]
+async fn an_application_migration_changed_or_failed_is_refused_before_the_engine_runs(
+    pool: PgPool,
+) {
+    standmeet::db::migrate(&pool).await.unwrap();
+    let engine_last = lose_the_engines_newest_record(&pool).await;
+    for (tamper, words) in [
+        (
+            "UPDATE _sqlx_migrations SET checksum = '\\x00' WHERE version = 20261204000003",
+            "changed by hand",
+        ),
+        (
+            "UPDATE _sqlx_migrations SET success = false WHERE version = 20261204000003",
+            "marked failed",
+        ),
+    ] {
+        let applied = ledger_rows(&pool, "_sqlx_migrations").await;
+        let original: Vec<u8> = applied
+            .iter()
+            .find(|row| row.0 == 20261204000003)
+            .unwrap()
+            .1
+            .clone();
+        sqlx::query(tamper).execute(&pool).await.unwrap();
+        let refused = standmeet::db::migrate(&pool).await.unwrap_err();
+        let said = format!("{refused:#}");
+        assert!(
+            said.contains("20261204000003") && said.contains(words),
+            "{said}"
+        );
+        assert!(!engine_versions(&pool).await.contains(&engine_last));
+        sqlx::query(
+            "UPDATE _sqlx_migrations SET checksum = $1, success = true WHERE version = 20261204000003",
+        )
+        .bind(original)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    standmeet::db::migrate(&pool).await.unwrap();
+    assert!(engine_versions(&pool).await.contains(&engine_last));
 }
 
 /// A version number names one migration: the engine's rows move between ledgers by it.
@@ -541,6 +569,19 @@ async fn one_ledger_tampered_is_refused_and_nothing_moves(
     assert!(words.iter().all(|word| said.contains(word)), "{said}");
     assert_eq!(ledger_rows(pool, "_sqlx_migrations").await, before);
     assert_eq!(table(pool, "standmeet_job_migrations").await, None);
+}
+
+/// Deletes the engine's record of its newest migration, whose file (`CREATE OR REPLACE
+/// VIEW`) runs again without error: an upgrade that ran the engine brings the record
+/// back, so one refused before it does not. Answers its version.
+async fn lose_the_engines_newest_record(pool: &PgPool) -> i64 {
+    let newest = standmeet_jobs::migration_versions().last().unwrap();
+    sqlx::query("DELETE FROM standmeet_job_migrations WHERE version = $1")
+        .bind(newest)
+        .execute(pool)
+        .await
+        .unwrap();
+    newest
 }
 
 /// Both runs of an upgrade: the first needs no manual step, the second finds nothing

@@ -12,8 +12,9 @@
 //! the rate limits count addresses) load `/` and a search and send the request-access
 //! form; agents list tasks over MCP and approve the requests, each approval waiting for
 //! its mail (answered, or a receipt). Meanwhile each copy in turn is restarted as the
-//! docs' upgrade steps do it: SIGTERM, start, `/readyz`, then the proxy's
-//! `fail_timeout` (5 s) before the next. Promises:
+//! docs' upgrade steps do it: SIGTERM, start, `/readyz`, then 7 s, until the proxy
+//! tries the copy again (its `fail_timeout`, 5 s in whole seconds), before the next.
+//! Promises:
 //! - 0 failed requests: every answer through nginx is what the request asked for (no
 //!   5xx, no reset);
 //! - 0 lost jobs: every request the form acknowledged is there, every job ends, and
@@ -44,9 +45,12 @@ const NGINX_FILE: &str = include_str!("../../../../deploy/nginx/standmeet.conf")
 /// Visitors at once, and agents at once.
 const VISITORS: usize = 4;
 const AGENTS: usize = 2;
-/// How long the proxy leaves a copy alone after it refused a connection
-/// (`fail_timeout` in the nginx file): the docs wait that long before the next copy.
-const FAIL_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the docs' upgrade waits once a restarted copy is ready before it stops
+/// the next: nginx leaves a copy that refused a connection alone for `fail_timeout`
+/// (5 s in the nginx file) counted in whole seconds of its clock, so for up to 6 s.
+/// Waiting only 5 s stopped the second copy while nginx still held the first one down:
+/// every request in that second was a 502 ("no live upstreams").
+const UNTIL_THE_PROXY_TRIES_IT_AGAIN: Duration = Duration::from_secs(7);
 
 pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
     let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"]
@@ -127,7 +131,7 @@ pub(crate) async fn run(lab: &Lab) -> anyhow::Result<Outcome> {
             ready,
             format!("{} was not ready after its restart", copy.address()),
         );
-        tokio::time::sleep(FAIL_TIMEOUT).await;
+        tokio::time::sleep(UNTIL_THE_PROXY_TRIES_IT_AGAIN).await;
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     stop.cancel();
