@@ -246,11 +246,8 @@ fn streams_events(response: &axum::response::Response) -> bool {
 /// still becomes `Content-Length`).
 struct UntilSent {
     body: Body,
-    #[allow(
-        dead_code,
-        reason = "held for its Drop: the request ends with the body"
-    )]
-    in_flight: InFlight,
+    /// Held for its `Drop`: the request ends with the body.
+    _in_flight: InFlight,
 }
 
 impl hyper::body::Body for UntilSent {
@@ -317,9 +314,12 @@ async fn serve_connection(
                 if method == Method::GET && streams_events(&response) {
                     in_flight.no_longer_counted();
                 }
-                Ok::<_, std::convert::Infallible>(
-                    response.map(|body| Body::new(UntilSent { body, in_flight })),
-                )
+                Ok::<_, std::convert::Infallible>(response.map(|body| {
+                    Body::new(UntilSent {
+                        body,
+                        _in_flight: in_flight,
+                    })
+                }))
             }
         })
     };

@@ -227,8 +227,8 @@ pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
     conn.lock()
         .await
         .context("cannot take the lock that migrating the database holds")?;
-    refuse_unknown_migrations(&mut conn).await?;
-    if let Err(err) = apply(&mut conn).await {
+    let holds_engine_rows = refuse_unknown_migrations(&mut conn).await?;
+    if let Err(err) = apply(&mut conn, holds_engine_rows).await {
         return Err(explain_denied(err, &mut conn).await);
     }
     conn.unlock()
@@ -237,14 +237,16 @@ pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn apply(conn: &mut PgConnection) -> anyhow::Result<()> {
+/// `holds_engine_rows`: whether `_sqlx_migrations` still records engine migrations (a
+/// database made while one ledger recorded both folders, not upgraded yet).
+async fn apply(conn: &mut PgConnection, holds_engine_rows: bool) -> anyhow::Result<()> {
     // sqlx's ledger first (as sqlx makes it), so that the marker is in it before the
     // engine changes anything: a start cut short after the engine's part, on a fresh
     // database too, leaves one that a build with one ledger refuses in words.
     conn.ensure_migrations_table()
         .await
         .context("cannot make the table that records the database's migrations")?;
-    if holds_engine_rows(conn).await? {
+    if holds_engine_rows {
         // The one upgrade that moves the engine's rows out of `_sqlx_migrations`
         // commits with the marker: cut short between the two, it would leave a
         // database with neither, which a build with one ledger would not refuse but
@@ -284,17 +286,6 @@ async fn apply(conn: &mut PgConnection) -> anyhow::Result<()> {
         .await
         .context("cannot apply the database migrations")?;
     Ok(())
-}
-
-/// Whether `_sqlx_migrations` still records engine migrations: a database made while
-/// one ledger recorded both folders, not upgraded yet.
-async fn holds_engine_rows(conn: &mut PgConnection) -> anyhow::Result<bool> {
-    let engine: Vec<i64> = standmeet_jobs::migration_versions().collect();
-    sqlx::query_scalar("SELECT EXISTS (SELECT FROM _sqlx_migrations WHERE version = ANY($1))")
-        .bind(&engine)
-        .fetch_one(&mut *conn)
-        .await
-        .context("cannot read which migrations the database has")
 }
 
 /// The application's migration that builds with one ledger do not know, so that they
@@ -348,14 +339,18 @@ async fn explain_denied(err: anyhow::Error, conn: &mut PgConnection) -> anyhow::
     ))
 }
 
-async fn refuse_unknown_migrations(conn: &mut PgConnection) -> anyhow::Result<()> {
+/// Refuses a database whose `_sqlx_migrations` holds a version this build does not
+/// know, or one of ours changed by hand or marked failed; answers whether it holds
+/// engine migrations (read in the same pass).
+async fn refuse_unknown_migrations(conn: &mut PgConnection) -> anyhow::Result<bool> {
     let ledger: Option<String> = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations')::text")
         .fetch_one(&mut *conn)
         .await
         .context("cannot read which migrations the database has")?;
     if ledger.is_none() {
-        return Ok(());
+        return Ok(false);
     }
+    let mut holds_engine_rows = false;
     let applied: Vec<(i64, Vec<u8>, bool)> =
         sqlx::query_as("SELECT version, checksum, success FROM _sqlx_migrations ORDER BY version")
             .fetch_all(&mut *conn)
@@ -364,6 +359,7 @@ async fn refuse_unknown_migrations(conn: &mut PgConnection) -> anyhow::Result<()
     for (version, checksum, success) in applied {
         // The engine compares its own, before it applies anything.
         if standmeet_jobs::migration_versions().any(|engine| engine == version) {
+            holds_engine_rows = true;
             continue;
         }
         // sqlx would find these too, but only once the engine's part is done.
@@ -396,7 +392,7 @@ async fn refuse_unknown_migrations(conn: &mut PgConnection) -> anyhow::Result<()
             ),
         }
     }
-    Ok(())
+    Ok(holds_engine_rows)
 }
 
 /// Whether the database answers a trivial query within a second.
