@@ -24,7 +24,8 @@
 //!   inline script, and their forms post as plain HTML (`ui::hydration`). The jobs'
 //!   pages are in the app's shell; every other page is a lazy route whose code comes
 //!   in its group's chunk of the wasm, fetched beside the shell (`ui::lazy_pages`;
-//!   `scripts/build` cuts the chunks).
+//!   `scripts/build` cuts the chunks). On the server, `ui::request_owner` starts every
+//!   request with no Leptos owner left on its thread by another request's page.
 //! - [`model`]: the words both sides share, such as `JobId`, `JobState`, `MailState`
 //!   and the corpus write receipt.
 //! - [`ops`]: one operation per action, whatever door it comes through: it takes the

@@ -71,6 +71,22 @@ enum PostgresAction {
     Stop,
 }
 
+/// How long the process waits for the runtime's threads once its work is done. A thread
+/// that does not come back (stuck in a blocking call) is left behind, so that a copy
+/// told to stop ends, instead of waiting for a kill.
+const THREADS_AT_THE_END: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Runs `work` on a multi-threaded runtime, then shuts the runtime down: tasks still
+/// running are dropped, and its threads get [`THREADS_AT_THE_END`] to finish.
+fn run_to_end<T>(work: impl std::future::Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let outcome = runtime.block_on(work);
+    runtime.shutdown_timeout(THREADS_AT_THE_END);
+    outcome
+}
+
 fn main() -> ExitCode {
     use clap::{CommandFactory, FromArgMatches};
     let matches = Cli::command()
@@ -98,25 +114,15 @@ fn main() -> ExitCode {
         }
     };
 
-    let runtime = || {
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .map_err(anyhow::Error::from)
-    };
     let outcome = match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => runtime().and_then(|rt| rt.block_on(standmeet::startup::run(settings))),
-        Command::Migrate => {
-            runtime().and_then(|rt| rt.block_on(standmeet::startup::migrate_only(settings)))
-        }
+        Command::Serve => run_to_end(standmeet::startup::run(settings)),
+        Command::Migrate => run_to_end(standmeet::startup::migrate_only(settings)),
         Command::Admin {
             action: AdminAction::SetPassword { email },
         } => read_password().and_then(|password| {
-            runtime().and_then(|rt| {
-                rt.block_on(standmeet::startup::set_admin_password(
-                    settings, &email, &password,
-                ))
-            })
+            run_to_end(standmeet::startup::set_admin_password(
+                settings, &email, &password,
+            ))
         }),
         Command::Admin {
             action: AdminAction::Create { email, generate },
@@ -126,9 +132,7 @@ fn main() -> ExitCode {
             read_password().map(Some)
         })
         .and_then(|password| {
-            runtime().and_then(|rt| {
-                rt.block_on(standmeet::startup::create_admin(settings, &email, password))
-            })
+            run_to_end(standmeet::startup::create_admin(settings, &email, password))
         }),
         Command::CheckConfig => match standmeet::startup::check_config(settings) {
             Ok(said) => {

@@ -51,9 +51,10 @@ pub fn session_cookie_name(settings: &Settings) -> &'static str {
 }
 
 /// The whole HTTP surface: fixed endpoints, the Leptos pages and server functions,
-/// static files, and the layers every request passes through (outermost first):
-/// request id → trace span → security headers → client address → the limits (requests
-/// at once, time, bodies) → cross-site refusal → session → admin guard → the route.
+/// static files, and the layers every request passes through (outermost first): no
+/// Leptos owner left on the thread → request id → trace span → security headers →
+/// client address → the limits (requests at once, time, bodies) → cross-site refusal →
+/// session → admin guard → the route.
 /// The probes (`/livez`, `/readyz`, `/healthz`) skip the limits and what follows them.
 pub fn router(state: AppState) -> Router {
     let routes = generate_route_list(App);
@@ -182,6 +183,11 @@ pub fn router(state: AppState) -> Router {
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .layer(middleware::from_fn(
             crate::telemetry::drop_unusable_request_id,
+        ))
+        // Outermost, so that it runs first on every poll of a request: no Leptos owner
+        // left on the thread by another request's page (see the module).
+        .layer(middleware::from_fn(
+            crate::ui::request_owner::without_a_thread_owner,
         ))
 }
 

@@ -7,6 +7,8 @@ pub mod hydration;
 pub mod layout;
 pub mod lazy_pages;
 pub mod pages;
+#[cfg(feature = "ssr")]
+pub mod request_owner;
 
 use leptos::nonce::use_nonce;
 use leptos::prelude::*;

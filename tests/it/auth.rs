@@ -437,6 +437,58 @@ async fn responses_that_are_not_pages_allow_nothing(pool: PgPool) {
     assert_eq!(reply.headers["x-content-type-options"], "nosniff");
 }
 
+/// A server function is not a part of the page this thread rendered last. Leptos keeps
+/// a page's root owner as the thread's current one; a server function's owner made
+/// under it became that page's child and read the page's context: its answer carried
+/// the page's nonce. And when the page's last reference went while the server function
+/// read through it, the page was dropped on that thread and cleaned its children,
+/// the server function's owner too, whose lock that thread held: the thread waited for
+/// itself for ever (a request never answered, a copy that did not stop).
+#[sqlx::test(migrations = false)]
+async fn a_server_function_is_no_part_of_a_page_being_sent(pool: PgPool) {
+    use tower::ServiceExt;
+    crate::common::schema(&pool).await;
+    let app = TestApp::builder(pool).spawn().await;
+    // A page on its way out: answered, its body not read yet, so its owner lives. The
+    // test's runtime has one thread, so the server function below runs on this one.
+    let page = app
+        .router
+        .clone()
+        .oneshot(Request::get("/").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let page_policy = page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(page_policy.contains("'nonce-"), "{page_policy}");
+    // The page's owner was not left as the thread's.
+    assert!(leptos::prelude::Owner::current().is_none());
+
+    let reply = common::post_form(
+        &app,
+        "/api/request_access",
+        &[
+            ("name", "Ada"),
+            ("email", "ada@example.com"),
+            ("message", "Hello"),
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let policy = reply.headers["content-security-policy"].to_str().unwrap();
+    assert!(
+        policy.starts_with("default-src 'none'"),
+        "a server function's answer took the page's policy: {policy}"
+    );
+    // The page is still whole.
+    let body = axum::body::to_bytes(page.into_body(), 16 * 1024 * 1024)
+        .await
+        .unwrap();
+    assert!(String::from_utf8_lossy(&body).contains("</html>"));
+}
+
 #[sqlx::test(migrations = false)]
 async fn with_no_admin_settings_the_first_start_generates_one_admin_once(pool: PgPool) {
     crate::common::schema(&pool).await;
