@@ -5,9 +5,9 @@
 //! across renders. A listener installed once ([`install`]) notes the key of each control
 //! that takes the focus (and forgets it when the pointer goes elsewhere: a mouse user
 //! chooses for themselves). When a page has read its data again it calls
-//! [`restore_after_render`]: if the focus was lost with the old nodes (it is on
-//! `<body>`), the control with the same key gets it back after the next paint (or as
-//! soon as it appears, within half a second), or, when that control is gone (Approve
+//! [`restore_after_render`]: if the focus is lost with the old nodes (it is on
+//! `<body>`, or on a control just disabled) within half a second, the control with the
+//! same key gets it back (as soon as it appears), or, when that control is gone (Approve
 //! leaves no button behind), the page's `<main>`. An action may also name where the
 //! focus should land ([`remember_key`]).
 //! On the server all of this does nothing.
@@ -80,9 +80,10 @@ mod browser {
         KEY.with(|remembered| *remembered.borrow_mut() = Some(key.to_string()));
     }
 
-    /// How many frames a restore waits for the keyed control to appear: the data that
-    /// brings it may be rendered a few frames after the page read it (a busy machine,
-    /// a suspended view), and falling back to `<main>` at once would strand the focus.
+    /// How many frames a restore waits for the focus to be lost and for the keyed
+    /// control to appear: the data that brings it may be rendered a few frames after the
+    /// page read it (a busy machine, a suspended view), and falling back to `<main>` at
+    /// once would strand the focus.
     const FRAMES_TO_WAIT: u32 = 30;
 
     pub fn restore_after_render() {
@@ -97,10 +98,17 @@ mod browser {
             let Some(document) = document() else {
                 return;
             };
-            let lost = document
-                .active_element()
-                .is_none_or(|element| element.tag_name().eq_ignore_ascii_case("body"));
+            // Lost: on `<body>` (its control re-rendered away), or on a control that has
+            // just been disabled (a bulk action's button once nothing is selected).
+            let lost = document.active_element().is_none_or(|element| {
+                element.tag_name().eq_ignore_ascii_case("body") || element.has_attribute("disabled")
+            });
             if !lost {
+                // The render that takes the focus away may come a few frames after the
+                // data that asked for this restore (the effect may run first).
+                if frames_left > 0 {
+                    restore_in_a_frame(frames_left - 1);
+                }
                 return;
             }
             let Some(key) = KEY.with(|remembered| remembered.borrow().clone()) else {
