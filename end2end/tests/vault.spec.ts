@@ -118,8 +118,28 @@ test("a vault mostly gone removes nothing until the admin confirms, and comes ba
   await panel.getByRole("button", { name: "Rebuild from vault" }).click();
   await expect(panel.getByTestId("vault-rebuild-state")).toHaveText("completed", { timeout: 20_000 });
   const before = await vaultEntries();
+  const lastRebuild = async () =>
+    Number((await sql<{ id: string }>("SELECT coalesce(max(id), 0) AS id FROM jobs WHERE kind = 'corpus.vault_rebuild'"))[0].id);
+  const rebuildsBefore = await lastRebuild();
   try {
     for (const folder of gone) fs.renameSync(path.join(vault, folder), path.join(aside, folder));
+    // The watcher sees the folders go and rebuilds on its own (removing nothing): wait for
+    // that rebuild to end, so that it does not come after the admin's and show its counts.
+    await expect
+      .poll(
+        async () =>
+          Number(
+            (
+              await sql<{ n: string }>(
+                `SELECT count(*) FILTER (WHERE state = 'completed') - count(*) FILTER (WHERE state <> 'completed') AS n
+                   FROM jobs WHERE kind = 'corpus.vault_rebuild' AND id > $1`,
+                [rebuildsBefore],
+              )
+            )[0].n,
+          ),
+        { timeout: 20_000 },
+      )
+      .toBeGreaterThan(0);
     await page.reload();
     await panel.getByRole("button", { name: "Rebuild from vault" }).click();
     const warning = panel.getByTestId("vault-would-remove");
